@@ -1,0 +1,21 @@
+// y <- a*x + y, the first kernel: it exists to exercise the CPU and CUDA
+// toolchains end to end (build, link, run, compare) before the model kernels
+// arrive. Every CUDA kernel lives beside a CPU reference with the same contract.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace sightline::kernels {
+
+// CPU reference.
+void AxpyCpu(float a, const float* x, float* y, std::size_t n);
+
+// True when this build has CUDA kernels and a device is usable right now.
+bool CudaAvailable();
+
+// Runs the CUDA kernel on host buffers (copies in and out). Returns false and
+// sets *error when CUDA is unavailable or a CUDA call failed.
+bool AxpyCuda(float a, const float* x, float* y, std::size_t n, std::string* error);
+
+}  // namespace sightline::kernels

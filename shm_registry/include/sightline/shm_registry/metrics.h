@@ -1,0 +1,185 @@
+// Recording handles: Counter, Gauge, Histogram, Summary.
+//
+// A handle is two words (the process's writer and a cell index) and is cheap to
+// copy. Every operation is lock-free: it touches only this process's own slab
+// of 8-byte cells in the shared segment, with atomics, so it is safe from any
+// number of threads. A default-constructed handle does nothing; a handle whose
+// series could not be created (a capacity was hit) drops each update and counts
+// it in sightline:registry_overflow_total. After fork() the child writes to a
+// fresh slot of its own (it starts from zero; the parent's values stay).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "sightline/shm_registry/types.h"
+
+namespace sightline::metrics {
+namespace detail {
+
+static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free,
+              "shared-memory cells need lock-free 64-bit atomics");
+
+inline constexpr std::uint32_t kNoCell = std::numeric_limits<std::uint32_t>::max();
+
+// The write side of one process's registry attachment. Implemented by the
+// registry; handles only see this narrow interface.
+class Writer {
+ public:
+  // Base of this process's slab, or the slow path that claims a slot on first
+  // use (and again after fork). Never null: without a free slot the process
+  // gets a private fallback buffer whose updates are counted as dropped.
+  std::uint64_t* Slab() {
+    std::uint64_t* s = slab_.load(std::memory_order_acquire);
+    return s ? s : ClaimSlow();
+  }
+  // Next value of the segment-wide write clock (orders `mostrecent` writes).
+  std::uint64_t NextStamp() { return clock_->fetch_add(1, std::memory_order_relaxed) + 1; }
+  virtual void CountDropped(OverflowReason reason) = 0;
+
+ protected:
+  ~Writer() = default;
+  virtual std::uint64_t* ClaimSlow() = 0;
+
+  std::atomic<std::uint64_t*> slab_{nullptr};
+  std::atomic<std::uint64_t>* clock_ = nullptr;
+};
+
+inline std::atomic_ref<std::uint64_t> Cell(std::uint64_t* slab, std::uint32_t cell) {
+  return std::atomic_ref<std::uint64_t>(slab[cell]);
+}
+
+// Adds to a double stored as its bit pattern. Uncontended this is one
+// compare-exchange; threads of one process may contend, other processes never.
+inline void AddDouble(std::atomic_ref<std::uint64_t> cell, double delta) {
+  std::uint64_t old = cell.load(std::memory_order_relaxed);
+  while (!cell.compare_exchange_weak(
+      old, std::bit_cast<std::uint64_t>(std::bit_cast<double>(old) + delta),
+      std::memory_order_relaxed)) {
+  }
+}
+
+// Gauge cells: [seqlock, value bits, stamp]. stamp == 0 means "this process
+// never touched the series"; in mostrecent modes it is the write-clock value
+// of the last Set(), otherwise 1 once the series is touched.
+inline constexpr std::uint32_t kGaugeSeq = 0, kGaugeValue = 1, kGaugeStamp = 2;
+// Sets (value, stamp) under the cell's seqlock, taking the stamp inside it so
+// the last writer of the process also holds the newest stamp.
+void SetMostRecent(Writer* writer, std::uint64_t* slab, std::uint32_t cell, double value);
+
+}  // namespace detail
+
+class Counter {
+ public:
+  Counter() = default;
+  // Adds `amount` (default 1). Negative or NaN amounts are ignored: a counter
+  // never goes backwards.
+  void Inc(double amount = 1.0) const {
+    if (!writer_ || !(amount >= 0)) return;
+    if (cell_ == detail::kNoCell) return writer_->CountDropped(OverflowReason::kSeries);
+    detail::AddDouble(detail::Cell(writer_->Slab(), cell_), amount);
+  }
+  bool valid() const { return writer_ && cell_ != detail::kNoCell; }
+
+ private:
+  friend class CounterFamily;
+  Counter(detail::Writer* w, std::uint32_t cell) : writer_(w), cell_(cell) {}
+  detail::Writer* writer_ = nullptr;
+  std::uint32_t cell_ = detail::kNoCell;
+};
+
+class Gauge {
+ public:
+  Gauge() = default;
+  void Set(double value) const {
+    if (!writer_) return;
+    if (cell_ == detail::kNoCell) return writer_->CountDropped(OverflowReason::kSeries);
+    std::uint64_t* slab = writer_->Slab();
+    if (most_recent_) return detail::SetMostRecent(writer_, slab, cell_, value);
+    detail::Cell(slab, cell_ + detail::kGaugeValue)
+        .store(std::bit_cast<std::uint64_t>(value), std::memory_order_relaxed);
+    Touch(slab);
+  }
+  // Inc/Dec are refused (return false, change nothing) in the mostrecent
+  // modes, as in prometheus_client, where a delta has no timestamp to win by.
+  bool Inc(double delta = 1.0) const {
+    if (!writer_ || most_recent_) return !most_recent_;
+    if (cell_ == detail::kNoCell) {
+      writer_->CountDropped(OverflowReason::kSeries);
+      return true;
+    }
+    std::uint64_t* slab = writer_->Slab();
+    detail::AddDouble(detail::Cell(slab, cell_ + detail::kGaugeValue), delta);
+    Touch(slab);
+    return true;
+  }
+  bool Dec(double delta = 1.0) const { return Inc(-delta); }
+  bool valid() const { return writer_ && cell_ != detail::kNoCell; }
+
+ private:
+  friend class GaugeFamily;
+  Gauge(detail::Writer* w, std::uint32_t cell, bool most_recent)
+      : writer_(w), cell_(cell), most_recent_(most_recent) {}
+  void Touch(std::uint64_t* slab) const {
+    auto stamp = detail::Cell(slab, cell_ + detail::kGaugeStamp);
+    if (stamp.load(std::memory_order_relaxed) == 0) stamp.store(1, std::memory_order_relaxed);
+  }
+  detail::Writer* writer_ = nullptr;
+  std::uint32_t cell_ = detail::kNoCell;
+  bool most_recent_ = false;
+};
+
+// Histogram cells: one count per finite bound, one for +Inf, then the sum.
+// Counts are per bucket (not cumulative): one atomic add per observation, and
+// the exported _count is their total, so _count == +Inf holds by construction.
+class Histogram {
+ public:
+  Histogram() = default;
+  // NaN observations are ignored (they belong to no bucket and would poison _sum).
+  void Observe(double value) const {
+    if (!writer_ || value != value) return;
+    if (cell_ == detail::kNoCell) return writer_->CountDropped(OverflowReason::kSeries);
+    const auto* bounds = bounds_->data();
+    const std::size_t n = bounds_->size();
+    const std::size_t bucket = std::lower_bound(bounds, bounds + n, value) - bounds;
+    std::uint64_t* slab = writer_->Slab();
+    detail::Cell(slab, cell_ + static_cast<std::uint32_t>(bucket))
+        .fetch_add(1, std::memory_order_relaxed);
+    detail::AddDouble(detail::Cell(slab, cell_ + static_cast<std::uint32_t>(n) + 1), value);
+  }
+  bool valid() const { return writer_ && cell_ != detail::kNoCell; }
+
+ private:
+  friend class HistogramFamily;
+  Histogram(detail::Writer* w, std::uint32_t cell, const std::vector<double>* bounds)
+      : writer_(w), cell_(cell), bounds_(bounds) {}
+  detail::Writer* writer_ = nullptr;
+  std::uint32_t cell_ = detail::kNoCell;
+  const std::vector<double>* bounds_ = nullptr;  // finite bounds, ascending; owned by the registry
+};
+
+// Summary without quantiles (as prometheus_client): cells [count, sum].
+class Summary {
+ public:
+  Summary() = default;
+  void Observe(double value) const {
+    if (!writer_) return;
+    if (cell_ == detail::kNoCell) return writer_->CountDropped(OverflowReason::kSeries);
+    std::uint64_t* slab = writer_->Slab();
+    detail::Cell(slab, cell_).fetch_add(1, std::memory_order_relaxed);
+    detail::AddDouble(detail::Cell(slab, cell_ + 1), value);
+  }
+  bool valid() const { return writer_ && cell_ != detail::kNoCell; }
+
+ private:
+  friend class SummaryFamily;
+  Summary(detail::Writer* w, std::uint32_t cell) : writer_(w), cell_(cell) {}
+  detail::Writer* writer_ = nullptr;
+  std::uint32_t cell_ = detail::kNoCell;
+};
+
+}  // namespace sightline::metrics

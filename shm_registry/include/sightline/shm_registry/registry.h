@@ -1,0 +1,176 @@
+// Registry: one serving instance's metrics, shared by all of its processes
+// through one POSIX shared-memory segment.
+//
+// Contract
+//  * Each process that writes claims one slot and writes only its own cells,
+//    lock-free. Creating a new label set takes a process-shared robust lock once.
+//  * Any process may Render() the aggregate of every process: counters,
+//    summaries and histograms summed over every process that ever wrote (dead
+//    ones through the archive), gauges combined by their mode.
+//  * A process's death is detected through a robust-mutex lifeline, so it is
+//    certain even after SIGKILL and immune to pid reuse. Dead slots are folded
+//    into the archive and freed, so scrape cost depends on live processes only.
+//  * A full table never blocks or crashes a caller: the update is dropped and
+//    counted under sightline:registry_overflow_total{reason}.
+//
+// Deliberate differences from prometheus_client's multiprocess mode:
+//  * a new process always starts from zero, even with a reused pid;
+//  * `mostrecent` is decided by a segment-wide write clock, not wall-clock
+//    time, so clock steps cannot reorder writers (and ties cannot happen);
+//  * min/max ignore NaN values (IEEE fmin/fmax);
+//  * `all`-mode values of dead processes are kept up to a fixed capacity.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sightline/shm_registry/metrics.h"
+#include "sightline/shm_registry/types.h"
+#include "sightline/status.h"
+
+namespace sightline::metrics {
+
+class Registry;
+
+// Typed family handles. Get() finds or creates the series for a label set
+// (labels in any order; names must match the family's exactly).
+class CounterFamily {
+ public:
+  Status Get(const Labels& labels, Counter* out) const;
+  Counter With(const Labels& labels) const;  // Get(), ignoring the status
+ private:
+  friend class Registry;
+  Registry* registry_ = nullptr;
+  std::uint32_t family_ = 0;
+};
+
+class GaugeFamily {
+ public:
+  Status Get(const Labels& labels, Gauge* out) const;
+  Gauge With(const Labels& labels) const;
+ private:
+  friend class Registry;
+  Registry* registry_ = nullptr;
+  std::uint32_t family_ = 0;
+};
+
+class HistogramFamily {
+ public:
+  Status Get(const Labels& labels, Histogram* out) const;
+  Histogram With(const Labels& labels) const;
+ private:
+  friend class Registry;
+  Registry* registry_ = nullptr;
+  std::uint32_t family_ = 0;
+};
+
+class SummaryFamily {
+ public:
+  Status Get(const Labels& labels, Summary* out) const;
+  Summary With(const Labels& labels) const;
+ private:
+  friend class Registry;
+  Registry* registry_ = nullptr;
+  std::uint32_t family_ = 0;
+};
+
+enum class ExpositionFormat { kPrometheusText, kOpenMetrics };
+
+// What `sightline metrics inspect` shows.
+struct Inspection {
+  struct Slot {
+    std::uint32_t index = 0;
+    pid_t pid = 0;
+    std::string role;
+    std::string state;  // "live", "dead" (not yet folded), "claiming"
+    bool marked_dead = false;
+    std::uint64_t generation = 0;
+  };
+  std::string segment;  // /dev/shm path
+  std::uint32_t layout_version = 0;
+  Capacity capacity;
+  std::uint32_t families = 0, series = 0, cells = 0, arena_bytes = 0;
+  std::uint64_t folded_processes = 0;  // dead processes folded into the archive
+  std::uint32_t retired_gauges = 0;
+  std::vector<Slot> slots;  // non-free slots
+  std::uint64_t overflow[kNumOverflowReasons] = {};
+};
+
+class Registry {
+ public:
+  // Creates the instance's segment (mode 0600, O_EXCL). A leftover segment of
+  // the same name whose processes are all dead is replaced; one with a live
+  // process is refused (kAlreadyExists). The returned registry unlinks the
+  // segment when destroyed (clean instance shutdown).
+  static Status Create(std::string_view instance, const Capacity& capacity, std::string_view role,
+                       std::unique_ptr<Registry>* out);
+  // Attaches to an existing segment. A segment of another layout version is
+  // refused. The process claims a slot only when it first writes.
+  static Status Attach(std::string_view instance, std::string_view role,
+                       std::unique_ptr<Registry>* out);
+  // Removes an instance's segment name (processes attached keep their mapping).
+  static Status Remove(std::string_view instance);
+  // "/sightline.<instance>"; instance names are [A-Za-z0-9._-]{1,200}.
+  static std::string SegmentName(std::string_view instance);
+
+  // Detaching folds this process's values into the archive (they stay in the
+  // totals) and releases its slot.
+  ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  // Registration. Registering a name again with the same type, mode, label
+  // names and buckets returns the same family (the first help text wins); any
+  // difference is kInvalidArgument. A counter name's "_total" suffix is
+  // stripped (the exposition adds it back).
+  Status AddCounter(std::string_view name, std::string_view help,
+                    std::vector<std::string> label_names, CounterFamily* out);
+  Status AddGauge(std::string_view name, std::string_view help, GaugeMode mode,
+                  std::vector<std::string> label_names, GaugeFamily* out);
+  Status AddHistogram(std::string_view name, std::string_view help,
+                      std::vector<std::string> label_names, std::vector<double> buckets,
+                      HistogramFamily* out);
+  Status AddSummary(std::string_view name, std::string_view help,
+                    std::vector<std::string> label_names, SummaryFamily* out);
+
+  // The aggregated page. Deterministic: families by name, series by label values.
+  std::string Render(ExpositionFormat format);
+  Inspection Inspect();
+
+  // Detects dead processes and folds them into the archive. Render() does this
+  // itself; a supervisor may call it from a timer.
+  void ReapDeadProcesses();
+  // prometheus_client's mark_process_dead(pid): the process's live-mode gauges
+  // stop counting at once. Its counters stay; they are folded when its
+  // lifeline shows it really gone. Returns the number of slots marked.
+  int MarkProcessDead(pid_t pid);
+
+  const std::string& instance() const;
+
+  // Opaque; defined by the implementation (src/registry_impl.h).
+  class Impl;
+
+ private:
+  friend class CounterFamily;
+  friend class GaugeFamily;
+  friend class HistogramFamily;
+  friend class SummaryFamily;
+  friend class RegistryCollectable;
+  explicit Registry(std::unique_ptr<Impl> impl);
+
+  // Series lookup shared by the typed families: sets *cell (kNoCell on error).
+  Status GetSeries(std::uint32_t family, MetricType type, const Labels& labels,
+                   std::uint32_t* cell);
+  detail::Writer* writer();
+  const std::vector<double>* bounds(std::uint32_t family) const;
+  bool most_recent(std::uint32_t family) const;
+
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sightline::metrics

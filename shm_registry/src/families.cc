@@ -1,0 +1,443 @@
+// Families and series: validation, registration, and the series index
+// (lock-free lookup, insertion under the structure lock).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+
+#include "registry_impl.h"
+#include "robust_mutex.h"
+
+namespace sightline::metrics {
+
+namespace {
+
+bool ValidMetricName(std::string_view n) {
+  if (n.empty()) return false;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const char c = n[i];
+    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+bool ValidLabelName(std::string_view n) {
+  if (n.empty() || n.starts_with("__")) return false;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const char c = n[i];
+    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+Status ValidateSpec(LocalFamily* f) {
+  auto err = [&](const std::string& why) {
+    return Status::InvalidArgument("metric '" + f->name + "': " + why);
+  };
+  if (f->type == MetricType::kCounter && f->name.ends_with("_total"))
+    f->name.resize(f->name.size() - 6);
+  if (!ValidMetricName(f->name)) return err("invalid metric name");
+  if (f->label_names.size() > layout::kMaxLabels)
+    return err("more than " + std::to_string(layout::kMaxLabels) + " labels");
+  std::sort(f->label_names.begin(), f->label_names.end());
+  for (std::size_t i = 0; i < f->label_names.size(); ++i) {
+    const std::string& l = f->label_names[i];
+    if (!ValidLabelName(l)) return err("invalid label name '" + l + "'");
+    if (i > 0 && l == f->label_names[i - 1]) return err("duplicate label name '" + l + "'");
+    if (f->type == MetricType::kHistogram && l == "le")
+      return err("label 'le' is reserved for histogram buckets");
+    if (f->type == MetricType::kSummary && l == "quantile")
+      return err("label 'quantile' is reserved for summaries");
+    if (f->type == MetricType::kGauge && IsPerProcessMode(f->mode) && l == "pid")
+      return err("label 'pid' is reserved in gauge mode " + std::string(GaugeModeName(f->mode)));
+  }
+  if (f->type == MetricType::kHistogram) {
+    if (!f->bounds.empty() && std::isinf(f->bounds.back()) && f->bounds.back() > 0)
+      f->bounds.pop_back();  // +Inf is implicit
+    for (std::size_t i = 0; i < f->bounds.size(); ++i) {
+      if (!std::isfinite(f->bounds[i])) return err("histogram bounds must be finite");
+      if (i > 0 && !(f->bounds[i] > f->bounds[i - 1]))
+        return err("histogram bounds must be strictly increasing");
+    }
+  } else if (!f->bounds.empty()) {
+    return err("only histograms have buckets");
+  }
+  switch (f->type) {
+    case MetricType::kCounter: f->cells_per_series = 1; break;
+    case MetricType::kGauge: f->cells_per_series = 3; break;
+    case MetricType::kSummary: f->cells_per_series = 2; break;
+    case MetricType::kHistogram:
+      f->cells_per_series = static_cast<std::uint32_t>(f->bounds.size()) + 2;
+      break;
+  }
+  return Status::Ok();
+}
+
+std::string_view TypeName(MetricType t) {
+  switch (t) {
+    case MetricType::kCounter: return "counter";
+    case MetricType::kGauge: return "gauge";
+    case MetricType::kHistogram: return "histogram";
+    case MetricType::kSummary: return "summary";
+  }
+  return "?";
+}
+
+std::uint64_t Fnv1a(std::uint64_t h, const void* data, std::size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+std::uint64_t SeriesHash(std::uint32_t family, const std::vector<std::string_view>& values) {
+  std::uint64_t h = Fnv1a(0xcbf29ce484222325ull, &family, sizeof family);
+  for (std::string_view v : values) {
+    const std::uint32_t len = static_cast<std::uint32_t>(v.size());
+    h = Fnv1a(h, &len, sizeof len);
+    h = Fnv1a(h, v.data(), v.size());
+  }
+  return h;
+}
+
+// Bump allocation in the arena; the caller holds the structure lock.
+bool ArenaAlloc(layout::Header* h, std::uint64_t bytes, std::uint64_t align, std::uint32_t* off) {
+  const std::uint64_t start = layout::AlignUp(h->arena_used.load(std::memory_order_relaxed), align);
+  if (start + bytes > h->arena_bytes) return false;
+  *off = static_cast<std::uint32_t>(start);
+  h->arena_used.store(static_cast<std::uint32_t>(start + bytes), std::memory_order_release);
+  return true;
+}
+
+}  // namespace
+
+void Registry::Impl::SyncFamiliesLocked() {
+  const std::uint32_t n = hdr->num_families.load(std::memory_order_acquire);
+  while (families.size() < n) {
+    const auto id = static_cast<std::uint32_t>(families.size());
+    const layout::FamilyEntry* e = family_entry(id);
+    auto f = std::make_unique<LocalFamily>();
+    f->name = std::string(Str(e->name));
+    f->help = std::string(Str(e->help));
+    f->type = static_cast<MetricType>(e->type);
+    f->mode = static_cast<GaugeMode>(e->mode);
+    for (std::uint32_t i = 0; i < e->num_labels && i < layout::kMaxLabels; ++i)
+      f->label_names.emplace_back(Str(e->label_names[i]));
+    const std::uint64_t bytes = std::uint64_t{e->num_bounds} * sizeof(double);
+    if (e->bounds_off + bytes <= hdr->arena_bytes) {
+      f->bounds.resize(e->num_bounds);
+      std::memcpy(f->bounds.data(), base + hdr->off_arena + e->bounds_off, bytes);
+    }
+    f->cells_per_series = e->cells_per_series;
+    family_by_name.emplace(f->name, id);
+    families.push_back(std::move(f));
+  }
+}
+
+void Registry::Impl::SyncSeriesLocked() {
+  SyncFamiliesLocked();
+  const std::uint32_t n = hdr->num_series.load(std::memory_order_acquire);
+  while (series_info.size() < n) {
+    const layout::SeriesEntry* e = series_entry(static_cast<std::uint32_t>(series_info.size()));
+    const LocalFamily& f = *families.at(e->family);
+    series_info.push_back(SeriesInfo{e->cell_base, e->family,
+                                     static_cast<std::uint32_t>(f.bounds.size()), f.type, f.mode});
+  }
+}
+
+Status Registry::Impl::Register(LocalFamily spec, std::uint32_t* family_id, bool internal) {
+  if (Status s = ValidateSpec(&spec); !s.ok()) return s;
+  if (!internal && spec.name.starts_with(kRegistryHealthPrefix))
+    return Status::InvalidArgument("metric '" + spec.name + "': the prefix " +
+                                   std::string(kRegistryHealthPrefix) + " is reserved");
+  std::lock_guard<std::mutex> local(mu);
+  RobustLock lock(&hdr->structure_lock);
+  SyncFamiliesLocked();
+  if (auto it = family_by_name.find(spec.name); it != family_by_name.end()) {
+    const LocalFamily& have = *families[it->second];
+    std::string diff;
+    if (have.type != spec.type)
+      diff = std::string("type ") + std::string(TypeName(have.type));
+    else if (have.type == MetricType::kGauge && have.mode != spec.mode)
+      diff = "gauge mode " + std::string(GaugeModeName(have.mode));
+    else if (have.label_names != spec.label_names)
+      diff = "other label names";
+    else if (have.bounds != spec.bounds)
+      diff = "other buckets";
+    if (!diff.empty())
+      return Status::InvalidArgument("metric '" + spec.name + "' is already registered with " +
+                                     diff);
+    *family_id = it->second;
+    return Status::Ok();
+  }
+  const std::uint32_t id = hdr->num_families.load(std::memory_order_relaxed);
+  if (id >= hdr->max_families) {
+    Overflow(OverflowReason::kFamilies, spec.name);
+    return Status::ResourceExhausted("registry '" + instance + "': family table full (" +
+                                     std::to_string(hdr->max_families) + ")");
+  }
+  layout::FamilyEntry e{};
+  auto put = [&](std::string_view str, layout::StrRef* ref) {
+    std::uint32_t off;
+    if (!ArenaAlloc(hdr, str.size(), 1, &off)) return false;
+    std::memcpy(base + hdr->off_arena + off, str.data(), str.size());
+    *ref = layout::StrRef{off, static_cast<std::uint32_t>(str.size())};
+    return true;
+  };
+  bool ok = put(spec.name, &e.name) && put(spec.help, &e.help);
+  for (std::size_t i = 0; ok && i < spec.label_names.size(); ++i)
+    ok = put(spec.label_names[i], &e.label_names[i]);
+  if (ok && !spec.bounds.empty()) {
+    ok = ArenaAlloc(hdr, spec.bounds.size() * sizeof(double), 8, &e.bounds_off);
+    if (ok)
+      std::memcpy(base + hdr->off_arena + e.bounds_off, spec.bounds.data(),
+                  spec.bounds.size() * sizeof(double));
+  }
+  if (!ok) {
+    Overflow(OverflowReason::kArena, spec.name);
+    return Status::ResourceExhausted("registry '" + instance + "': string arena full");
+  }
+  e.type = static_cast<std::uint8_t>(spec.type);
+  e.mode = static_cast<std::uint8_t>(spec.mode);
+  e.num_labels = static_cast<std::uint8_t>(spec.label_names.size());
+  e.num_bounds = static_cast<std::uint32_t>(spec.bounds.size());
+  e.cells_per_series = spec.cells_per_series;
+  *family_entry(id) = e;
+  hdr->num_families.store(id + 1, std::memory_order_release);  // publish
+  SyncFamiliesLocked();
+  *family_id = id;
+  return Status::Ok();
+}
+
+Status Registry::Impl::FindOrCreateSeries(std::uint32_t family, const Labels& labels,
+                                          std::uint32_t* cell) {
+  *cell = detail::kNoCell;
+  std::lock_guard<std::mutex> local(mu);
+  SyncFamiliesLocked();
+  if (family >= families.size()) return Status::InvalidArgument("unknown metric family");
+  const LocalFamily& f = *families[family];
+  if (labels.size() != f.label_names.size())
+    return Status::InvalidArgument("metric '" + f.name + "': expected " +
+                                   std::to_string(f.label_names.size()) + " labels, got " +
+                                   std::to_string(labels.size()));
+  std::vector<std::string_view> values(labels.size());
+  std::vector<bool> seen(labels.size(), false);
+  for (const auto& [name, value] : labels) {
+    auto it = std::lower_bound(f.label_names.begin(), f.label_names.end(), name);
+    const std::size_t i = static_cast<std::size_t>(it - f.label_names.begin());
+    if (it == f.label_names.end() || *it != name || seen[i])
+      return Status::InvalidArgument("metric '" + f.name + "': unexpected label '" + name + "'");
+    seen[i] = true;
+    values[i] = value;
+  }
+  std::string key(reinterpret_cast<const char*>(&family), sizeof family);
+  for (std::string_view v : values) {
+    const auto len = static_cast<std::uint32_t>(v.size());
+    key.append(reinterpret_cast<const char*>(&len), sizeof len).append(v);
+  }
+  if (auto it = series_cache.find(key); it != series_cache.end()) {
+    *cell = it->second;
+    return Status::Ok();
+  }
+
+  const std::uint64_t hash = SeriesHash(family, values);
+  const std::uint32_t mask = hdr->index_slots - 1;
+  // Probes the index; returns the series' cell base, or kNoCell with *empty
+  // set to the first empty index slot.
+  auto probe = [&](std::uint32_t* empty) -> std::uint32_t {
+    for (std::uint32_t i = static_cast<std::uint32_t>(hash) & mask;; i = (i + 1) & mask) {
+      const std::uint32_t v = index_slot(i)->load(std::memory_order_acquire);
+      if (v == 0) {
+        *empty = i;
+        return detail::kNoCell;
+      }
+      const layout::SeriesEntry* e = series_entry(v - 1);
+      if (e->hash != hash || e->family != family) continue;
+      const auto* refs =
+          reinterpret_cast<const layout::StrRef*>(base + hdr->off_arena + e->values_off);
+      bool same = true;
+      for (std::size_t k = 0; same && k < values.size(); ++k) same = Str(refs[k]) == values[k];
+      if (same) return e->cell_base;
+    }
+  };
+  std::uint32_t empty = 0;
+  std::uint32_t found = probe(&empty);
+  if (found == detail::kNoCell) {
+    RobustLock lock(&hdr->structure_lock);
+    found = probe(&empty);  // another process may have inserted it meanwhile
+    if (found == detail::kNoCell) {
+      const std::uint32_t id = hdr->num_series.load(std::memory_order_relaxed);
+      const std::uint32_t cells = hdr->cells_used.load(std::memory_order_relaxed);
+      if (id >= hdr->max_series) {
+        Overflow(OverflowReason::kSeries, f.name);
+        return Status::ResourceExhausted("registry '" + instance + "': series table full (" +
+                                         std::to_string(hdr->max_series) + ")");
+      }
+      if (std::uint64_t{cells} + f.cells_per_series > hdr->max_cells) {
+        Overflow(OverflowReason::kCells, f.name);
+        return Status::ResourceExhausted("registry '" + instance + "': value cells exhausted (" +
+                                         std::to_string(hdr->max_cells) + ")");
+      }
+      std::uint32_t refs_off = 0;
+      bool ok = ArenaAlloc(hdr, values.size() * sizeof(layout::StrRef), 4, &refs_off);
+      std::vector<layout::StrRef> refs(values.size());
+      for (std::size_t k = 0; ok && k < values.size(); ++k) {
+        ok = ArenaAlloc(hdr, values[k].size(), 1, &refs[k].off);
+        if (ok) {
+          std::memcpy(base + hdr->off_arena + refs[k].off, values[k].data(), values[k].size());
+          refs[k].len = static_cast<std::uint32_t>(values[k].size());
+        }
+      }
+      if (!ok) {
+        Overflow(OverflowReason::kArena, f.name);
+        return Status::ResourceExhausted("registry '" + instance + "': string arena full");
+      }
+      if (!refs.empty())
+        std::memcpy(base + hdr->off_arena + refs_off, refs.data(),
+                    refs.size() * sizeof(layout::StrRef));
+      *series_entry(id) = layout::SeriesEntry{family, cells, refs_off, 0, hash};
+      hdr->cells_used.store(cells + f.cells_per_series, std::memory_order_release);
+      index_slot(empty)->store(id + 1, std::memory_order_release);
+      hdr->num_series.store(id + 1, std::memory_order_release);  // publish
+      found = cells;
+    }
+  }
+  series_cache.emplace(std::move(key), found);
+  *cell = found;
+  return Status::Ok();
+}
+
+// --- public registration wrappers and typed families ---------------------------------
+
+namespace {
+LocalFamily MakeSpec(std::string_view name, std::string_view help, MetricType type,
+                     GaugeMode mode, std::vector<std::string> labels, std::vector<double> bounds) {
+  LocalFamily f;
+  f.name = std::string(name);
+  f.help = std::string(help);
+  f.type = type;
+  f.mode = mode;
+  f.label_names = std::move(labels);
+  f.bounds = std::move(bounds);
+  return f;
+}
+}  // namespace
+
+#define SIGHTLINE_FAMILY_OUT(out) \
+  out->registry_ = this;          \
+  return impl_->Register(std::move(spec), &out->family_)
+
+Status Registry::AddCounter(std::string_view name, std::string_view help,
+                            std::vector<std::string> label_names, CounterFamily* out) {
+  LocalFamily spec =
+      MakeSpec(name, help, MetricType::kCounter, GaugeMode::kAll, std::move(label_names), {});
+  SIGHTLINE_FAMILY_OUT(out);
+}
+Status Registry::AddGauge(std::string_view name, std::string_view help, GaugeMode mode,
+                          std::vector<std::string> label_names, GaugeFamily* out) {
+  LocalFamily spec = MakeSpec(name, help, MetricType::kGauge, mode, std::move(label_names), {});
+  SIGHTLINE_FAMILY_OUT(out);
+}
+Status Registry::AddHistogram(std::string_view name, std::string_view help,
+                              std::vector<std::string> label_names, std::vector<double> buckets,
+                              HistogramFamily* out) {
+  LocalFamily spec = MakeSpec(name, help, MetricType::kHistogram, GaugeMode::kAll,
+                              std::move(label_names), std::move(buckets));
+  SIGHTLINE_FAMILY_OUT(out);
+}
+Status Registry::AddSummary(std::string_view name, std::string_view help,
+                            std::vector<std::string> label_names, SummaryFamily* out) {
+  LocalFamily spec =
+      MakeSpec(name, help, MetricType::kSummary, GaugeMode::kAll, std::move(label_names), {});
+  SIGHTLINE_FAMILY_OUT(out);
+}
+#undef SIGHTLINE_FAMILY_OUT
+
+Status Registry::GetSeries(std::uint32_t family, MetricType type, const Labels& labels,
+                           std::uint32_t* cell) {
+  {
+    std::lock_guard<std::mutex> local(impl_->mu);
+    impl_->SyncFamiliesLocked();
+    if (family >= impl_->families.size() || impl_->families[family]->type != type)
+      return Status::InvalidArgument("family handle does not match its type");
+  }
+  return impl_->FindOrCreateSeries(family, labels, cell);
+}
+
+const std::vector<double>* Registry::bounds(std::uint32_t family) const {
+  std::lock_guard<std::mutex> local(impl_->mu);
+  return &impl_->families.at(family)->bounds;  // stable: families are never removed
+}
+
+bool Registry::most_recent(std::uint32_t family) const {
+  std::lock_guard<std::mutex> local(impl_->mu);
+  return IsMostRecentMode(impl_->families.at(family)->mode);
+}
+
+// A handle for a failed Get(): capacity errors drop and count each update;
+// invalid arguments give an inert handle (the Status already told the caller).
+#define SIGHTLINE_HANDLE_WRITER(s) \
+  (s.code() == Status::Code::kResourceExhausted || s.ok() ? registry_->writer() : nullptr)
+
+Status CounterFamily::Get(const Labels& labels, Counter* out) const {
+  if (!registry_) return Status::InvalidArgument("unregistered family");
+  std::uint32_t cell;
+  Status s = registry_->GetSeries(family_, MetricType::kCounter, labels, &cell);
+  *out = Counter(SIGHTLINE_HANDLE_WRITER(s), cell);
+  return s;
+}
+
+Status GaugeFamily::Get(const Labels& labels, Gauge* out) const {
+  if (!registry_) return Status::InvalidArgument("unregistered family");
+  std::uint32_t cell;
+  Status s = registry_->GetSeries(family_, MetricType::kGauge, labels, &cell);
+  const bool most_recent = registry_->most_recent(family_);
+  *out = Gauge(SIGHTLINE_HANDLE_WRITER(s), cell, most_recent);
+  // A series this process has created exists for it with value 0 (as in
+  // prometheus_client); in the mostrecent modes it exists only once Set().
+  if (s.ok() && !most_recent)
+    detail::Cell(registry_->writer()->Slab(), cell + detail::kGaugeStamp)
+        .store(1, std::memory_order_relaxed);
+  return s;
+}
+
+Status HistogramFamily::Get(const Labels& labels, Histogram* out) const {
+  if (!registry_) return Status::InvalidArgument("unregistered family");
+  std::uint32_t cell;
+  Status s = registry_->GetSeries(family_, MetricType::kHistogram, labels, &cell);
+  *out = Histogram(SIGHTLINE_HANDLE_WRITER(s), cell, registry_->bounds(family_));
+  return s;
+}
+
+Status SummaryFamily::Get(const Labels& labels, Summary* out) const {
+  if (!registry_) return Status::InvalidArgument("unregistered family");
+  std::uint32_t cell;
+  Status s = registry_->GetSeries(family_, MetricType::kSummary, labels, &cell);
+  *out = Summary(SIGHTLINE_HANDLE_WRITER(s), cell);
+  return s;
+}
+#undef SIGHTLINE_HANDLE_WRITER
+
+Counter CounterFamily::With(const Labels& labels) const {
+  Counter c;
+  (void)Get(labels, &c);
+  return c;
+}
+Gauge GaugeFamily::With(const Labels& labels) const {
+  Gauge g;
+  (void)Get(labels, &g);
+  return g;
+}
+Histogram HistogramFamily::With(const Labels& labels) const {
+  Histogram h;
+  (void)Get(labels, &h);
+  return h;
+}
+Summary SummaryFamily::With(const Labels& labels) const {
+  Summary s;
+  (void)Get(labels, &s);
+  return s;
+}
+
+}  // namespace sightline::metrics

@@ -1,0 +1,79 @@
+#include "metrics_command.h"
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "sightline/shm_registry/registry.h"
+
+namespace sightline::cli {
+
+namespace {
+
+struct MetricsOptions {
+  std::string registry;
+  bool openmetrics = false;
+};
+
+int Fail(const Status& s) {
+  std::cerr << "sightline: error: " << s.message() << "\n";
+  return 1;
+}
+
+int Dump(const MetricsOptions& o) {
+  std::unique_ptr<metrics::Registry> reg;
+  if (Status s = metrics::Registry::Attach(o.registry, "cli", &reg); !s.ok()) return Fail(s);
+  std::cout << reg->Render(o.openmetrics ? metrics::ExpositionFormat::kOpenMetrics
+                                         : metrics::ExpositionFormat::kPrometheusText);
+  return 0;
+}
+
+int Inspect(const MetricsOptions& o) {
+  std::unique_ptr<metrics::Registry> reg;
+  if (Status s = metrics::Registry::Attach(o.registry, "cli", &reg); !s.ok()) return Fail(s);
+  const metrics::Inspection in = reg->Inspect();
+  const metrics::Capacity& cap = in.capacity;
+  std::cout << "registry  " << o.registry << "  (" << in.segment << ", layout v"
+            << in.layout_version << ")\n"
+            << "families  " << in.families << " / " << cap.max_families << "\n"
+            << "series    " << in.series << " / " << cap.max_series << "\n"
+            << "cells     " << in.cells << " / " << cap.max_cells << "\n"
+            << "arena     " << in.arena_bytes << " / " << cap.arena_bytes << " bytes\n"
+            << "retired   " << in.retired_gauges << " / " << cap.max_retired_gauges
+            << " all-mode gauge values of dead processes\n"
+            << "folded    " << in.folded_processes << " dead processes folded into the archive\n"
+            << "overflow ";
+  for (int r = 0; r < metrics::kNumOverflowReasons; ++r)
+    std::cout << " " << metrics::OverflowReasonName(static_cast<metrics::OverflowReason>(r))
+              << "=" << in.overflow[r];
+  std::cout << "\nslots     " << in.slots.size() << " / " << cap.max_processes << " in use\n";
+  std::cout << "  slot  pid       state     role\n";
+  for (const auto& s : in.slots) {
+    std::string state = s.state + (s.marked_dead ? "*" : "");
+    std::printf("  %-5u %-9d %-9s %s\n", s.index, static_cast<int>(s.pid), state.c_str(),
+                s.role.c_str());
+  }
+  std::cout << std::flush;
+  return 0;
+}
+
+}  // namespace
+
+void AddMetricsCommand(CLI::App& app, int* exit_code) {
+  auto opts = std::make_shared<MetricsOptions>();
+  CLI::App* metrics = app.add_subcommand("metrics", "Read a running instance's metric registry");
+  metrics->require_subcommand(1);
+
+  CLI::App* dump = metrics->add_subcommand("dump", "Print the aggregated /metrics page");
+  dump->add_option("--registry", opts->registry, "Instance (registry) name")->required();
+  dump->add_flag("--openmetrics", opts->openmetrics, "OpenMetrics 1.0 instead of text 0.0.4");
+  dump->callback([opts, exit_code] { *exit_code = Dump(*opts); });
+
+  CLI::App* inspect =
+      metrics->add_subcommand("inspect", "Show slots, capacity use and overflow counts");
+  inspect->add_option("--registry", opts->registry, "Instance (registry) name")->required();
+  inspect->callback([opts, exit_code] { *exit_code = Inspect(*opts); });
+}
+
+}  // namespace sightline::cli
