@@ -246,6 +246,9 @@ Status Registry::Create(std::string_view instance, const Capacity& capacity,
   }
   // Best effort: a registry too small for them simply lacks these families.
   (void)impl->RegisterRegistryHealth();
+  // The creator holds a slot from the start: its lifeline is what marks the
+  // instance as alive to a later Create() of the same name.
+  impl->Slab();
   out->reset(new Registry(std::move(impl)));
   return Status::Ok();
 }

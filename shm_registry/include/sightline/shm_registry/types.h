@@ -38,7 +38,10 @@ bool IsMostRecentMode(GaugeMode mode);
 bool IsPerProcessMode(GaugeMode mode);  // all / liveall
 
 // Why an update was dropped instead of recorded (see Registry::Inspect and the
-// sightline:registry_overflow_total{reason} family).
+// sightline:registry_overflow_total{reason} family). A failed creation counts
+// under its own reason; every later update through the resulting null handle
+// counts under kSeries (it had no series to land in). kSlots counts processes
+// that found no free slot and record privately.
 enum class OverflowReason : std::uint8_t {
   kSlots = 0,       // no free process slot: the process records locally only
   kFamilies,        // family table full
