@@ -145,51 +145,32 @@ std::vector<double> BucketsFor(Buckets b, std::uint32_t max_model_len) {
   return {};
 }
 
-Status RegisterRow(Registry* r, const Row& row, const CatalogueOptions& o) {
-  const std::string name = o.prefix + row.name;
-  std::vector<std::string> labels = {"engine", "model_name"};
-  if (row.extra_label) labels.emplace_back(row.extra_label);
-  std::vector<Labels> series;
+CatalogueFamily FromRow(const Row& row, const CatalogueOptions& o) {
+  CatalogueFamily f;
+  f.name = o.prefix + row.name;
+  f.help = row.help;
+  f.type = row.type;
+  f.mode = row.mode;
+  f.label_names = {"engine", "model_name"};
+  if (row.extra_label) f.label_names.emplace_back(row.extra_label);
+  f.buckets = BucketsFor(row.buckets, o.max_model_len);
   for (int e = 0; e < o.num_engines; ++e) {
     Labels base = {{"engine", std::to_string(e)}, {"model_name", o.model_name}};
-    if (!row.extra_label) {
-      series.push_back(base);
-      continue;
-    }
+    if (!row.extra_label) f.series.push_back(base);
     for (const char* v : row.extra_values) {
       Labels l = base;
       l.emplace_back(row.extra_label, v);
-      series.push_back(std::move(l));
+      f.series.push_back(std::move(l));
     }
   }
-  switch (row.type) {
-    case MetricType::kCounter: {
-      CounterFamily f;
-      if (Status s = r->AddCounter(name, row.help, labels, &f); !s.ok()) return s;
-      for (const Labels& l : series) {
-        Counter c;
-        if (Status s = f.Get(l, &c); !s.ok()) return s;
-      }
-      return Status::Ok();
-    }
-    case MetricType::kHistogram: {
-      HistogramFamily f;
-      if (Status s = r->AddHistogram(name, row.help, labels, BucketsFor(row.buckets, o.max_model_len), &f);
-          !s.ok())
-        return s;
-      for (const Labels& l : series) {
-        Histogram h;
-        if (Status s = f.Get(l, &h); !s.ok()) return s;
-      }
-      return Status::Ok();
-    }
-    case MetricType::kGauge: {
-      GaugeFamily f;
-      return r->AddGauge(name, row.help, row.mode, labels, &f);
-    }
-    case MetricType::kSummary: break;
-  }
-  return Status::InvalidArgument("unsupported catalogue row");
+  return f;
+}
+
+CatalogueFamily Plain(std::string name, std::string help, MetricType type, GaugeMode mode,
+                      std::vector<std::string> labels, std::vector<double> buckets = {},
+                      std::vector<Labels> series = {}) {
+  return CatalogueFamily{std::move(name), std::move(help), type,          mode,
+                         std::move(labels), std::move(buckets), std::move(series)};
 }
 
 }  // namespace
@@ -204,46 +185,64 @@ std::vector<double> Tokens125Buckets(std::uint32_t max_model_len) {
   }
 }
 
-Status RegisterCatalogue(Registry* r, const CatalogueOptions& o) {
-  for (const Row& row : EngineAndRequestRows())
-    if (Status s = RegisterRow(r, row, o); !s.ok()) return s;
+std::vector<CatalogueFamily> Catalogue(const CatalogueOptions& o) {
+  std::vector<CatalogueFamily> out;
+  for (const Row& row : EngineAndRequestRows()) out.push_back(FromRow(row, o));
   if (o.kv_cache_metrics)
-    for (const Row& row : KvResidencyRows())
-      if (Status s = RegisterRow(r, row, o); !s.ok()) return s;
-
-  GaugeFamily cache_info;
-  if (Status s = r->AddGauge(o.prefix + "cache_config_info", "Information of the LLMEngine CacheConfig",
-                             GaugeMode::kMostRecent,
-                             {"block_size", "cache_dtype", "enable_prefix_caching", "engine",
-                              "gpu_memory_utilization", "kv_cache_max_concurrency",
-                              "kv_cache_size_tokens", "num_gpu_blocks"},
-                             &cache_info);
-      !s.ok())
-    return s;
-
+    for (const Row& row : KvResidencyRows()) out.push_back(FromRow(row, o));
+  out.push_back(Plain(o.prefix + "cache_config_info", "Information of the LLMEngine CacheConfig",
+                      MetricType::kGauge, GaugeMode::kMostRecent,
+                      {"block_size", "cache_dtype", "enable_prefix_caching", "engine",
+                       "gpu_memory_utilization", "kv_cache_max_concurrency",
+                       "kv_cache_size_tokens", "num_gpu_blocks"}));
   // HTTP families (METRICS.md §6); their label values appear with traffic.
-  CounterFamily requests;
-  SummaryFamily req_size, resp_size;
-  HistogramFamily highr, duration;
-  Status s = r->AddCounter("http_requests_total", "Total number of requests by method, status and handler.",
-                           {"handler", "method", "status"}, &requests);
-  if (s.ok())
-    s = r->AddSummary("http_request_size_bytes", "Content length of incoming requests by handler.",
-                      {"handler"}, &req_size);
-  if (s.ok())
-    s = r->AddSummary("http_response_size_bytes", "Content length of outgoing responses by handler.",
-                      {"handler"}, &resp_size);
-  if (s.ok())
-    s = r->AddHistogram("http_request_duration_highr_seconds", "Latency with many buckets but no API specific labels.",
-                        {}, kHttpHighrBounds, &highr);
-  if (s.ok()) {
-    Histogram h;
-    s = highr.Get({}, &h);
+  out.push_back(Plain("http_requests_total",
+                      "Total number of requests by method, status and handler.",
+                      MetricType::kCounter, GaugeMode::kAll, {"handler", "method", "status"}));
+  out.push_back(Plain("http_request_size_bytes", "Content length of incoming requests by handler.",
+                      MetricType::kSummary, GaugeMode::kAll, {"handler"}));
+  out.push_back(Plain("http_response_size_bytes",
+                      "Content length of outgoing responses by handler.", MetricType::kSummary,
+                      GaugeMode::kAll, {"handler"}));
+  out.push_back(Plain("http_request_duration_highr_seconds",
+                      "Latency with many buckets but no API specific labels.",
+                      MetricType::kHistogram, GaugeMode::kAll, {}, kHttpHighrBounds, {Labels{}}));
+  out.push_back(Plain("http_request_duration_seconds", "Latency with only few buckets by handler.",
+                      MetricType::kHistogram, GaugeMode::kAll, {"handler", "method"},
+                      kHttpDurationBounds));
+  return out;
+}
+
+Status RegisterCatalogue(Registry* r, const CatalogueOptions& o) {
+  for (const CatalogueFamily& f : Catalogue(o)) {
+    Status s;
+    switch (f.type) {
+      case MetricType::kCounter: {
+        CounterFamily fam;
+        s = r->AddCounter(f.name, f.help, f.label_names, &fam);
+        for (std::size_t i = 0; s.ok() && i < f.series.size(); ++i) s = fam.Get(f.series[i], nullptr);
+        break;
+      }
+      case MetricType::kHistogram: {
+        HistogramFamily fam;
+        s = r->AddHistogram(f.name, f.help, f.label_names, f.buckets, &fam);
+        for (std::size_t i = 0; s.ok() && i < f.series.size(); ++i) s = fam.Get(f.series[i], nullptr);
+        break;
+      }
+      case MetricType::kGauge: {
+        GaugeFamily fam;
+        s = r->AddGauge(f.name, f.help, f.mode, f.label_names, &fam);
+        break;
+      }
+      case MetricType::kSummary: {
+        SummaryFamily fam;
+        s = r->AddSummary(f.name, f.help, f.label_names, &fam);
+        break;
+      }
+    }
+    if (!s.ok()) return s;
   }
-  if (s.ok())
-    s = r->AddHistogram("http_request_duration_seconds", "Latency with only few buckets by handler.",
-                        {"handler", "method"}, kHttpDurationBounds, &duration);
-  return s;
+  return Status::Ok();
 }
 
 }  // namespace sightline::metrics

@@ -65,7 +65,7 @@ Status ValidateSpec(LocalFamily* f) {
     return err("only histograms have buckets");
   }
   switch (f->type) {
-    case MetricType::kCounter: f->cells_per_series = 1; break;
+    case MetricType::kCounter: f->cells_per_series = 2; break;
     case MetricType::kGauge: f->cells_per_series = 3; break;
     case MetricType::kSummary: f->cells_per_series = 2; break;
     case MetricType::kHistogram:
@@ -384,7 +384,7 @@ Status CounterFamily::Get(const Labels& labels, Counter* out) const {
   if (!registry_) return Status::InvalidArgument("unregistered family");
   std::uint32_t cell;
   Status s = registry_->GetSeries(family_, MetricType::kCounter, labels, &cell);
-  *out = Counter(SIGHTLINE_HANDLE_WRITER(s), cell);
+  if (out) *out = Counter(SIGHTLINE_HANDLE_WRITER(s), cell);
   return s;
 }
 
@@ -393,7 +393,7 @@ Status GaugeFamily::Get(const Labels& labels, Gauge* out) const {
   std::uint32_t cell;
   Status s = registry_->GetSeries(family_, MetricType::kGauge, labels, &cell);
   const bool most_recent = registry_->most_recent(family_);
-  *out = Gauge(SIGHTLINE_HANDLE_WRITER(s), cell, most_recent);
+  if (out) *out = Gauge(SIGHTLINE_HANDLE_WRITER(s), cell, most_recent);
   // A series this process has created exists for it with value 0 (as in
   // prometheus_client); in the mostrecent modes it exists only once Set().
   if (s.ok() && !most_recent)
@@ -406,7 +406,7 @@ Status HistogramFamily::Get(const Labels& labels, Histogram* out) const {
   if (!registry_) return Status::InvalidArgument("unregistered family");
   std::uint32_t cell;
   Status s = registry_->GetSeries(family_, MetricType::kHistogram, labels, &cell);
-  *out = Histogram(SIGHTLINE_HANDLE_WRITER(s), cell, registry_->bounds(family_));
+  if (out) *out = Histogram(SIGHTLINE_HANDLE_WRITER(s), cell, registry_->bounds(family_));
   return s;
 }
 
@@ -414,7 +414,7 @@ Status SummaryFamily::Get(const Labels& labels, Summary* out) const {
   if (!registry_) return Status::InvalidArgument("unregistered family");
   std::uint32_t cell;
   Status s = registry_->GetSeries(family_, MetricType::kSummary, labels, &cell);
-  *out = Summary(SIGHTLINE_HANDLE_WRITER(s), cell);
+  if (out) *out = Summary(SIGHTLINE_HANDLE_WRITER(s), cell);
   return s;
 }
 #undef SIGHTLINE_HANDLE_WRITER

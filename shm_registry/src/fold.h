@@ -109,8 +109,9 @@ void FoldCells(const std::vector<SeriesInfo>& series, std::uint32_t num_series,
     const std::uint64_t* in = src + s.cell_base;
     std::uint64_t* out = dst + s.cell_base;
     switch (s.type) {
-      case MetricType::kCounter:
-        StoreD(out, LoadD(out) + LoadD(in));
+      case MetricType::kCounter:  // [integral part u64, fractional part double]
+        Store(out, Load(out) + Load(in));
+        StoreD(out + 1, LoadD(out + 1) + LoadD(in + 1));
         break;
       case MetricType::kSummary:
         Store(out, Load(out) + Load(in));

@@ -102,6 +102,9 @@ class Registry::Impl final : public detail::Writer {
   // Render cache, rebuilt when the family or series count changes.
   struct RenderCache;
   std::unique_ptr<RenderCache> render_cache;
+  std::mutex scrape_mu;     // serializes scrapes of this process (guards scratch)
+  Snapshot scratch;         // reused between scrapes: no per-scrape allocation
+  std::atomic<std::size_t> last_page_bytes{0};  // sizes the next page's buffer
 
   // Slot ownership (process_slot.cc); guarded by claim_mu.
   std::mutex claim_mu;
@@ -122,6 +125,7 @@ struct Registry::Impl::RenderCache {
     std::uint32_t id;
     std::vector<std::uint32_t> series;  // sorted by label values
     std::vector<std::string> le;        // canonical bound strings, "+Inf" last
+    std::string header[2];              // "# HELP ...\n# TYPE ...\n" per ExpositionFormat
   };
   std::vector<Family> families;  // sorted by name
   // Per series: (name, value) sorted by name, and pre-escaped text forms.

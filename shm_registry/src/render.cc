@@ -46,6 +46,19 @@ void AppendLabelSet(std::string* out, const std::vector<std::pair<std::string, s
   if (!first) out->push_back('}');
 }
 
+// "# HELP name help\n# TYPE name type\n". In text 0.0.4 a counter's metadata
+// names the sample (name_total); OpenMetrics names the family.
+std::string FamilyHeader(const LocalFamily& f, ExpositionFormat format) {
+  std::string meta = f.name;
+  if (f.type == MetricType::kCounter && format == ExpositionFormat::kPrometheusText)
+    meta += "_total";
+  std::string out = "# HELP " + meta + " ";
+  AppendEscapedHelp(&out, f.help, format);
+  out.append("\n# TYPE ").append(meta).push_back(' ');
+  out.append(TypeWord(f.type)).push_back('\n');
+  return out;
+}
+
 class TextSink {
  public:
   TextSink(std::string* out, ExpositionFormat format) : out_(*out), format_(format) {}
@@ -55,13 +68,7 @@ class TextSink {
     cache_ = &cache;
     fam_ = &fam;
     name_ = &f.name;
-    std::string meta = f.name;
-    if (f.type == MetricType::kCounter && format_ == ExpositionFormat::kPrometheusText)
-      meta += "_total";
-    out_.append("# HELP ").append(meta).push_back(' ');
-    AppendEscapedHelp(&out_, f.help, format_);
-    out_.append("\n# TYPE ").append(meta).push_back(' ');
-    out_.append(TypeWord(f.type)).push_back('\n');
+    out_.append(fam.header[static_cast<int>(format_)]);
   }
   void Sample(std::uint32_t s, std::string_view suffix, double value) {
     out_.append(*name_).append(suffix).append(cache_->text_labels[s]).push_back(' ');
@@ -129,9 +136,11 @@ void Registry::Impl::RefreshRenderCacheLocked() {
 
   c.families.clear();
   for (std::uint32_t id = 0; id < families.size(); ++id) {
-    RenderCache::Family fam{id, {}, {}};
+    RenderCache::Family fam{id, {}, {}, {}};
     for (double b : families[id]->bounds) fam.le.push_back(FormatDouble(b));
     fam.le.push_back("+Inf");
+    for (auto format : {ExpositionFormat::kPrometheusText, ExpositionFormat::kOpenMetrics})
+      fam.header[static_cast<int>(format)] = FamilyHeader(*families[id], format);
     c.families.push_back(std::move(fam));
   }
   for (std::uint32_t s = 0; s < series_info.size(); ++s)
@@ -197,7 +206,7 @@ void Registry::Impl::PatchRegistryHealthLocked(Snapshot* snap) {
       if (name == kOverflowFamily && c.labels[s].size() == 1) {
         for (int r = 0; r < kNumOverflowReasons; ++r)
           if (OverflowReasonName(static_cast<OverflowReason>(r)) == c.labels[s][0].second)
-            fold::StoreD(cell, static_cast<double>(hdr->overflow[r].load(std::memory_order_relaxed)));
+            fold::Store(cell, hdr->overflow[r].load(std::memory_order_relaxed));
       } else if (name == kSeriesFamily || name == kSlotsFamily) {
         fold::StoreD(cell + detail::kGaugeValue,
                      name == kSeriesFamily ? snap->num_series : snap->live_slots);
@@ -209,10 +218,12 @@ void Registry::Impl::PatchRegistryHealthLocked(Snapshot* snap) {
 
 std::string Registry::Impl::Render(ExpositionFormat format) {
   std::string out;
-  out.reserve(64 * 1024);
+  const std::size_t last = last_page_bytes.load(std::memory_order_relaxed);
+  out.reserve(last + last / 8 + 4096);
   TextSink sink(&out, format);
   Visit(sink);
   if (format == ExpositionFormat::kOpenMetrics) out += "# EOF\n";
+  last_page_bytes.store(out.size(), std::memory_order_relaxed);
   return out;
 }
 

@@ -19,13 +19,14 @@ namespace sightline::metrics {
 //   void Bucket(std::uint32_t series, std::size_t bucket, std::uint64_t cumulative);
 //   void PerProcess(std::uint32_t series, std::int32_t pid, double value);
 //   void EndFamily();
+// Sorts snap.per_process in place (series order, then pid) before walking.
 template <typename Sink>
-void WalkSnapshot(const Snapshot& snap, const Registry::Impl::RenderCache& cache,
+void WalkSnapshot(Snapshot& snap, const Registry::Impl::RenderCache& cache,
                   const std::vector<std::unique_ptr<LocalFamily>>& families,
                   const std::vector<SeriesInfo>& series_info, Sink& sink) {
   using namespace fold;
   // Per-process gauge values in series order, then by pid.
-  std::vector<Snapshot::PerProcess> per_process = snap.per_process;
+  std::vector<Snapshot::PerProcess>& per_process = snap.per_process;
   std::sort(per_process.begin(), per_process.end(), [&](const auto& a, const auto& b) {
     return std::pair(series_info[a.series].family, std::pair(cache.rank[a.series], a.pid)) <
            std::pair(series_info[b.series].family, std::pair(cache.rank[b.series], b.pid));
@@ -47,7 +48,7 @@ void WalkSnapshot(const Snapshot& snap, const Registry::Impl::RenderCache& cache
       const std::uint64_t* c = snap.cells.data() + series_info[s].cell_base;
       switch (f.type) {
         case MetricType::kCounter:
-          sink.Sample(s, "_total", LoadD(c));
+          sink.Sample(s, "_total", static_cast<double>(Load(c)) + LoadD(c + 1));
           break;
         case MetricType::kGauge:
           if (Load(c + detail::kGaugeStamp) != 0) sink.Sample(s, "", LoadD(c + detail::kGaugeValue));
@@ -80,12 +81,13 @@ namespace sightline::metrics {
 // Aggregates every process and walks the result with `sink`.
 template <typename Sink>
 void Registry::Impl::Visit(Sink& sink) {
-  Snapshot snap;
-  Aggregate(&snap);
+  // One scrape at a time per process: they share the snapshot's buffers.
+  std::lock_guard<std::mutex> scrape(scrape_mu);
+  Aggregate(&scratch);
   std::lock_guard<std::mutex> local(mu);
   RefreshRenderCacheLocked();
-  PatchRegistryHealthLocked(&snap);
-  WalkSnapshot(snap, *render_cache, families, series_info, sink);
+  PatchRegistryHealthLocked(&scratch);
+  WalkSnapshot(scratch, *render_cache, families, series_info, sink);
 }
 
 }  // namespace sightline::metrics

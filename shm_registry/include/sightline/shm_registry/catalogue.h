@@ -22,9 +22,23 @@ struct CatalogueOptions {
 // 1-2-5 series up to max_model_len (METRICS.md §3, TOKENS_125).
 std::vector<double> Tokens125Buckets(std::uint32_t max_model_len);
 
-// Registers every family and pre-creates the counter and histogram series
-// whose label values are enumerable (each engine, finished_reason, source),
-// so they read 0 from start-up. Gauges appear once their writer sets them.
+struct CatalogueFamily {
+  std::string name;  // counters without "_total"
+  std::string help;
+  MetricType type;
+  GaugeMode mode;  // gauges
+  std::vector<std::string> label_names;
+  std::vector<double> buckets;  // histograms
+  std::vector<Labels> series;   // the enumerable label sets, pre-created
+};
+
+// Every family of METRICS.md §4-§6 under these options.
+std::vector<CatalogueFamily> Catalogue(const CatalogueOptions& options);
+
+// Registers every family of Catalogue() and pre-creates the counter and
+// histogram series whose label values are enumerable (each engine,
+// finished_reason, source), so they read 0 from start-up. Gauges appear once
+// their writer sets them.
 Status RegisterCatalogue(Registry* registry, const CatalogueOptions& options);
 
 }  // namespace sightline::metrics

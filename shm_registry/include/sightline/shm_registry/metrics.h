@@ -73,6 +73,10 @@ void SetMostRecent(Writer* writer, std::uint64_t* slab, std::uint32_t cell, doub
 
 }  // namespace detail
 
+// Counter cells: [integral increments as u64, other increments as double].
+// Whole-number increments (the common case: tokens, requests) take one
+// wait-free fetch_add and stay exact up to 2^64; fractional ones use a
+// compare-exchange on the second cell. The exported value is their sum.
 class Counter {
  public:
   Counter() = default;
@@ -81,7 +85,13 @@ class Counter {
   void Inc(double amount = 1.0) const {
     if (!writer_ || !(amount >= 0)) return;
     if (cell_ == detail::kNoCell) return writer_->CountDropped(OverflowReason::kSeries);
-    detail::AddDouble(detail::Cell(writer_->Slab(), cell_), amount);
+    std::uint64_t* slab = writer_->Slab();
+    if (amount < 0x1p63 && amount == static_cast<double>(static_cast<std::uint64_t>(amount))) {
+      detail::Cell(slab, cell_).fetch_add(static_cast<std::uint64_t>(amount),
+                                          std::memory_order_relaxed);
+    } else {
+      detail::AddDouble(detail::Cell(slab, cell_ + 1), amount);
+    }
   }
   bool valid() const { return writer_ && cell_ != detail::kNoCell; }
 

@@ -38,7 +38,8 @@ namespace sightline::metrics {
 class Registry;
 
 // Typed family handles. Get() finds or creates the series for a label set
-// (labels in any order; names must match the family's exactly).
+// (labels in any order; names must match the family's exactly); `out` may be
+// null to only create the series (it then reads 0 from start-up).
 class CounterFamily {
  public:
   Status Get(const Labels& labels, Counter* out) const;
@@ -79,7 +80,7 @@ class SummaryFamily {
   std::uint32_t family_ = 0;
 };
 
-enum class ExpositionFormat { kPrometheusText, kOpenMetrics };
+enum class ExpositionFormat { kPrometheusText = 0, kOpenMetrics = 1 };
 
 // What `sightline metrics inspect` shows.
 struct Inspection {
