@@ -1,29 +1,32 @@
 #!/usr/bin/env bash
-# One-stop setup for a fresh Debian 12 machine (run as root):
-# installs every Debian package Sightline needs, then configures and builds.
+# The one entry point for a fresh Debian 12 machine (run as root). Installs
+# every Debian package Sightline needs, configures and builds, then:
 #
-#   tools/setup.sh            install packages + build (Release)
-#   tools/setup.sh --deps     install packages only
+#   tools/setup.sh serve   run the main job (for now: the multi-process
+#                          metrics demo; `sightline serve` once it exists)
+#   tools/setup.sh test    run the whole test suite (what CI runs)
+#   tools/setup.sh build   install and build only
 #
-# Build directory: $SIGHTLINE_BUILD_DIR (default: build/). Re-running is cheap:
-# apt skips installed packages and the build is incremental.
+# Re-running is cheap: installed packages are skipped and the build in
+# $SIGHTLINE_BUILD_DIR (default build/) is incremental.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${SIGHTLINE_BUILD_DIR:-$here/build}"
+mode="${1:-build}"
 
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
-  libzmq3-dev cppzmq-dev
-  libflatbuffers-dev flatbuffers-compiler
-  libboost-dev
-  prometheus-cpp-dev zlib1g-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libzmq3-dev cppzmq-dev                      # IPC
+  libflatbuffers-dev flatbuffers-compiler     # wire format
+  libboost-dev                                # Interprocess, Asio, Beast
+  prometheus-cpp-dev zlib1g-dev               # Prometheus data model
+  libgtest-dev libgmock-dev libbenchmark-dev  # tests, benchmarks
   libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
   libopenblas-dev libsentencepiece-dev
   clang-format
-  prometheus               # promtool, used by the exposition tests
-  python3 python3-prometheus-client   # reference for tools/bench/
+  prometheus                                  # promtool, for the exposition tests
+  python3 python3-prometheus-client           # the reference in tools/bench/
 )
 
 install_deps() {
@@ -31,23 +34,40 @@ install_deps() {
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
-  if ((${#missing[@]})); then
-    echo "setup: installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    # --no-install-recommends keeps the prometheus server's optional web assets out.
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
+  ((${#missing[@]})) || return 0
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # Without recommends: the prometheus package would pull in its web console.
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
 build() {
-  local werror="${SIGHTLINE_WERROR:-OFF}"
+  local werror="$1"
   cmake -S "$here" -B "$build_dir" -G Ninja \
     -DCMAKE_BUILD_TYPE="${SIGHTLINE_BUILD_TYPE:-Release}" \
     -DSIGHTLINE_WERROR="$werror" >/dev/null
   cmake --build "$build_dir" -j"$(nproc)"
 }
 
-install_deps
-[[ "${1:-}" == "--deps" ]] && exit 0
-build
+case "$mode" in
+  build)
+    install_deps
+    build OFF
+    ;;
+  serve)
+    install_deps
+    build OFF
+    exec "$build_dir/tools/sightline" metrics demo
+    ;;
+  test)
+    install_deps
+    build ON  # CI builds with warnings as errors
+    cd "$build_dir"
+    ctest -j"$(nproc)" --output-on-failure --timeout 600
+    ;;
+  *)
+    echo "usage: tools/setup.sh [build|serve|test]" >&2
+    exit 2
+    ;;
+esac

@@ -175,6 +175,8 @@ CatalogueFamily Plain(std::string name, std::string help, MetricType type, Gauge
 
 }  // namespace
 
+const std::vector<double>& TtftBuckets() { return kTtftBounds; }
+
 std::vector<double> Tokens125Buckets(std::uint32_t max_model_len) {
   std::vector<double> out;
   for (double scale = 1;; scale *= 10) {

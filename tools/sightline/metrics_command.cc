@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "metrics_demo.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::cli {
@@ -14,6 +15,7 @@ namespace {
 struct MetricsOptions {
   std::string registry;
   bool openmetrics = false;
+  int workers = 3;
 };
 
 int Fail(const Status& s) {
@@ -74,6 +76,11 @@ void AddMetricsCommand(CLI::App& app, int* exit_code) {
       metrics->add_subcommand("inspect", "Show slots, capacity use and overflow counts");
   inspect->add_option("--registry", opts->registry, "Instance (registry) name")->required();
   inspect->callback([opts, exit_code] { *exit_code = Inspect(*opts); });
+
+  CLI::App* demo = metrics->add_subcommand(
+      "demo", "Fork worker processes that record metrics, kill one, show the aggregate");
+  demo->add_option("--workers", opts->workers, "Worker processes")->check(CLI::Range(1, 32));
+  demo->callback([opts, exit_code] { *exit_code = RunMetricsDemo(opts->workers); });
 }
 
 }  // namespace sightline::cli

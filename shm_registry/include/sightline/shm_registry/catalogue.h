@@ -21,6 +21,8 @@ struct CatalogueOptions {
 
 // 1-2-5 series up to max_model_len (METRICS.md §3, TOKENS_125).
 std::vector<double> Tokens125Buckets(std::uint32_t max_model_len);
+// The TTFT bounds of METRICS.md §3.
+const std::vector<double>& TtftBuckets();
 
 struct CatalogueFamily {
   std::string name;  // counters without "_total"
