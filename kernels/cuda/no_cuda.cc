@@ -3,7 +3,9 @@
 
 namespace sightline::kernels {
 
-bool CudaAvailable() { return false; }
+bool CudaAvailable() {
+  return false;
+}
 
 bool AxpyCuda(float, const float*, float*, std::size_t, std::string* error) {
   *error = "this build has no CUDA support (no toolkit found at configure time)";

@@ -28,7 +28,8 @@ void Registry::Impl::Aggregate(Snapshot* snap) {
     snap->cells.resize(cells);
     for (std::uint32_t c = 0; c < cells; ++c) snap->cells[c] = fold::Load(av.cells + c);
     snap->per_process.clear();
-    const std::uint32_t retired = std::min(fold::LoadCount(&av.header->retired_count), hdr->max_retired);
+    const std::uint32_t retired =
+        std::min(fold::LoadCount(&av.header->retired_count), hdr->max_retired);
     for (std::uint32_t k = 0; k < retired; ++k) {
       Snapshot::PerProcess p;
       fold::LoadRetired(av.retired + k, &p.series, &p.pid, &p.value);

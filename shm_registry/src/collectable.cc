@@ -26,10 +26,18 @@ class FamilySink {
     mf.name = f.type == MetricType::kCounter ? f.name + "_total" : f.name;
     mf.help = f.help;
     switch (f.type) {
-      case MetricType::kCounter: mf.type = prometheus::MetricType::Counter; break;
-      case MetricType::kGauge: mf.type = prometheus::MetricType::Gauge; break;
-      case MetricType::kHistogram: mf.type = prometheus::MetricType::Histogram; break;
-      case MetricType::kSummary: mf.type = prometheus::MetricType::Summary; break;
+      case MetricType::kCounter:
+        mf.type = prometheus::MetricType::Counter;
+        break;
+      case MetricType::kGauge:
+        mf.type = prometheus::MetricType::Gauge;
+        break;
+      case MetricType::kHistogram:
+        mf.type = prometheus::MetricType::Histogram;
+        break;
+      case MetricType::kSummary:
+        mf.type = prometheus::MetricType::Summary;
+        break;
     }
     out_.push_back(std::move(mf));
     current_ = UINT32_MAX;
@@ -37,15 +45,23 @@ class FamilySink {
   void Sample(std::uint32_t s, std::string_view suffix, double value) {
     prometheus::ClientMetric& m = Metric(s);
     switch (family_->type) {
-      case MetricType::kCounter: m.counter.value = value; break;
-      case MetricType::kGauge: m.gauge.value = value; break;
+      case MetricType::kCounter:
+        m.counter.value = value;
+        break;
+      case MetricType::kGauge:
+        m.gauge.value = value;
+        break;
       case MetricType::kHistogram:
-        if (suffix == "_count") m.histogram.sample_count = static_cast<std::uint64_t>(value);
-        else m.histogram.sample_sum = value;
+        if (suffix == "_count")
+          m.histogram.sample_count = static_cast<std::uint64_t>(value);
+        else
+          m.histogram.sample_sum = value;
         break;
       case MetricType::kSummary:
-        if (suffix == "_count") m.summary.sample_count = static_cast<std::uint64_t>(value);
-        else m.summary.sample_sum = value;
+        if (suffix == "_count")
+          m.summary.sample_count = static_cast<std::uint64_t>(value);
+        else
+          m.summary.sample_sum = value;
         break;
     }
   }

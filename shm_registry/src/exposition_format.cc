@@ -128,10 +128,17 @@ std::string FormatDouble(double value) {
 void AppendEscapedLabelValue(std::string* out, std::string_view value) {
   for (char c : value) {
     switch (c) {
-      case '\\': *out += "\\\\"; break;
-      case '"': *out += "\\\""; break;
-      case '\n': *out += "\\n"; break;
-      default: out->push_back(c);
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      default:
+        out->push_back(c);
     }
   }
 }
@@ -139,15 +146,20 @@ void AppendEscapedLabelValue(std::string* out, std::string_view value) {
 void AppendEscapedHelp(std::string* out, std::string_view help, ExpositionFormat format) {
   for (char c : help) {
     switch (c) {
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
       case '"':
         if (format == ExpositionFormat::kOpenMetrics) {
           *out += "\\\"";
           break;
         }
         [[fallthrough]];
-      default: out->push_back(c);
+      default:
+        out->push_back(c);
     }
   }
 }

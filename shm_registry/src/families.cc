@@ -65,9 +65,15 @@ Status ValidateSpec(LocalFamily* f) {
     return err("only histograms have buckets");
   }
   switch (f->type) {
-    case MetricType::kCounter: f->cells_per_series = 2; break;
-    case MetricType::kGauge: f->cells_per_series = 3; break;
-    case MetricType::kSummary: f->cells_per_series = 2; break;
+    case MetricType::kCounter:
+      f->cells_per_series = 2;
+      break;
+    case MetricType::kGauge:
+      f->cells_per_series = 3;
+      break;
+    case MetricType::kSummary:
+      f->cells_per_series = 2;
+      break;
     case MetricType::kHistogram:
       f->cells_per_series = static_cast<std::uint32_t>(f->bounds.size()) + 2;
       break;
@@ -77,10 +83,14 @@ Status ValidateSpec(LocalFamily* f) {
 
 std::string_view TypeName(MetricType t) {
   switch (t) {
-    case MetricType::kCounter: return "counter";
-    case MetricType::kGauge: return "gauge";
-    case MetricType::kHistogram: return "histogram";
-    case MetricType::kSummary: return "summary";
+    case MetricType::kCounter:
+      return "counter";
+    case MetricType::kGauge:
+      return "gauge";
+    case MetricType::kHistogram:
+      return "histogram";
+    case MetricType::kSummary:
+      return "summary";
   }
   return "?";
 }
@@ -311,8 +321,8 @@ Status Registry::Impl::FindOrCreateSeries(std::uint32_t family, const Labels& la
 // --- public registration wrappers and typed families ---------------------------------
 
 namespace {
-LocalFamily MakeSpec(std::string_view name, std::string_view help, MetricType type,
-                     GaugeMode mode, std::vector<std::string> labels, std::vector<double> bounds) {
+LocalFamily MakeSpec(std::string_view name, std::string_view help, MetricType type, GaugeMode mode,
+                     std::vector<std::string> labels, std::vector<double> bounds) {
   LocalFamily f;
   f.name = std::string(name);
   f.help = std::string(help);

@@ -56,8 +56,12 @@ inline std::uint64_t Load(const std::uint64_t* p) {
 inline void Store(std::uint64_t* p, std::uint64_t v) {
   std::atomic_ref<std::uint64_t>(*p).store(v, std::memory_order_relaxed);
 }
-inline double LoadD(const std::uint64_t* p) { return std::bit_cast<double>(Load(p)); }
-inline void StoreD(std::uint64_t* p, double v) { Store(p, std::bit_cast<std::uint64_t>(v)); }
+inline double LoadD(const std::uint64_t* p) {
+  return std::bit_cast<double>(Load(p));
+}
+inline void StoreD(std::uint64_t* p, double v) {
+  Store(p, std::bit_cast<std::uint64_t>(v));
+}
 
 // Reads a gauge's (value, stamp) consistently. Writers are threads of the
 // owning process; if that process died mid-write the sequence stays odd, so
@@ -118,8 +122,10 @@ void FoldCells(const std::vector<SeriesInfo>& series, std::uint32_t num_series,
         StoreD(out + 1, LoadD(out + 1) + LoadD(in + 1));
         break;
       case MetricType::kHistogram:
-        for (std::uint32_t b = 0; b <= s.num_bounds; ++b) Store(out + b, Load(out + b) + Load(in + b));
-        StoreD(out + s.num_bounds + 1, LoadD(out + s.num_bounds + 1) + LoadD(in + s.num_bounds + 1));
+        for (std::uint32_t b = 0; b <= s.num_bounds; ++b)
+          Store(out + b, Load(out + b) + Load(in + b));
+        StoreD(out + s.num_bounds + 1,
+               LoadD(out + s.num_bounds + 1) + LoadD(in + s.num_bounds + 1));
         break;
       case MetricType::kGauge: {
         double v;

@@ -42,8 +42,8 @@ struct StrRef {
 };
 
 struct FamilyEntry {
-  std::uint8_t type;        // MetricType
-  std::uint8_t mode;        // GaugeMode (gauges)
+  std::uint8_t type;  // MetricType
+  std::uint8_t mode;  // GaugeMode (gauges)
   std::uint8_t num_labels;
   std::uint8_t reserved;
   std::uint32_t num_bounds;  // finite histogram bounds; +Inf is implicit
@@ -116,6 +116,8 @@ struct ArchiveHeader {
   std::uint32_t reserved;
 };
 
-inline std::uint64_t AlignUp(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
+inline std::uint64_t AlignUp(std::uint64_t v, std::uint64_t a) {
+  return (v + a - 1) / a * a;
+}
 
 }  // namespace sightline::metrics::layout

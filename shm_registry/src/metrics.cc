@@ -8,13 +8,15 @@ namespace sightline::metrics {
 
 namespace {
 constexpr std::array<std::string_view, kNumGaugeModes> kModeNames = {
-    "all", "liveall", "min", "livemin", "max", "livemax", "sum", "livesum", "mostrecent",
-    "livemostrecent"};
+    "all",     "liveall", "min",     "livemin",    "max",
+    "livemax", "sum",     "livesum", "mostrecent", "livemostrecent"};
 constexpr std::array<std::string_view, kNumOverflowReasons> kOverflowNames = {
     "slots", "families", "series", "cells", "arena", "retired_gauges"};
 }  // namespace
 
-std::string_view GaugeModeName(GaugeMode mode) { return kModeNames[static_cast<int>(mode)]; }
+std::string_view GaugeModeName(GaugeMode mode) {
+  return kModeNames[static_cast<int>(mode)];
+}
 
 std::optional<GaugeMode> ParseGaugeMode(std::string_view name) {
   for (int i = 0; i < kNumGaugeModes; ++i)
@@ -22,7 +24,9 @@ std::optional<GaugeMode> ParseGaugeMode(std::string_view name) {
   return std::nullopt;
 }
 
-bool IsLiveMode(GaugeMode mode) { return GaugeModeName(mode).starts_with("live"); }
+bool IsLiveMode(GaugeMode mode) {
+  return GaugeModeName(mode).starts_with("live");
+}
 bool IsMostRecentMode(GaugeMode mode) {
   return mode == GaugeMode::kMostRecent || mode == GaugeMode::kLiveMostRecent;
 }
@@ -48,7 +52,8 @@ void SetMostRecent(Writer* writer, std::uint64_t* slab, std::uint32_t cell, doub
       break;
   }
   std::atomic_thread_fence(std::memory_order_release);
-  Cell(slab, cell + kGaugeValue).store(std::bit_cast<std::uint64_t>(value), std::memory_order_relaxed);
+  Cell(slab, cell + kGaugeValue)
+      .store(std::bit_cast<std::uint64_t>(value), std::memory_order_relaxed);
   Cell(slab, cell + kGaugeStamp).store(writer->NextStamp(), std::memory_order_relaxed);
   seq.store(s + 2, std::memory_order_release);
 }

@@ -97,7 +97,9 @@ void* HolderMain(void* p) {
 
 }  // namespace
 
-Registry::Impl::~Impl() { Untrack(this); }
+Registry::Impl::~Impl() {
+  Untrack(this);
+}
 
 std::uint64_t* Registry::Impl::ClaimSlow() {
   std::lock_guard<std::mutex> g(claim_mu);

@@ -71,7 +71,8 @@ void Registry::Impl::Reap() {
       FoldCells(series_info, num_series, slab(i), next.cells, /*alive=*/false, s->pid,
                 [&](std::uint32_t series, std::int32_t pid, double value) {
                   if (retired >= hdr->max_retired) {
-                    Overflow(OverflowReason::kRetiredGauges, families[series_info[series].family]->name);
+                    Overflow(OverflowReason::kRetiredGauges,
+                             families[series_info[series].family]->name);
                     return;
                   }
                   fold::StoreRetired(&next.retired[retired++], series, pid, value);

@@ -29,8 +29,8 @@ bool ValidInstanceName(std::string_view name) {
 Status CheckCapacity(const Capacity& c) {
   auto bad = [](const char* what, std::uint64_t v, std::uint64_t lo, std::uint64_t hi) {
     return Status::InvalidArgument(std::string("registry capacity ") + what + "=" +
-                                   std::to_string(v) + " is outside [" + std::to_string(lo) +
-                                   ", " + std::to_string(hi) + "]");
+                                   std::to_string(v) + " is outside [" + std::to_string(lo) + ", " +
+                                   std::to_string(hi) + "]");
   };
   if (c.max_processes < 1 || c.max_processes > 4096)
     return bad("max_processes", c.max_processes, 1, 4096);
@@ -74,11 +74,10 @@ void ComputeGeometry(const Capacity& c, layout::Header* h) {
   h->off_slabs = off;
   h->slab_stride = AlignUp(std::uint64_t{c.max_cells} * 8, 4096);
   off += h->slab_stride * c.max_processes;
-  h->archive_bytes =
-      AlignUp(sizeof(layout::ArchiveHeader) + std::uint64_t{c.max_processes} * 8 +
-                  std::uint64_t{c.max_cells} * 8 +
-                  std::uint64_t{c.max_retired_gauges} * sizeof(layout::RetiredGauge),
-              4096);
+  h->archive_bytes = AlignUp(sizeof(layout::ArchiveHeader) + std::uint64_t{c.max_processes} * 8 +
+                                 std::uint64_t{c.max_cells} * 8 +
+                                 std::uint64_t{c.max_retired_gauges} * sizeof(layout::RetiredGauge),
+                             4096);
   h->off_archive[0] = off;
   h->off_archive[1] = off + h->archive_bytes;
   off += 2 * h->archive_bytes;
@@ -207,8 +206,8 @@ Registry::~Registry() {
   if (impl_->owns_name) (void)SharedSegment::Unlink(impl_->shm_name);
 }
 
-Status Registry::Create(std::string_view instance, const Capacity& capacity,
-                        std::string_view role, std::unique_ptr<Registry>* out) {
+Status Registry::Create(std::string_view instance, const Capacity& capacity, std::string_view role,
+                        std::unique_ptr<Registry>* out) {
   if (!ValidInstanceName(instance))
     return Status::InvalidArgument("invalid registry instance name '" + std::string(instance) +
                                    "' (use 1-200 of [A-Za-z0-9._-])");
@@ -275,15 +274,26 @@ Status Registry::Attach(std::string_view instance, std::string_view role,
 
 Status Registry::Remove(std::string_view instance) {
   if (!ValidInstanceName(instance))
-    return Status::InvalidArgument("invalid registry instance name '" + std::string(instance) + "'");
+    return Status::InvalidArgument("invalid registry instance name '" + std::string(instance) +
+                                   "'");
   return SharedSegment::Unlink(SegmentName(instance));
 }
 
-const std::string& Registry::instance() const { return impl_->instance; }
-detail::Writer* Registry::writer() { return impl_.get(); }
-void Registry::ReapDeadProcesses() { impl_->Reap(); }
-int Registry::MarkProcessDead(pid_t pid) { return impl_->MarkDead(pid); }
-std::string Registry::Render(ExpositionFormat format) { return impl_->Render(format); }
+const std::string& Registry::instance() const {
+  return impl_->instance;
+}
+detail::Writer* Registry::writer() {
+  return impl_.get();
+}
+void Registry::ReapDeadProcesses() {
+  impl_->Reap();
+}
+int Registry::MarkProcessDead(pid_t pid) {
+  return impl_->MarkDead(pid);
+}
+std::string Registry::Render(ExpositionFormat format) {
+  return impl_->Render(format);
+}
 
 Inspection Registry::Inspect() {
   impl_->Reap();

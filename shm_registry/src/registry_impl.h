@@ -102,8 +102,8 @@ class Registry::Impl final : public detail::Writer {
   // Render cache, rebuilt when the family or series count changes.
   struct RenderCache;
   std::unique_ptr<RenderCache> render_cache;
-  std::mutex scrape_mu;     // serializes scrapes of this process (guards scratch)
-  Snapshot scratch;         // reused between scrapes: no per-scrape allocation
+  std::mutex scrape_mu;  // serializes scrapes of this process (guards scratch)
+  Snapshot scratch;      // reused between scrapes: no per-scrape allocation
   std::atomic<std::size_t> last_page_bytes{0};  // sizes the next page's buffer
 
   // Slot ownership (process_slot.cc); guarded by claim_mu.
@@ -113,7 +113,7 @@ class Registry::Impl final : public detail::Writer {
   pid_t slot_pid = 0;
   pthread_t holder{};
   bool holder_running = false;
-  int holder_stop_fd = -1;  // write end; closing it tells the holder to let go
+  int holder_stop_fd = -1;              // write end; closing it tells the holder to let go
   std::vector<std::uint64_t> fallback;  // private cells when no slot is free
 };
 

@@ -16,16 +16,21 @@ constexpr std::string_view kSlotsFamily = "sightline:registry_slots_in_use";
 
 std::string_view TypeWord(MetricType t) {
   switch (t) {
-    case MetricType::kCounter: return "counter";
-    case MetricType::kGauge: return "gauge";
-    case MetricType::kHistogram: return "histogram";
-    case MetricType::kSummary: return "summary";
+    case MetricType::kCounter:
+      return "counter";
+    case MetricType::kGauge:
+      return "gauge";
+    case MetricType::kHistogram:
+      return "histogram";
+    case MetricType::kSummary:
+      return "summary";
   }
   return "untyped";
 }
 
 // Appends `{a="x",...}` with (extra_name, extra_value) merged in name order.
-void AppendLabelSet(std::string* out, const std::vector<std::pair<std::string, std::string>>& labels,
+void AppendLabelSet(std::string* out,
+                    const std::vector<std::pair<std::string, std::string>>& labels,
                     std::string_view extra_name, std::string_view extra_value) {
   bool first = true, extra_done = extra_name.empty();
   auto put = [&](std::string_view name, std::string_view value) {
@@ -113,7 +118,8 @@ void Registry::Impl::RefreshRenderCacheLocked() {
     std::vector<std::pair<std::string, std::string>> labels;
     const std::uint64_t refs_bytes = f.label_names.size() * sizeof(layout::StrRef);
     if (e->values_off + refs_bytes <= hdr->arena_bytes) {
-      const auto* refs = reinterpret_cast<const layout::StrRef*>(base + hdr->off_arena + e->values_off);
+      const auto* refs =
+          reinterpret_cast<const layout::StrRef*>(base + hdr->off_arena + e->values_off);
       for (std::size_t k = 0; k < f.label_names.size(); ++k)
         labels.emplace_back(f.label_names[k], std::string(Str(refs[k])));
     }

@@ -25,7 +25,9 @@ RobustLock::RobustLock(pthread_mutex_t* mutex) : mutex_(mutex) {
   }
 }
 
-RobustLock::~RobustLock() { pthread_mutex_unlock(mutex_); }
+RobustLock::~RobustLock() {
+  pthread_mutex_unlock(mutex_);
+}
 
 bool ProbeLifelineOwnerGone(pthread_mutex_t* lifeline) {
   int rc = pthread_mutex_trylock(lifeline);

@@ -23,10 +23,14 @@ namespace {
 Status FromException(const std::string& name, const bip::interprocess_exception& e) {
   const std::string where = "shared-memory segment /dev/shm" + name + ": ";
   switch (e.get_error_code()) {
-    case bip::not_found_error: return Status::NotFound(where + "no such segment");
-    case bip::already_exists_error: return Status::AlreadyExists(where + "already exists");
-    case bip::security_error: return Status::PermissionDenied(where + "permission denied");
-    default: return Status::IoError(where + e.what());
+    case bip::not_found_error:
+      return Status::NotFound(where + "no such segment");
+    case bip::already_exists_error:
+      return Status::AlreadyExists(where + "already exists");
+    case bip::security_error:
+      return Status::PermissionDenied(where + "permission denied");
+    default:
+      return Status::IoError(where + e.what());
   }
 }
 
@@ -71,7 +75,11 @@ Status SharedSegment::Unlink(const std::string& name) {
   return Status::Ok();
 }
 
-void* SharedSegment::base() const { return rep_ ? rep_->region.get_address() : nullptr; }
-std::size_t SharedSegment::size() const { return rep_ ? rep_->region.get_size() : 0; }
+void* SharedSegment::base() const {
+  return rep_ ? rep_->region.get_address() : nullptr;
+}
+std::size_t SharedSegment::size() const {
+  return rep_ ? rep_->region.get_size() : 0;
+}
 
 }  // namespace sightline::metrics

@@ -35,9 +35,10 @@ void WalkSnapshot(Snapshot& snap, const Registry::Impl::RenderCache& cache,
     const LocalFamily& f = *families[fam.id];
     sink.BeginFamily(cache, fam, f);
     if (f.type == MetricType::kGauge && IsPerProcessMode(f.mode)) {
-      auto it = std::lower_bound(
-          per_process.begin(), per_process.end(), fam.id,
-          [&](const Snapshot::PerProcess& p, std::uint32_t id) { return series_info[p.series].family < id; });
+      auto it = std::lower_bound(per_process.begin(), per_process.end(), fam.id,
+                                 [&](const Snapshot::PerProcess& p, std::uint32_t id) {
+                                   return series_info[p.series].family < id;
+                                 });
       for (; it != per_process.end() && series_info[it->series].family == fam.id; ++it)
         sink.PerProcess(it->series, it->pid, it->value);
       sink.EndFamily();
@@ -51,7 +52,8 @@ void WalkSnapshot(Snapshot& snap, const Registry::Impl::RenderCache& cache,
           sink.Sample(s, "_total", static_cast<double>(Load(c)) + LoadD(c + 1));
           break;
         case MetricType::kGauge:
-          if (Load(c + detail::kGaugeStamp) != 0) sink.Sample(s, "", LoadD(c + detail::kGaugeValue));
+          if (Load(c + detail::kGaugeStamp) != 0)
+            sink.Sample(s, "", LoadD(c + detail::kGaugeValue));
           break;
         case MetricType::kHistogram: {
           const std::size_t n = f.bounds.size();

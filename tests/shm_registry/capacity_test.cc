@@ -39,7 +39,8 @@ TEST(Capacity, SeriesTableFull) {
   const auto s = ParseSamples(reg->Render(ExpositionFormat::kPrometheusText));
   EXPECT_EQ(s.at("c_total{i=\"3\"}"), 1);
   EXPECT_FALSE(s.count("c_total{i=\"overflow\"}"));
-  EXPECT_EQ(s.at("sightline:registry_overflow_total{reason=\"series\"}"), 11);  // 1 create + 10 updates
+  EXPECT_EQ(s.at("sightline:registry_overflow_total{reason=\"series\"}"),
+            11);  // 1 create + 10 updates
   EXPECT_EQ(reg->Inspect().overflow[static_cast<int>(OverflowReason::kSeries)], 11u);
 }
 

@@ -66,11 +66,13 @@ TEST(ContentNegotiation, PicksOpenMetricsOnlyWhenAsked) {
   EXPECT_EQ(ChooseFormat("application/openmetrics-text; version=1.0.0; charset=utf-8"),
             ExpositionFormat::kOpenMetrics);
   // Prometheus' default scrape Accept header.
-  EXPECT_EQ(ChooseFormat("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,"
-                         "application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;"
-                         "escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1"),
-            ExpositionFormat::kOpenMetrics);
-  EXPECT_EQ(ContentType(ExpositionFormat::kPrometheusText), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(
+      ChooseFormat("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,"
+                   "application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;"
+                   "escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1"),
+      ExpositionFormat::kOpenMetrics);
+  EXPECT_EQ(ContentType(ExpositionFormat::kPrometheusText),
+            "text/plain; version=0.0.4; charset=utf-8");
   EXPECT_EQ(ContentType(ExpositionFormat::kOpenMetrics),
             "application/openmetrics-text; version=1.0.0; charset=utf-8");
 }
@@ -82,7 +84,8 @@ class PageTest : public ::testing::Test {
     ASSERT_TRUE(Registry::Create(UniqueInstance(), Capacity{}, "test", &reg_).ok());
     CounterFamily c;
     ASSERT_TRUE(reg_->AddCounter("app:requests_total", "Requests.\\ With \"quotes\"\nand lines.",
-                                 {"route", "code"}, &c).ok());
+                                 {"route", "code"}, &c)
+                    .ok());
     c.With({{"route", "/b"}, {"code", "200"}}).Inc(2);
     c.With({{"code", "200"}, {"route", "/a"}}).Inc(1);
     c.With({{"route", "/a"}, {"code", "200"}}).Inc(0.5);  // label order does not matter
@@ -91,7 +94,8 @@ class PageTest : public ::testing::Test {
     ASSERT_TRUE(reg_->AddGauge("app:temperature", "Temp.", GaugeMode::kLiveSum, {}, &g).ok());
     g.With({}).Set(-2.5);
     HistogramFamily h;
-    ASSERT_TRUE(reg_->AddHistogram("app:latency_seconds", "Latency.", {"zone"}, {0.1, 1.0}, &h).ok());
+    ASSERT_TRUE(
+        reg_->AddHistogram("app:latency_seconds", "Latency.", {"zone"}, {0.1, 1.0}, &h).ok());
     Histogram hz = h.With({{"zone", "b"}});
     hz.Observe(0.05);
     hz.Observe(0.1);
@@ -142,8 +146,11 @@ TEST_F(PageTest, OpenMetricsExact) {
   auto replace = [&](const std::string& from, const std::string& to) {
     expect.replace(expect.find(from), from.size(), to);
   };
-  replace("# HELP app:requests_total Requests.\\\\ With \"quotes\"\\nand lines.\n# TYPE app:requests_total counter",
-          "# HELP app:requests Requests.\\\\ With \\\"quotes\\\"\\nand lines.\n# TYPE app:requests counter");
+  replace(
+      "# HELP app:requests_total Requests.\\\\ With \"quotes\"\\nand lines.\n# TYPE "
+      "app:requests_total counter",
+      "# HELP app:requests Requests.\\\\ With \\\"quotes\\\"\\nand lines.\n# TYPE app:requests "
+      "counter");
   ASSERT_GE(page.size(), expect.size());
   EXPECT_EQ(page.substr(0, expect.size()), expect);
   EXPECT_NE(page.find("# TYPE sightline:registry_overflow counter\n"), std::string::npos);
@@ -190,7 +197,8 @@ TEST_F(PageTest, FullCataloguePassesPromtool) {
 }
 
 TEST(Catalogue, Tokens125Buckets) {
-  EXPECT_EQ(Tokens125Buckets(1024), (std::vector<double>{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}));
+  EXPECT_EQ(Tokens125Buckets(1024),
+            (std::vector<double>{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}));
   EXPECT_EQ(Tokens125Buckets(8192).back(), 5000);
   EXPECT_EQ(Tokens125Buckets(131072).back(), 100000);
 }
@@ -205,8 +213,12 @@ TEST(Catalogue, EnumerableSeriesExistFromStartUp) {
     EXPECT_EQ(s.at(std::string("vllm:request_success_total{engine=\"0\",finished_reason=\"") +
                    reason + "\",model_name=\"default\"}"),
               0);
-  EXPECT_EQ(s.at("vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"2560.0\",model_name=\"default\"}"), 0);
-  EXPECT_EQ(s.at("vllm:request_prompt_tokens_bucket{engine=\"0\",le=\"1000.0\",model_name=\"default\"}"), 0);
+  EXPECT_EQ(s.at("vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"2560.0\",model_name="
+                 "\"default\"}"),
+            0);
+  EXPECT_EQ(
+      s.at("vllm:request_prompt_tokens_bucket{engine=\"0\",le=\"1000.0\",model_name=\"default\"}"),
+      0);
 }
 
 }  // namespace

@@ -73,14 +73,28 @@ TEST_P(GaugeModeTest, BeforeAndAfterDeath) {
       expect_before = {{k1, 1}, {k2, 2}};
       expect_after = {{k2, 2}};
       break;
-    case GaugeMode::kMin: expect_before = expect_after = {{k, 1}}; break;
-    case GaugeMode::kLiveMin: expect_before = {{k, 1}}, expect_after = {{k, 2}}; break;
+    case GaugeMode::kMin:
+      expect_before = expect_after = {{k, 1}};
+      break;
+    case GaugeMode::kLiveMin:
+      expect_before = {{k, 1}}, expect_after = {{k, 2}};
+      break;
     case GaugeMode::kMax:
-    case GaugeMode::kLiveMax: expect_before = expect_after = {{k, 2}}; break;
-    case GaugeMode::kSum: expect_before = expect_after = {{k, 3}}; break;
-    case GaugeMode::kLiveSum: expect_before = {{k, 3}}, expect_after = {{k, 2}}; break;
-    case GaugeMode::kMostRecent: expect_before = expect_after = {{k, 1}}; break;
-    case GaugeMode::kLiveMostRecent: expect_before = {{k, 1}}, expect_after = {{k, 2}}; break;
+    case GaugeMode::kLiveMax:
+      expect_before = expect_after = {{k, 2}};
+      break;
+    case GaugeMode::kSum:
+      expect_before = expect_after = {{k, 3}};
+      break;
+    case GaugeMode::kLiveSum:
+      expect_before = {{k, 3}}, expect_after = {{k, 2}};
+      break;
+    case GaugeMode::kMostRecent:
+      expect_before = expect_after = {{k, 1}};
+      break;
+    case GaugeMode::kLiveMostRecent:
+      expect_before = {{k, 1}}, expect_after = {{k, 2}};
+      break;
   }
   auto only_g = [](std::map<std::string, double> m) {
     std::erase_if(m, [](const auto& kv) { return !kv.first.starts_with("g{"); });

@@ -116,8 +116,10 @@ TEST_F(LifecycleTest, TotalNeverDecreasesWhileProcessesDieAndAreReaped) {
   for (int scrape = 0; scrape < 100; ++scrape) {
     if (scrape % 5 == 0 && scrape / 5 < kWorkers) {
       ChildProcess& w = workers[scrape / 5];
-      if (scrape % 10 == 0) w.KillAndWait(SIGKILL);
-      else w.Release(), w.Wait();
+      if (scrape % 10 == 0)
+        w.KillAndWait(SIGKILL);
+      else
+        w.Release(), w.Wait();
     }
     const double v = Sample(reg_.get(), "c_total");
     ASSERT_GE(v, last) << "scrape " << scrape;

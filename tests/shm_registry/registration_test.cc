@@ -74,7 +74,9 @@ TEST_F(RegistrationTest, LabelOrderIndependenceAndLabelChecks) {
   c.With({{"a", "1"}, {"b", "2"}, {"c", "3"}}).Inc();
   c.With({{"c", "3"}, {"b", "2"}, {"a", "1"}}).Inc();
   c.With({{"b", "2"}, {"c", "3"}, {"a", "1"}}).Inc();
-  EXPECT_EQ(ParseSamples(reg_->Render(ExpositionFormat::kPrometheusText)).at("c_total{a=\"1\",b=\"2\",c=\"3\"}"), 3);
+  EXPECT_EQ(ParseSamples(reg_->Render(ExpositionFormat::kPrometheusText))
+                .at("c_total{a=\"1\",b=\"2\",c=\"3\"}"),
+            3);
 
   Counter h;
   EXPECT_EQ(c.Get({{"a", "1"}}, &h).code(), Status::Code::kInvalidArgument);

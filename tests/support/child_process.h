@@ -17,7 +17,7 @@ class ChildProcess {
   // What the child's body can do.
   class Control {
    public:
-    void Ready() const { Write(to_parent_); }  // tell the parent a step is done
+    void Ready() const { Write(to_parent_); }          // tell the parent a step is done
     void AwaitRelease() const { Read(from_parent_); }  // block until the parent says go
 
    private:

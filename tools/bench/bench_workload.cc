@@ -20,7 +20,9 @@ std::vector<metrics::Labels> WorkloadSeries(const metrics::CatalogueFamily& f) {
   return {l};
 }
 
-std::vector<double> Observations() { return {0.004, 0.3, 7.0, 120.0}; }
+std::vector<double> Observations() {
+  return {0.004, 0.3, 7.0, 120.0};
+}
 
 void WriteWorkload(metrics::Registry* r, int seed) {
   for (const auto& f : metrics::Catalogue(WorkloadOptions())) {

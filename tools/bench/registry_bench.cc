@@ -38,7 +38,8 @@ std::string InstanceName(const char* what) {
 Registry& RecordingRegistry() {
   static std::unique_ptr<Registry> reg = [] {
     std::unique_ptr<Registry> r;
-    if (!Registry::Create(InstanceName("record"), metrics::Capacity{}, "bench", &r).ok()) std::abort();
+    if (!Registry::Create(InstanceName("record"), metrics::Capacity{}, "bench", &r).ok())
+      std::abort();
     return r;
   }();
   return *reg;
@@ -64,7 +65,8 @@ BENCHMARK(BM_GaugeSet);
 
 void BM_GaugeSetMostRecent(benchmark::State& state) {
   metrics::GaugeFamily f;
-  (void)RecordingRegistry().AddGauge("bench_gauge_mr", "G.", metrics::GaugeMode::kLiveMostRecent, {}, &f);
+  (void)RecordingRegistry().AddGauge("bench_gauge_mr", "G.", metrics::GaugeMode::kLiveMostRecent,
+                                     {}, &f);
   metrics::Gauge g = f.With({});
   double v = 0;
   for (auto _ : state) g.Set(v += 1);
@@ -101,7 +103,8 @@ class Fleet {
     if (!metrics::RegisterCatalogue(reg_.get(), WorkloadOptions()).ok()) std::abort();
     for (int i = 0; i < dead; ++i) {
       ChildProcess c = ChildProcess::Spawn([&](const ChildProcess::Control&) {
-        for (int w = 0; w < writes_per_dead; ++w) WriteWorkload(reg_.get(), i * writes_per_dead + w);
+        for (int w = 0; w < writes_per_dead; ++w)
+          WriteWorkload(reg_.get(), i * writes_per_dead + w);
         return 0;
       });
       c.Wait();
@@ -157,8 +160,8 @@ int ScrapeReport(int live, int iterations) {
     us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
   std::sort(us.begin(), us.end());
-  std::printf("{\"live\": %d, \"iterations\": %d, \"median_us\": %.2f, \"page_bytes\": %zu}\n", live,
-              iterations, us[us.size() / 2], bytes);
+  std::printf("{\"live\": %d, \"iterations\": %d, \"median_us\": %.2f, \"page_bytes\": %zu}\n",
+              live, iterations, us[us.size() / 2], bytes);
   return 0;
 }
 

@@ -47,8 +47,8 @@ int Inspect(const MetricsOptions& o) {
             << "folded    " << in.folded_processes << " dead processes folded into the archive\n"
             << "overflow ";
   for (int r = 0; r < metrics::kNumOverflowReasons; ++r)
-    std::cout << " " << metrics::OverflowReasonName(static_cast<metrics::OverflowReason>(r))
-              << "=" << in.overflow[r];
+    std::cout << " " << metrics::OverflowReasonName(static_cast<metrics::OverflowReason>(r)) << "="
+              << in.overflow[r];
   std::cout << "\nslots     " << in.slots.size() << " / " << cap.max_processes << " in use\n";
   std::cout << "  slot  pid       state     role\n";
   for (const auto& s : in.slots) {

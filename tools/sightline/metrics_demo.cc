@@ -27,7 +27,8 @@ using metrics::Labels;
 std::unique_ptr<metrics::Registry> RecordRequests(const std::string& instance, int index,
                                                   int requests) {
   std::unique_ptr<metrics::Registry> reg;
-  if (!metrics::Registry::Attach(instance, "api-server-" + std::to_string(index), &reg).ok()) _exit(1);
+  if (!metrics::Registry::Attach(instance, "api-server-" + std::to_string(index), &reg).ok())
+    _exit(1);
   metrics::CatalogueOptions o;
   o.model_name = "sightline-demo";
   (void)metrics::RegisterCatalogue(reg.get(), o);
@@ -111,7 +112,8 @@ int RunMetricsDemo(int workers) {
     kill(pids[i], SIGTERM);
     waitpid(pids[i], nullptr, 0);
   }
-  std::cout << "\nAll workers gone; totals unchanged:\n" << Excerpt(reg.get())
+  std::cout << "\nAll workers gone; totals unchanged:\n"
+            << Excerpt(reg.get())
             << "\nInspect it live with: sightline metrics inspect --registry <instance>\n";
   return 0;
 }

@@ -87,8 +87,8 @@ class Counter {
     if (cell_ == detail::kNoCell) return writer_->CountDropped(OverflowReason::kSeries);
     std::uint64_t* slab = writer_->Slab();
     if (amount < 0x1p63 && amount == static_cast<double>(static_cast<std::uint64_t>(amount))) {
-      detail::Cell(slab, cell_).fetch_add(static_cast<std::uint64_t>(amount),
-                                          std::memory_order_relaxed);
+      detail::Cell(slab, cell_)
+          .fetch_add(static_cast<std::uint64_t>(amount), std::memory_order_relaxed);
     } else {
       detail::AddDouble(detail::Cell(slab, cell_ + 1), amount);
     }

@@ -54,6 +54,7 @@ class GaugeFamily {
  public:
   Status Get(const Labels& labels, Gauge* out) const;
   Gauge With(const Labels& labels) const;
+
  private:
   friend class Registry;
   Registry* registry_ = nullptr;
@@ -64,6 +65,7 @@ class HistogramFamily {
  public:
   Status Get(const Labels& labels, Histogram* out) const;
   Histogram With(const Labels& labels) const;
+
  private:
   friend class Registry;
   Registry* registry_ = nullptr;
@@ -74,6 +76,7 @@ class SummaryFamily {
  public:
   Status Get(const Labels& labels, Summary* out) const;
   Summary With(const Labels& labels) const;
+
  private:
   friend class Registry;
   Registry* registry_ = nullptr;

@@ -43,24 +43,24 @@ bool IsPerProcessMode(GaugeMode mode);  // all / liveall
 // counts under kSeries (it had no series to land in). kSlots counts processes
 // that found no free slot and record privately.
 enum class OverflowReason : std::uint8_t {
-  kSlots = 0,       // no free process slot: the process records locally only
-  kFamilies,        // family table full
-  kSeries,          // series table full
-  kCells,           // value cells exhausted
-  kArena,           // string arena exhausted
-  kRetiredGauges,   // `all`-mode values of dead processes beyond the retired table
+  kSlots = 0,      // no free process slot: the process records locally only
+  kFamilies,       // family table full
+  kSeries,         // series table full
+  kCells,          // value cells exhausted
+  kArena,          // string arena exhausted
+  kRetiredGauges,  // `all`-mode values of dead processes beyond the retired table
 };
 inline constexpr int kNumOverflowReasons = 6;
 std::string_view OverflowReasonName(OverflowReason reason);
 
 // Fixed capacities of one segment, chosen when the instance creates it.
 struct Capacity {
-  std::uint32_t max_processes = 64;        // process slots alive at once
+  std::uint32_t max_processes = 64;  // process slots alive at once
   std::uint32_t max_families = 512;
   std::uint32_t max_series = 16384;
-  std::uint32_t max_cells = 65536;         // 8-byte value cells per process
-  std::uint32_t arena_bytes = 1u << 20;    // names, help texts, label values
-  std::uint32_t max_retired_gauges = 1024; // `all`-mode values kept for dead processes
+  std::uint32_t max_cells = 65536;          // 8-byte value cells per process
+  std::uint32_t arena_bytes = 1u << 20;     // names, help texts, label values
+  std::uint32_t max_retired_gauges = 1024;  // `all`-mode values kept for dead processes
 };
 
 // A label set given as (name, value) pairs in any order; the registry sorts by
