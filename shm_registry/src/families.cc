@@ -81,20 +81,6 @@ Status ValidateSpec(LocalFamily* f) {
   return Status::Ok();
 }
 
-std::string_view TypeName(MetricType t) {
-  switch (t) {
-    case MetricType::kCounter:
-      return "counter";
-    case MetricType::kGauge:
-      return "gauge";
-    case MetricType::kHistogram:
-      return "histogram";
-    case MetricType::kSummary:
-      return "summary";
-  }
-  return "?";
-}
-
 std::uint64_t Fnv1a(std::uint64_t h, const void* data, std::size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
@@ -168,7 +154,7 @@ Status Registry::Impl::Register(LocalFamily spec, std::uint32_t* family_id, bool
     const LocalFamily& have = *families[it->second];
     std::string diff;
     if (have.type != spec.type)
-      diff = std::string("type ") + std::string(TypeName(have.type));
+      diff = std::string("type ") + std::string(MetricTypeName(have.type));
     else if (have.type == MetricType::kGauge && have.mode != spec.mode)
       diff = "gauge mode " + std::string(GaugeModeName(have.mode));
     else if (have.label_names != spec.label_names)
@@ -365,89 +351,51 @@ Status Registry::AddSummary(std::string_view name, std::string_view help,
 #undef SIGHTLINE_FAMILY_OUT
 
 Status Registry::GetSeries(std::uint32_t family, MetricType type, const Labels& labels,
-                           std::uint32_t* cell) {
+                           detail::HandleInit* init) {
   {
     std::lock_guard<std::mutex> local(impl_->mu);
     impl_->SyncFamiliesLocked();
     if (family >= impl_->families.size() || impl_->families[family]->type != type)
       return Status::InvalidArgument("family handle does not match its type");
+    const LocalFamily& f = *impl_->families[family];
+    init->most_recent = IsMostRecentMode(f.mode);
+    init->bounds = &f.bounds;  // stable: families are never removed
   }
-  return impl_->FindOrCreateSeries(family, labels, cell);
-}
-
-const std::vector<double>* Registry::bounds(std::uint32_t family) const {
-  std::lock_guard<std::mutex> local(impl_->mu);
-  return &impl_->families.at(family)->bounds;  // stable: families are never removed
-}
-
-bool Registry::most_recent(std::uint32_t family) const {
-  std::lock_guard<std::mutex> local(impl_->mu);
-  return IsMostRecentMode(impl_->families.at(family)->mode);
-}
-
-// A handle for a failed Get(): capacity errors drop and count each update;
-// invalid arguments give an inert handle (the Status already told the caller).
-#define SIGHTLINE_HANDLE_WRITER(s) \
-  (s.code() == Status::Code::kResourceExhausted || s.ok() ? registry_->writer() : nullptr)
-
-Status CounterFamily::Get(const Labels& labels, Counter* out) const {
-  if (!registry_) return Status::InvalidArgument("unregistered family");
-  std::uint32_t cell;
-  Status s = registry_->GetSeries(family_, MetricType::kCounter, labels, &cell);
-  if (out) *out = Counter(SIGHTLINE_HANDLE_WRITER(s), cell);
-  return s;
-}
-
-Status GaugeFamily::Get(const Labels& labels, Gauge* out) const {
-  if (!registry_) return Status::InvalidArgument("unregistered family");
-  std::uint32_t cell;
-  Status s = registry_->GetSeries(family_, MetricType::kGauge, labels, &cell);
-  const bool most_recent = registry_->most_recent(family_);
-  if (out) *out = Gauge(SIGHTLINE_HANDLE_WRITER(s), cell, most_recent);
-  // A series this process has created exists for it with value 0 (as in
-  // prometheus_client); in the mostrecent modes it exists only once Set().
-  if (s.ok() && !most_recent)
-    detail::Cell(registry_->writer()->Slab(), cell + detail::kGaugeStamp)
+  Status s = impl_->FindOrCreateSeries(family, labels, &init->cell);
+  // Capacity errors give a handle that drops and counts each update; invalid
+  // arguments an inert one (the Status already told the caller).
+  if (s.ok() || s.code() == Status::Code::kResourceExhausted) init->writer = impl_.get();
+  // A gauge series this process created exists for it with value 0 (as in
+  // prometheus_client); in the mostrecent modes only once Set().
+  if (s.ok() && type == MetricType::kGauge && !init->most_recent)
+    detail::Cell(impl_->Slab(), init->cell + detail::kGaugeStamp)
         .store(1, std::memory_order_relaxed);
   return s;
 }
 
-Status HistogramFamily::Get(const Labels& labels, Histogram* out) const {
-  if (!registry_) return Status::InvalidArgument("unregistered family");
-  std::uint32_t cell;
-  Status s = registry_->GetSeries(family_, MetricType::kHistogram, labels, &cell);
-  if (out) *out = Histogram(SIGHTLINE_HANDLE_WRITER(s), cell, registry_->bounds(family_));
+namespace {
+template <typename Handle>
+constexpr MetricType kTypeOf = MetricType::kCounter;
+template <>
+constexpr MetricType kTypeOf<Gauge> = MetricType::kGauge;
+template <>
+constexpr MetricType kTypeOf<Histogram> = MetricType::kHistogram;
+template <>
+constexpr MetricType kTypeOf<Summary> = MetricType::kSummary;
+}  // namespace
+
+template <typename Handle>
+Status Family<Handle>::Get(const Labels& labels, Handle* out) const {
+  if (!registry_) return Status::InvalidArgument("unregistered metric family");
+  detail::HandleInit init;
+  Status s = registry_->GetSeries(family_, kTypeOf<Handle>, labels, &init);
+  if (out) *out = Handle(init);
   return s;
 }
 
-Status SummaryFamily::Get(const Labels& labels, Summary* out) const {
-  if (!registry_) return Status::InvalidArgument("unregistered family");
-  std::uint32_t cell;
-  Status s = registry_->GetSeries(family_, MetricType::kSummary, labels, &cell);
-  if (out) *out = Summary(SIGHTLINE_HANDLE_WRITER(s), cell);
-  return s;
-}
-#undef SIGHTLINE_HANDLE_WRITER
-
-Counter CounterFamily::With(const Labels& labels) const {
-  Counter c;
-  (void)Get(labels, &c);
-  return c;
-}
-Gauge GaugeFamily::With(const Labels& labels) const {
-  Gauge g;
-  (void)Get(labels, &g);
-  return g;
-}
-Histogram HistogramFamily::With(const Labels& labels) const {
-  Histogram h;
-  (void)Get(labels, &h);
-  return h;
-}
-Summary SummaryFamily::With(const Labels& labels) const {
-  Summary s;
-  (void)Get(labels, &s);
-  return s;
-}
+template class Family<Counter>;
+template class Family<Gauge>;
+template class Family<Histogram>;
+template class Family<Summary>;
 
 }  // namespace sightline::metrics

@@ -14,6 +14,20 @@ constexpr std::array<std::string_view, kNumOverflowReasons> kOverflowNames = {
     "slots", "families", "series", "cells", "arena", "retired_gauges"};
 }  // namespace
 
+std::string_view MetricTypeName(MetricType type) {
+  switch (type) {
+    case MetricType::kCounter:
+      return "counter";
+    case MetricType::kGauge:
+      return "gauge";
+    case MetricType::kHistogram:
+      return "histogram";
+    case MetricType::kSummary:
+      return "summary";
+  }
+  return "untyped";
+}
+
 std::string_view GaugeModeName(GaugeMode mode) {
   return kModeNames[static_cast<int>(mode)];
 }

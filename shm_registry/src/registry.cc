@@ -282,9 +282,6 @@ Status Registry::Remove(std::string_view instance) {
 const std::string& Registry::instance() const {
   return impl_->instance;
 }
-detail::Writer* Registry::writer() {
-  return impl_.get();
-}
 void Registry::ReapDeadProcesses() {
   impl_->Reap();
 }

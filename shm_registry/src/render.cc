@@ -14,20 +14,6 @@ constexpr std::string_view kOverflowFamily = "sightline:registry_overflow";
 constexpr std::string_view kSeriesFamily = "sightline:registry_series";
 constexpr std::string_view kSlotsFamily = "sightline:registry_slots_in_use";
 
-std::string_view TypeWord(MetricType t) {
-  switch (t) {
-    case MetricType::kCounter:
-      return "counter";
-    case MetricType::kGauge:
-      return "gauge";
-    case MetricType::kHistogram:
-      return "histogram";
-    case MetricType::kSummary:
-      return "summary";
-  }
-  return "untyped";
-}
-
 // Appends `{a="x",...}` with (extra_name, extra_value) merged in name order.
 void AppendLabelSet(std::string* out,
                     const std::vector<std::pair<std::string, std::string>>& labels,
@@ -60,7 +46,7 @@ std::string FamilyHeader(const LocalFamily& f, ExpositionFormat format) {
   std::string out = "# HELP " + meta + " ";
   AppendEscapedHelp(&out, f.help, format);
   out.append("\n# TYPE ").append(meta).push_back(' ');
-  out.append(TypeWord(f.type)).push_back('\n');
+  out.append(MetricTypeName(f.type)).push_back('\n');
   return out;
 }
 

@@ -1,8 +1,8 @@
 // Recording handles: Counter, Gauge, Histogram, Summary.
 //
-// A handle is two words (the process's writer and a cell index) and is cheap to
-// copy. Every operation is lock-free: it touches only this process's own slab
-// of 8-byte cells in the shared segment, with atomics, so it is safe from any
+// A handle is two words (the process's writer and a cell index), plus a flag or
+// a bounds pointer, and is cheap to copy. Every operation is lock-free: it touches only this
+// process's own slab of 8-byte cells in the shared segment, with atomics, so it is safe from any
 // number of threads. A default-constructed handle does nothing; a handle whose
 // series could not be created (a capacity was hit) drops each update and counts
 // it in sightline:registry_overflow_total. After fork() the child writes to a
@@ -71,21 +71,54 @@ inline constexpr std::uint32_t kGaugeSeq = 0, kGaugeValue = 1, kGaugeStamp = 2;
 // the last writer of the process also holds the newest stamp.
 void SetMostRecent(Writer* writer, std::uint64_t* slab, std::uint32_t cell, double value);
 
+// What a family gives a new handle.
+struct HandleInit {
+  Writer* writer = nullptr;                     // null: an inert handle (bad arguments)
+  std::uint32_t cell = kNoCell;                 // kNoCell with a writer: drops and counts updates
+  bool most_recent = false;                     // gauges
+  const std::vector<double>* bounds = nullptr;  // histograms: finite bounds, ascending
+};
+
+// The two words every handle carries, and the one check every update makes.
+class HandleBase {
+ public:
+  bool valid() const { return writer_ && cell_ != kNoCell; }
+
+ protected:
+  HandleBase() = default;
+  explicit HandleBase(const HandleInit& init) : writer_(init.writer), cell_(init.cell) {}
+  // This process's slab, or null when the update must be skipped: an inert
+  // handle, or one without a series (the drop is counted).
+  std::uint64_t* SlabOrDrop() const {
+    if (!writer_) return nullptr;
+    if (cell_ == kNoCell) {
+      writer_->CountDropped(OverflowReason::kSeries);
+      return nullptr;
+    }
+    return writer_->Slab();
+  }
+  Writer* writer_ = nullptr;
+  std::uint32_t cell_ = kNoCell;
+};
+
 }  // namespace detail
+
+template <typename Handle>
+class Family;
 
 // Counter cells: [integral increments as u64, other increments as double].
 // Whole-number increments (the common case: tokens, requests) take one
 // wait-free fetch_add and stay exact up to 2^64; fractional ones use a
 // compare-exchange on the second cell. The exported value is their sum.
-class Counter {
+class Counter : public detail::HandleBase {
  public:
   Counter() = default;
   // Adds `amount` (default 1). Negative or NaN amounts are ignored: a counter
   // never goes backwards.
   void Inc(double amount = 1.0) const {
-    if (!writer_ || !(amount >= 0)) return;
-    if (cell_ == detail::kNoCell) return writer_->CountDropped(OverflowReason::kSeries);
-    std::uint64_t* slab = writer_->Slab();
+    if (!(amount >= 0)) return;
+    std::uint64_t* slab = SlabOrDrop();
+    if (!slab) return;
     if (amount < 0x1p63 && amount == static_cast<double>(static_cast<std::uint64_t>(amount))) {
       detail::Cell(slab, cell_)
           .fetch_add(static_cast<std::uint64_t>(amount), std::memory_order_relaxed);
@@ -93,22 +126,18 @@ class Counter {
       detail::AddDouble(detail::Cell(slab, cell_ + 1), amount);
     }
   }
-  bool valid() const { return writer_ && cell_ != detail::kNoCell; }
 
  private:
-  friend class CounterFamily;
-  Counter(detail::Writer* w, std::uint32_t cell) : writer_(w), cell_(cell) {}
-  detail::Writer* writer_ = nullptr;
-  std::uint32_t cell_ = detail::kNoCell;
+  friend class Family<Counter>;
+  explicit Counter(const detail::HandleInit& init) : HandleBase(init) {}
 };
 
-class Gauge {
+class Gauge : public detail::HandleBase {
  public:
   Gauge() = default;
   void Set(double value) const {
-    if (!writer_) return;
-    if (cell_ == detail::kNoCell) return writer_->CountDropped(OverflowReason::kSeries);
-    std::uint64_t* slab = writer_->Slab();
+    std::uint64_t* slab = SlabOrDrop();
+    if (!slab) return;
     if (most_recent_) return detail::SetMostRecent(writer_, slab, cell_, value);
     detail::Cell(slab, cell_ + detail::kGaugeValue)
         .store(std::bit_cast<std::uint64_t>(value), std::memory_order_relaxed);
@@ -117,79 +146,65 @@ class Gauge {
   // Inc/Dec are refused (return false, change nothing) in the mostrecent
   // modes, as in prometheus_client, where a delta has no timestamp to win by.
   bool Inc(double delta = 1.0) const {
-    if (!writer_ || most_recent_) return !most_recent_;
-    if (cell_ == detail::kNoCell) {
-      writer_->CountDropped(OverflowReason::kSeries);
-      return true;
+    if (most_recent_) return false;
+    if (std::uint64_t* slab = SlabOrDrop()) {
+      detail::AddDouble(detail::Cell(slab, cell_ + detail::kGaugeValue), delta);
+      Touch(slab);
     }
-    std::uint64_t* slab = writer_->Slab();
-    detail::AddDouble(detail::Cell(slab, cell_ + detail::kGaugeValue), delta);
-    Touch(slab);
     return true;
   }
   bool Dec(double delta = 1.0) const { return Inc(-delta); }
-  bool valid() const { return writer_ && cell_ != detail::kNoCell; }
 
  private:
-  friend class GaugeFamily;
-  Gauge(detail::Writer* w, std::uint32_t cell, bool most_recent)
-      : writer_(w), cell_(cell), most_recent_(most_recent) {}
+  friend class Family<Gauge>;
+  explicit Gauge(const detail::HandleInit& init)
+      : HandleBase(init), most_recent_(init.most_recent) {}
   void Touch(std::uint64_t* slab) const {
     auto stamp = detail::Cell(slab, cell_ + detail::kGaugeStamp);
     if (stamp.load(std::memory_order_relaxed) == 0) stamp.store(1, std::memory_order_relaxed);
   }
-  detail::Writer* writer_ = nullptr;
-  std::uint32_t cell_ = detail::kNoCell;
   bool most_recent_ = false;
 };
 
 // Histogram cells: one count per finite bound, one for +Inf, then the sum.
 // Counts are per bucket (not cumulative): one atomic add per observation, and
 // the exported _count is their total, so _count == +Inf holds by construction.
-class Histogram {
+class Histogram : public detail::HandleBase {
  public:
   Histogram() = default;
   // NaN observations are ignored (they belong to no bucket and would poison _sum).
   void Observe(double value) const {
-    if (!writer_ || value != value) return;
-    if (cell_ == detail::kNoCell) return writer_->CountDropped(OverflowReason::kSeries);
-    const auto* bounds = bounds_->data();
+    if (value != value) return;
+    std::uint64_t* slab = SlabOrDrop();
+    if (!slab) return;
+    const double* bounds = bounds_->data();
     const std::size_t n = bounds_->size();
-    const std::size_t bucket = std::lower_bound(bounds, bounds + n, value) - bounds;
-    std::uint64_t* slab = writer_->Slab();
-    detail::Cell(slab, cell_ + static_cast<std::uint32_t>(bucket))
-        .fetch_add(1, std::memory_order_relaxed);
+    const auto bucket =
+        static_cast<std::uint32_t>(std::lower_bound(bounds, bounds + n, value) - bounds);
+    detail::Cell(slab, cell_ + bucket).fetch_add(1, std::memory_order_relaxed);
     detail::AddDouble(detail::Cell(slab, cell_ + static_cast<std::uint32_t>(n) + 1), value);
   }
-  bool valid() const { return writer_ && cell_ != detail::kNoCell; }
 
  private:
-  friend class HistogramFamily;
-  Histogram(detail::Writer* w, std::uint32_t cell, const std::vector<double>* bounds)
-      : writer_(w), cell_(cell), bounds_(bounds) {}
-  detail::Writer* writer_ = nullptr;
-  std::uint32_t cell_ = detail::kNoCell;
-  const std::vector<double>* bounds_ = nullptr;  // finite bounds, ascending; owned by the registry
+  friend class Family<Histogram>;
+  explicit Histogram(const detail::HandleInit& init) : HandleBase(init), bounds_(init.bounds) {}
+  const std::vector<double>* bounds_ = nullptr;  // owned by the registry, never freed
 };
 
 // Summary without quantiles (as prometheus_client): cells [count, sum].
-class Summary {
+class Summary : public detail::HandleBase {
  public:
   Summary() = default;
   void Observe(double value) const {
-    if (!writer_) return;
-    if (cell_ == detail::kNoCell) return writer_->CountDropped(OverflowReason::kSeries);
-    std::uint64_t* slab = writer_->Slab();
+    std::uint64_t* slab = SlabOrDrop();
+    if (!slab) return;
     detail::Cell(slab, cell_).fetch_add(1, std::memory_order_relaxed);
     detail::AddDouble(detail::Cell(slab, cell_ + 1), value);
   }
-  bool valid() const { return writer_ && cell_ != detail::kNoCell; }
 
  private:
-  friend class SummaryFamily;
-  Summary(detail::Writer* w, std::uint32_t cell) : writer_(w), cell_(cell) {}
-  detail::Writer* writer_ = nullptr;
-  std::uint32_t cell_ = detail::kNoCell;
+  friend class Family<Summary>;
+  explicit Summary(const detail::HandleInit& init) : HandleBase(init) {}
 };
 
 }  // namespace sightline::metrics

@@ -37,34 +37,19 @@ namespace sightline::metrics {
 
 class Registry;
 
-// Typed family handles. Get() finds or creates the series for a label set
+// A registered family. Get() finds or creates the series for a label set
 // (labels in any order; names must match the family's exactly); `out` may be
-// null to only create the series (it then reads 0 from start-up).
-class CounterFamily {
+// null to only create the series (it then reads 0 from start-up). On failure
+// *out is a handle that drops updates (counted when a capacity was hit).
+template <typename Handle>
+class Family {
  public:
-  Status Get(const Labels& labels, Counter* out) const;
-  Counter With(const Labels& labels) const;  // Get(), ignoring the status
- private:
-  friend class Registry;
-  Registry* registry_ = nullptr;
-  std::uint32_t family_ = 0;
-};
-
-class GaugeFamily {
- public:
-  Status Get(const Labels& labels, Gauge* out) const;
-  Gauge With(const Labels& labels) const;
-
- private:
-  friend class Registry;
-  Registry* registry_ = nullptr;
-  std::uint32_t family_ = 0;
-};
-
-class HistogramFamily {
- public:
-  Status Get(const Labels& labels, Histogram* out) const;
-  Histogram With(const Labels& labels) const;
+  Status Get(const Labels& labels, Handle* out) const;
+  Handle With(const Labels& labels) const {  // Get(), ignoring the status
+    Handle h;
+    (void)Get(labels, &h);
+    return h;
+  }
 
  private:
   friend class Registry;
@@ -72,16 +57,10 @@ class HistogramFamily {
   std::uint32_t family_ = 0;
 };
 
-class SummaryFamily {
- public:
-  Status Get(const Labels& labels, Summary* out) const;
-  Summary With(const Labels& labels) const;
-
- private:
-  friend class Registry;
-  Registry* registry_ = nullptr;
-  std::uint32_t family_ = 0;
-};
+using CounterFamily = Family<Counter>;
+using GaugeFamily = Family<Gauge>;
+using HistogramFamily = Family<Histogram>;
+using SummaryFamily = Family<Summary>;
 
 enum class ExpositionFormat { kPrometheusText = 0, kOpenMetrics = 1 };
 
@@ -160,19 +139,15 @@ class Registry {
   class Impl;
 
  private:
-  friend class CounterFamily;
-  friend class GaugeFamily;
-  friend class HistogramFamily;
-  friend class SummaryFamily;
+  template <typename Handle>
+  friend class Family;
   friend class RegistryCollectable;
   explicit Registry(std::unique_ptr<Impl> impl);
 
-  // Series lookup shared by the typed families: sets *cell (kNoCell on error).
+  // Series lookup shared by the families: fills *init (an inert or dropping
+  // handle on error).
   Status GetSeries(std::uint32_t family, MetricType type, const Labels& labels,
-                   std::uint32_t* cell);
-  detail::Writer* writer();
-  const std::vector<double>* bounds(std::uint32_t family) const;
-  bool most_recent(std::uint32_t family) const;
+                   detail::HandleInit* init);
 
   std::unique_ptr<Impl> impl_;
 };

@@ -12,6 +12,8 @@
 namespace sightline::metrics {
 
 enum class MetricType : std::uint8_t { kCounter = 1, kGauge = 2, kHistogram = 3, kSummary = 4 };
+// "counter", "gauge", "histogram", "summary": the exposition's TYPE words.
+std::string_view MetricTypeName(MetricType type);
 
 // How a gauge's per-process values combine into the exported value. Exactly
 // prometheus_client's multiprocess modes: the "live" variants forget a process
