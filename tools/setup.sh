@@ -48,6 +48,8 @@ build() {
     -DCMAKE_BUILD_TYPE="${SIGHTLINE_BUILD_TYPE:-Release}" \
     -DSIGHTLINE_WERROR="$werror" >/dev/null
   cmake --build "$build_dir" -j"$(nproc)"
+  # For clangd and other tools that look for it at the top.
+  ln -sfn "$build_dir/compile_commands.json" "$here/compile_commands.json"
 }
 
 case "$mode" in

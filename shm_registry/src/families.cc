@@ -250,6 +250,7 @@ Status Registry::Impl::FindOrCreateSeries(std::uint32_t family, const Labels& la
       }
       const layout::SeriesEntry* e = series_entry(v - 1);
       if (e->hash != hash || e->family != family) continue;
+      if (e->values_off + values.size() * sizeof(layout::StrRef) > hdr->arena_bytes) continue;
       const auto* refs =
           reinterpret_cast<const layout::StrRef*>(base + hdr->off_arena + e->values_off);
       bool same = true;

@@ -262,6 +262,11 @@ Status Registry::Attach(std::string_view instance, std::string_view role,
   impl->shm_name = SegmentName(instance);
   impl->role = std::string(role);
   Status s = SharedSegment::Open(impl->shm_name, &impl->segment);
+  // An empty segment is one whose creator is between shm_open and ftruncate.
+  for (int i = 0; i < 200 && s.code() == Status::Code::kIncompatible; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    s = SharedSegment::Open(impl->shm_name, &impl->segment);
+  }
   if (s.code() == Status::Code::kNotFound)
     return Status::NotFound("registry '" + std::string(instance) + "' not found (no /dev/shm" +
                             impl->shm_name + "); is the instance running?");

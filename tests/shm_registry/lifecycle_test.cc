@@ -180,7 +180,8 @@ TEST_F(LifecycleTest, ForkChildGetsItsOwnSlotAndStartsFromZero) {
 // running child, or an empty one when the kernel does not allow it here.
 bool ForkWithPid(pid_t target, const std::function<int(const ChildProcess::Control&)>& body,
                  ChildProcess* out) {
-  for (int attempt = 0; attempt < 20; ++attempt) {
+  // Other processes (a parallel test) may fork in between: retry.
+  for (int attempt = 0; attempt < 500; ++attempt) {
     std::ofstream ns("/proc/sys/kernel/ns_last_pid");
     if (!ns) return false;
     ns << (target - 1);
@@ -338,6 +339,25 @@ TEST_F(LifecycleTest, CliDumpAndInspect) {
   EXPECT_NE(rc, 0);
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
   EXPECT_TRUE(out.starts_with("sightline: error: ")) << out;
+}
+
+TEST(Cli, DemoKeepsCountsOfAKilledWorkerAndRejectsBadCapacity) {
+  int rc;
+  const std::string cli = SIGHTLINE_CLI;
+  std::string out = RunCommand(cli + " metrics demo --workers 3", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  const std::string total =
+      "vllm:prompt_tokens_total{engine=\"0\",model_name=\"sightline-demo\"} 3000.0";
+  // Before the kill, after it, and after every worker is gone.
+  std::size_t n = 0;
+  for (std::size_t at = out.find(total); at != std::string::npos; at = out.find(total, at + 1)) ++n;
+  EXPECT_EQ(n, 3u) << out;
+  out = RunCommand(cli + " metrics demo --registry-max-processes 0", &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(out, "sightline: error: registry capacity max_processes=0 is outside [1, 4096]\n");
+  out = RunCommand(cli + " metrics bogus", &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
 }
 
 }  // namespace

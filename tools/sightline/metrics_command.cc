@@ -6,6 +6,7 @@
 #include <string>
 
 #include "metrics_demo.h"
+#include "registry_flags.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::cli {
@@ -16,6 +17,7 @@ struct MetricsOptions {
   std::string registry;
   bool openmetrics = false;
   int workers = 3;
+  metrics::Capacity capacity;
 };
 
 int Fail(const Status& s) {
@@ -80,7 +82,8 @@ void AddMetricsCommand(CLI::App& app, int* exit_code) {
   CLI::App* demo = metrics->add_subcommand(
       "demo", "Fork worker processes that record metrics, kill one, show the aggregate");
   demo->add_option("--workers", opts->workers, "Worker processes")->check(CLI::Range(1, 32));
-  demo->callback([opts, exit_code] { *exit_code = RunMetricsDemo(opts->workers); });
+  AddRegistryCapacityFlags(demo, &opts->capacity);
+  demo->callback([opts, exit_code] { *exit_code = RunMetricsDemo(opts->workers, opts->capacity); });
 }
 
 }  // namespace sightline::cli

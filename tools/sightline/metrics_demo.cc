@@ -62,7 +62,8 @@ std::string Excerpt(metrics::Registry* reg) {
         line.starts_with("vllm:request_success_total{engine=\"0\",finished_reason=\"stop\"") ||
         line.starts_with("vllm:time_to_first_token_seconds_count") ||
         line.starts_with("vllm:num_requests_running") ||
-        line.starts_with("sightline:registry_slots_in_use"))
+        line.starts_with("sightline:registry_slots_in_use") ||
+        (line.starts_with("sightline:registry_overflow_total") && !line.ends_with(" 0.0")))
       out += "  " + line + "\n";
   }
   return out;
@@ -70,12 +71,12 @@ std::string Excerpt(metrics::Registry* reg) {
 
 }  // namespace
 
-int RunMetricsDemo(int workers) {
+int RunMetricsDemo(int workers, const metrics::Capacity& capacity) {
   const std::string instance = "demo-" + std::to_string(getpid());
   std::unique_ptr<metrics::Registry> reg;
   metrics::CatalogueOptions o;
   o.model_name = "sightline-demo";
-  if (Status s = metrics::Registry::Create(instance, metrics::Capacity{}, "supervisor", &reg);
+  if (Status s = metrics::Registry::Create(instance, capacity, "supervisor", &reg);
       !s.ok() || !(s = metrics::RegisterCatalogue(reg.get(), o)).ok()) {
     std::cerr << "sightline: error: " << s.message() << "\n";
     return 1;
@@ -87,6 +88,7 @@ int RunMetricsDemo(int workers) {
   int ready[2];
   if (pipe(ready) != 0) return 1;
   for (int i = 0; i < workers; ++i) {
+    std::cout.flush();  // or the child would print our buffered text again
     const pid_t pid = fork();
     if (pid == 0) {
       auto attachment = RecordRequests(instance, i, 10);
