@@ -73,25 +73,23 @@ struct HolderArgs {
   std::promise<int> locked;
 };
 
+// Owns `p` (a HolderArgs) and frees it on exit, so the claimer never destroys
+// a promise that this thread may still be inside.
 void* HolderMain(void* p) {
-  auto* args = static_cast<HolderArgs*>(p);
-  pthread_mutex_t* lifeline = args->lifeline;
-  const int stop_fd = args->stop_fd;
-  int rc = pthread_mutex_lock(lifeline);
+  std::unique_ptr<HolderArgs> args(static_cast<HolderArgs*>(p));
+  int rc = pthread_mutex_lock(args->lifeline);
   if (rc == EOWNERDEAD) {  // a reaper died holding it; the slot is ours now
-    pthread_mutex_consistent(lifeline);
+    pthread_mutex_consistent(args->lifeline);
     rc = 0;
   }
-  args->locked.set_value(rc);  // `args` may be gone after this
-  if (rc != 0) {
-    close(stop_fd);
-    return nullptr;
+  args->locked.set_value(rc);
+  if (rc == 0) {
+    char c;
+    while (read(args->stop_fd, &c, 1) < 0 && errno == EINTR) {
+    }
+    pthread_mutex_unlock(args->lifeline);
   }
-  char c;
-  while (read(stop_fd, &c, 1) < 0 && errno == EINTR) {
-  }
-  close(stop_fd);
-  pthread_mutex_unlock(lifeline);
+  close(args->stop_fd);
   return nullptr;
 }
 
@@ -101,10 +99,34 @@ Registry::Impl::~Impl() {
   Untrack(this);
 }
 
+void Registry::Impl::TrackForFork() {
+  Track(this);
+}
+
+bool Registry::Impl::StartHolder(layout::SlotEntry* s) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return false;
+  auto* args = new HolderArgs{&s->lifeline, fds[0], {}};
+  std::future<int> locked = args->locked.get_future();
+  if (pthread_create(&holder, nullptr, HolderMain, args) != 0) {
+    delete args;
+    close(fds[0]);
+    close(fds[1]);
+    return false;
+  }
+  if (locked.get() != 0) {
+    pthread_join(holder, nullptr);
+    close(fds[1]);
+    return false;
+  }
+  holder_running = true;
+  holder_stop_fd = fds[1];
+  return true;
+}
+
 std::uint64_t* Registry::Impl::ClaimSlow() {
   std::lock_guard<std::mutex> g(claim_mu);
   if (std::uint64_t* s = slab_.load(std::memory_order_acquire)) return s;
-  if (slot_pid == 0) Track(this);  // first claim of this attachment
 
   int index = -1;
   for (int attempt = 0; attempt < 2 && index < 0; ++attempt) {
@@ -124,26 +146,14 @@ std::uint64_t* Registry::Impl::ClaimSlow() {
       break;
     }
   }
-  slot_pid = getpid();
   if (index >= 0) {
     layout::SlotEntry* s = slot(static_cast<std::uint32_t>(index));
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) == 0) {
-      auto* args = new HolderArgs{&s->lifeline, fds[0], {}};
-      std::future<int> locked = args->locked.get_future();
-      if (pthread_create(&holder, nullptr, HolderMain, args) == 0 && locked.get() == 0) {
-        delete args;
-        holder_running = true;
-        holder_stop_fd = fds[1];
-        slot_index = index;
-        slot_generation = s->generation.load(std::memory_order_relaxed);
-        s->state.store(layout::kLive, std::memory_order_release);
-        std::uint64_t* base_cells = slab(static_cast<std::uint32_t>(index));
-        slab_.store(base_cells, std::memory_order_release);
-        return base_cells;
-      }
-      delete args;
-      close(fds[1]);
+    if (StartHolder(s)) {
+      slot_index = index;
+      s->state.store(layout::kLive, std::memory_order_release);
+      std::uint64_t* cells = slab(static_cast<std::uint32_t>(index));
+      slab_.store(cells, std::memory_order_release);
+      return cells;
     }
     s->state.store(layout::kFree, std::memory_order_release);  // could not hold it
   }

@@ -199,7 +199,9 @@ std::string Registry::SegmentName(std::string_view instance) {
   return "/sightline." + std::string(instance);
 }
 
-Registry::Registry(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Registry::Registry(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  impl_->TrackForFork();
+}
 
 Registry::~Registry() {
   impl_->ReleaseSlot();

@@ -71,6 +71,8 @@ class Registry::Impl final : public detail::Writer {
   void Overflow(OverflowReason reason, std::string_view what);  // count + log once
   void ReleaseSlot();  // clean detach: fold our values, free the slot
   void ForgetSlotAfterFork();
+  void TrackForFork();  // registers the fork handlers' view of this attachment
+  bool StartHolder(layout::SlotEntry* slot);  // holds the slot's lifeline
 
   // --- death and folding (reaper.cc) ---
   void Reap();
@@ -109,8 +111,6 @@ class Registry::Impl final : public detail::Writer {
   // Slot ownership (process_slot.cc); guarded by claim_mu.
   std::mutex claim_mu;
   int slot_index = -1;
-  std::uint64_t slot_generation = 0;
-  pid_t slot_pid = 0;
   pthread_t holder{};
   bool holder_running = false;
   int holder_stop_fd = -1;              // write end; closing it tells the holder to let go
