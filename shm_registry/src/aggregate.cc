@@ -2,7 +2,7 @@
 // slot, without taking locks. A fold that overlaps the read is detected by
 // the archive sequence number and the read is repeated; after a few misses the
 // last attempt runs under the structure lock, which folds cannot enter.
-#include <memory>
+#include <optional>
 
 #include "registry_impl.h"
 #include "robust_mutex.h"
@@ -20,8 +20,8 @@ void Registry::Impl::Aggregate(Snapshot* snap) {
 
   constexpr int kLockFreeAttempts = 4;
   for (int attempt = 0;; ++attempt) {
-    std::unique_ptr<RobustLock> lock;
-    if (attempt == kLockFreeAttempts) lock = std::make_unique<RobustLock>(&hdr->structure_lock);
+    std::optional<RobustLock> lock;
+    if (attempt == kLockFreeAttempts) lock.emplace(&hdr->structure_lock);
 
     const std::uint64_t seq = hdr->archive_seq.load(std::memory_order_acquire);
     const ArchiveView av = archive(hdr->archive_active.load(std::memory_order_acquire));

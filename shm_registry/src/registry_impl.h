@@ -38,7 +38,7 @@ class Registry::Impl final : public detail::Writer {
   Impl() = default;
   ~Impl();
 
-  // --- segment access (offsets checked against the segment's capacities) ---
+  // --- segment access; callers pass indices below the header's counts ---
   layout::Header* hdr = nullptr;
   char* base = nullptr;
   layout::FamilyEntry* family_entry(std::uint32_t i) const;
@@ -56,7 +56,7 @@ class Registry::Impl final : public detail::Writer {
   Status ValidateExisting();
   bool AnyProcessAlive();
 
-  // --- families and series (registry.cc) ---
+  // --- families and series (families.cc) ---
   // `internal` allows the reserved sightline:registry_ prefix.
   Status Register(LocalFamily spec, std::uint32_t* family_id, bool internal = false);
   Status FindOrCreateSeries(std::uint32_t family, const Labels& labels, std::uint32_t* cell);
@@ -94,14 +94,14 @@ class Registry::Impl final : public detail::Writer {
   SharedSegment segment;
   bool owns_name = false;  // created by this process: unlink on destruction
 
-  std::mutex mu;  // guards everything below except the claim state
+  std::mutex mu;  // guards the local copies of the tables below (not the hot path)
   std::vector<std::unique_ptr<LocalFamily>> families;  // by family id
   std::unordered_map<std::string, std::uint32_t> family_by_name;
   std::unordered_map<std::string, std::uint32_t> series_cache;  // key -> cell base
   std::vector<SeriesInfo> series_info;                          // by series id
   std::atomic<bool> logged_overflow[kNumOverflowReasons] = {};
 
-  // Render cache, rebuilt when the family or series count changes.
+  // Render cache (guarded by mu), rebuilt when the family or series count changes.
   struct RenderCache;
   std::unique_ptr<RenderCache> render_cache;
   std::mutex scrape_mu;  // serializes scrapes of this process (guards scratch)
