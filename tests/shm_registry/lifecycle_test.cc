@@ -264,6 +264,20 @@ TEST(Segment, OtherLayoutVersionIsRefusedNeverMisread) {
   munmap(p, 4096);
 }
 
+TEST(Segment, OtherUsersAreDeniedWithOneClearLine) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch to another user";
+  std::unique_ptr<Registry> reg;
+  ASSERT_TRUE(Registry::Create(UniqueInstance(), Capacity{}, "test", &reg).ok());
+  ChildProcess other = ChildProcess::Spawn([&](const ChildProcess::Control&) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) return 3;  // nobody
+    std::unique_ptr<Registry> r;
+    const Status s = Registry::Attach(reg->instance(), "intruder", &r);
+    if (s.code() != Status::Code::kPermissionDenied) return 1;
+    return s.message().find('\n') == std::string::npos ? 0 : 2;
+  });
+  EXPECT_EQ(other.Wait(), 0);
+}
+
 TEST(Segment, NotARegistryIsRefused) {
   const std::string name = UniqueInstance();
   int fd = shm_open(Registry::SegmentName(name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
