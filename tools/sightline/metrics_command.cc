@@ -11,6 +11,34 @@
 
 namespace sightline::cli {
 
+void PrintInspection(const std::string& instance, const metrics::Inspection& in,
+                     std::ostream& out) {
+  const metrics::Capacity& cap = in.capacity;
+  out << "registry  " << instance << "  (" << in.segment << ", layout v" << in.layout_version
+      << ")\n"
+      << "families  " << in.families << " / " << cap.max_families << "\n"
+      << "series    " << in.series << " / " << cap.max_series << "\n"
+      << "cells     " << in.cells << " / " << cap.max_cells << "\n"
+      << "arena     " << in.arena_bytes << " / " << cap.arena_bytes << " bytes\n"
+      << "retired   " << in.retired_gauges << " / " << cap.max_retired_gauges
+      << " all-mode gauge values of dead processes\n"
+      << "folded    " << in.folded_processes << " dead processes folded into the archive\n"
+      << "overflow ";
+  for (int r = 0; r < metrics::kNumOverflowReasons; ++r)
+    out << " " << metrics::OverflowReasonName(static_cast<metrics::OverflowReason>(r)) << "="
+        << in.overflow[r];
+  out << "\nslots     " << in.slots.size() << " / " << cap.max_processes
+      << " in use (* = marked dead)\n"
+      << "  slot  pid       state      role\n";
+  for (const auto& s : in.slots) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-5u %-9d %-10s %s\n", s.index, static_cast<int>(s.pid),
+                  (s.state + (s.marked_dead ? "*" : "")).c_str(), s.role.c_str());
+    out << line;
+  }
+  out.flush();
+}
+
 namespace {
 
 struct MetricsOptions {
@@ -36,29 +64,7 @@ int Dump(const MetricsOptions& o) {
 int Inspect(const MetricsOptions& o) {
   std::unique_ptr<metrics::Registry> reg;
   if (Status s = metrics::Registry::Attach(o.registry, "cli", &reg); !s.ok()) return Fail(s);
-  const metrics::Inspection in = reg->Inspect();
-  const metrics::Capacity& cap = in.capacity;
-  std::cout << "registry  " << o.registry << "  (" << in.segment << ", layout v"
-            << in.layout_version << ")\n"
-            << "families  " << in.families << " / " << cap.max_families << "\n"
-            << "series    " << in.series << " / " << cap.max_series << "\n"
-            << "cells     " << in.cells << " / " << cap.max_cells << "\n"
-            << "arena     " << in.arena_bytes << " / " << cap.arena_bytes << " bytes\n"
-            << "retired   " << in.retired_gauges << " / " << cap.max_retired_gauges
-            << " all-mode gauge values of dead processes\n"
-            << "folded    " << in.folded_processes << " dead processes folded into the archive\n"
-            << "overflow ";
-  for (int r = 0; r < metrics::kNumOverflowReasons; ++r)
-    std::cout << " " << metrics::OverflowReasonName(static_cast<metrics::OverflowReason>(r)) << "="
-              << in.overflow[r];
-  std::cout << "\nslots     " << in.slots.size() << " / " << cap.max_processes << " in use\n";
-  std::cout << "  slot  pid       state     role\n";
-  for (const auto& s : in.slots) {
-    std::string state = s.state + (s.marked_dead ? "*" : "");
-    std::printf("  %-5u %-9d %-9s %s\n", s.index, static_cast<int>(s.pid), state.c_str(),
-                s.role.c_str());
-  }
-  std::cout << std::flush;
+  PrintInspection(o.registry, reg->Inspect(), std::cout);
   return 0;
 }
 

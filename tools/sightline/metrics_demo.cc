@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "metrics_command.h"
 #include "sightline/shm_registry/catalogue.h"
 #include "sightline/shm_registry/registry.h"
 
@@ -101,7 +102,8 @@ int RunMetricsDemo(int workers, const metrics::Capacity& capacity) {
     char c;  // one at a time, so the last worker holds the most recent gauge value
     (void)!read(ready[0], &c, 1);
   }
-  std::cout << "\nAll workers alive (any process can render this):\n" << Excerpt(reg.get());
+  std::cout << "\nAll workers alive (any process can render this):\n" << Excerpt(reg.get()) << "\n";
+  PrintInspection(instance, reg->Inspect(), std::cout);
   const pid_t victim = pids.back();
   pids.pop_back();
   kill(victim, SIGKILL);
@@ -109,14 +111,16 @@ int RunMetricsDemo(int workers, const metrics::Capacity& capacity) {
   std::cout << "\nThe last worker (pid " << victim
             << ") was SIGKILLed: its counts stay; the livemostrecent gauge falls back to the\n"
                "newest value among live processes:\n"
-            << Excerpt(reg.get());
+            << Excerpt(reg.get()) << "\n";
+  PrintInspection(instance, reg->Inspect(), std::cout);
   for (std::size_t i = 0; i < pids.size(); ++i) {
     kill(pids[i], SIGTERM);
     waitpid(pids[i], nullptr, 0);
   }
   std::cout << "\nAll workers gone; totals unchanged:\n"
             << Excerpt(reg.get())
-            << "\nInspect it live with: sightline metrics inspect --registry <instance>\n";
+            << "\nA running instance is read the same way: sightline metrics dump|inspect "
+               "--registry NAME\n";
   return 0;
 }
 
