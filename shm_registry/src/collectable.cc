@@ -79,7 +79,6 @@ class FamilySink {
     m.gauge.value = value;
     out_.back().metric.push_back(std::move(m));
   }
-  void EndFamily() {}
 
  private:
   prometheus::ClientMetric& Metric(std::uint32_t s) {

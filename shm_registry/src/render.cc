@@ -76,7 +76,6 @@ class TextSink {
     out_.push_back(' ');
     End(value);
   }
-  void EndFamily() {}
 
  private:
   void End(double value) {

@@ -18,7 +18,6 @@ namespace sightline::metrics {
 //   void Sample(std::uint32_t series, std::string_view suffix, double value);
 //   void Bucket(std::uint32_t series, std::size_t bucket, std::uint64_t cumulative);
 //   void PerProcess(std::uint32_t series, std::int32_t pid, double value);
-//   void EndFamily();
 // Sorts snap.per_process in place (series order, then pid) before walking.
 template <typename Sink>
 void WalkSnapshot(Snapshot& snap, const Registry::Impl::RenderCache& cache,
@@ -41,7 +40,6 @@ void WalkSnapshot(Snapshot& snap, const Registry::Impl::RenderCache& cache,
                                  });
       for (; it != per_process.end() && series_info[it->series].family == fam.id; ++it)
         sink.PerProcess(it->series, it->pid, it->value);
-      sink.EndFamily();
       continue;
     }
     for (std::uint32_t s : fam.series) {
@@ -72,7 +70,6 @@ void WalkSnapshot(Snapshot& snap, const Registry::Impl::RenderCache& cache,
           break;
       }
     }
-    sink.EndFamily();
   }
 }
 
