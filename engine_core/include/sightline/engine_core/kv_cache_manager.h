@@ -1,0 +1,71 @@
+// KVCacheManager: prefix-cache lookup, slot allocation and freeing for
+// requests, over a BlockPool (vLLM V1's kv_cache_manager.py semantics for a
+// single full-attention group).
+//
+// A request's KV state (RequestKV) is owned by the request itself, so the
+// per-step path does no map lookups.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sightline/engine_core/block_hash.h"
+#include "sightline/engine_core/block_pool.h"
+
+namespace sightline::engine {
+
+struct RequestKV {
+  std::vector<KVCacheBlock*> blocks;  // the block table, in token order
+  int num_cached_blocks = 0;          // leading blocks registered in the prefix cache
+};
+
+// Prefix-cache counters in tokens. Lookups by preempted requests being
+// re-admitted are kept apart: they are not new queries (METRICS.md §4).
+struct PrefixCacheStats {
+  std::uint64_t queries = 0;
+  std::uint64_t hits = 0;
+  std::uint64_t preempted_queries = 0;
+  std::uint64_t preempted_hits = 0;
+  bool reset = false;  // the cache was reset since the last TakeStats()
+};
+
+class KVCacheManager {
+ public:
+  KVCacheManager(int num_blocks, int block_size, bool enable_caching);
+
+  int block_size() const { return block_size_; }
+  double Usage() const { return pool_.Usage(); }
+  int num_free_blocks() const { return pool_.num_free_blocks(); }
+  BlockPool& pool() { return pool_; }
+
+  struct Hit {
+    std::vector<KVCacheBlock*> blocks;  // leading cached blocks
+    int num_tokens = 0;                 // blocks.size() * block_size
+  };
+  // The longest run of cached blocks from the start of the request, capped
+  // so that at least the last token is computed (hit <= num_tokens - 1).
+  // Counted in the stats (apart when `preempted`).
+  Hit GetComputedBlocks(std::span<const BlockHash> block_hashes, int num_tokens, bool preempted);
+
+  // Gives `kv` slots for `num_computed_tokens + hit.num_tokens + num_new_tokens`
+  // tokens: attaches the hit blocks, then fresh ones. Returns false and
+  // changes nothing when the pool is short. Full blocks among the first
+  // `num_tokens_to_cache` tokens are registered under `block_hashes`.
+  bool AllocateSlots(RequestKV* kv, std::span<const BlockHash> block_hashes,
+                     int num_computed_tokens, const Hit& hit, int num_new_tokens,
+                     int num_tokens_to_cache);
+
+  // Releases every block of `kv` (tail first, so a chain's prefix outlives its tail).
+  void Free(RequestKV* kv);
+
+  bool ResetPrefixCache();
+  PrefixCacheStats TakeStats();
+
+ private:
+  BlockPool pool_;
+  int block_size_;
+  PrefixCacheStats stats_;
+};
+
+}  // namespace sightline::engine
