@@ -1,0 +1,60 @@
+// Reads every field of a decoded envelope, so a verifier gap would show up as
+// a crash or a sanitizer report (used by the tests and the libFuzzer target).
+#pragma once
+
+#include "sightline/ipc/codec.h"
+
+namespace sightline::ipc {
+
+inline std::size_t ReadAll(const Envelope* e) {
+  std::size_t n = 0;
+  auto str = [&](const flatbuffers::String* s) { n += s ? s->str().size() : 0; };
+  auto ints = [&](const flatbuffers::Vector<std::int32_t>* v) {
+    if (v)
+      for (auto x : *v) n += static_cast<std::size_t>(x & 1);
+  };
+  switch (e->body_type()) {
+    case Body::AddRequest: {
+      const auto* r = e->body_as_AddRequest();
+      str(r->request_id());
+      ints(r->prompt_token_ids());
+      str(r->cache_salt());
+      if (const auto* s = r->sampling()) ints(s->stop_token_ids());
+      break;
+    }
+    case Body::AbortRequests:
+      for (const auto* id : *e->body_as_AbortRequests()->request_ids()) str(id);
+      break;
+    case Body::UtilityCall:
+      n += static_cast<std::size_t>(e->body_as_UtilityCall()->kind());
+      break;
+    case Body::UtilityResult:
+      str(e->body_as_UtilityResult()->message());
+      break;
+    case Body::EngineOutputs: {
+      const auto* o = e->body_as_EngineOutputs();
+      if (o->outputs())
+        for (const auto* out : *o->outputs()) {
+          str(out->request_id());
+          ints(out->new_token_ids());
+          if (out->events())
+            for (const auto* ev : *out->events()) n += static_cast<std::size_t>(ev->type());
+          if (out->prefill_stats()) n += out->prefill_stats()->num_cached_tokens();
+        }
+      if (o->utility_result()) str(o->utility_result()->message());
+      break;
+    }
+    case Body::EngineReady:
+      str(e->body_as_EngineReady()->model_name());
+      ints(e->body_as_EngineReady()->eos_token_ids());
+      break;
+    case Body::EngineDead:
+      str(e->body_as_EngineDead()->reason());
+      break;
+    case Body::NONE:
+      break;
+  }
+  return n;
+}
+
+}  // namespace sightline::ipc
