@@ -1,0 +1,67 @@
+// Request: one sequence inside the engine — its tokens, sampling parameters,
+// progress, KV blocks and the timing events the API server turns into
+// metrics. Owned by the Scheduler from AddRequest until it finishes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sightline/engine_core/block_hash.h"
+#include "sightline/engine_core/kv_cache_manager.h"
+
+namespace sightline::engine {
+
+enum class FinishReason : std::uint8_t { kNone = 0, kStop, kLength, kAbort, kError, kRepetition };
+enum class EventType : std::uint8_t { kQueued = 1, kScheduled, kPreempted };
+enum class RequestStatus : std::uint8_t { kWaiting, kRunning, kPreempted, kFinished };
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0 = greedy
+  float top_p = 1.0f;
+  std::int32_t top_k = 0;  // 0 = off
+  float min_p = 0.0f;
+  std::uint64_t seed = 0;
+  bool has_seed = false;
+  std::uint32_t max_tokens = 16;
+  std::uint32_t min_tokens = 0;
+  std::vector<std::int32_t> stop_token_ids;
+  bool ignore_eos = false;
+};
+
+struct RequestEvent {
+  EventType type;
+  double timestamp;  // engine monotonic seconds
+};
+
+struct Request {
+  std::string id;
+  std::uint32_t client_index = 0;
+  std::int32_t priority = 0;
+  std::uint64_t arrival_seq = 0;     // order of arrival in this engine (set by the scheduler)
+  std::vector<std::int32_t> tokens;  // prompt, then generated tokens
+  int num_prompt_tokens = 0;
+  SamplingParams sampling;
+  std::string cache_salt;
+
+  RequestStatus status = RequestStatus::kWaiting;
+  int num_computed_tokens = 0;
+  int num_cached_tokens = -1;  // prefix hit at first admission; -1 until then
+  int num_preemptions = 0;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::int32_t stop_token = -1;
+
+  std::vector<BlockHash> block_hashes;  // full blocks of prompt + output
+  RequestKV kv;
+  std::vector<RequestEvent> events;  // since the last output
+  bool sent_first_output = false;
+
+  int num_tokens() const { return static_cast<int>(tokens.size()); }
+  int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  std::span<const std::int32_t> output() const {
+    return std::span(tokens).subspan(static_cast<std::size_t>(num_prompt_tokens));
+  }
+};
+
+}  // namespace sightline::engine

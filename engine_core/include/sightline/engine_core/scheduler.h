@@ -1,0 +1,111 @@
+// Scheduler: continuous batching with vLLM V1 semantics (DESIGN.md §4).
+//
+// Each step has one token budget (max_num_batched_tokens). Running requests
+// are served first, in order; a request that cannot get KV blocks preempts
+// the victim (FCFS: the last admitted; priority: the lowest priority, latest
+// arrival) by recompute, and it goes back to the head of the waiting queue.
+// Waiting requests are admitted only if nothing was preempted this step, up
+// to max_num_seqs, with their prefix-cache hit skipped and (with chunked
+// prefill) their prompt cut to the remaining budget. Waiting requests never
+// preempt running ones.
+//
+// The scheduler owns every Request from AddRequest until it finishes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sightline/engine_core/kv_cache_manager.h"
+#include "sightline/engine_core/request.h"
+#include "sightline/engine_core/request_queue.h"
+
+namespace sightline::engine {
+
+struct SchedulerConfig {
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  int max_model_len = 2048;
+  bool enable_chunked_prefill = true;
+  int long_prefill_token_threshold = 0;  // > 0 caps one prefill chunk
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  bool log_stats = true;  // record QUEUED/SCHEDULED/PREEMPTED events
+  std::vector<std::int32_t> eos_token_ids;
+};
+
+struct ScheduledRequest {
+  Request* request;
+  int num_tokens;      // tokens computed for it this step
+  int first_position;  // position of the first of them
+  bool samples;        // this step completes its known tokens: a token is sampled
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledRequest> scheduled;
+  int total_tokens = 0;
+  int num_prompt_tokens = 0;  // of total_tokens, prompt positions (the rest are decodes)
+  int num_preempted = 0;
+  double timestamp = 0;  // engine monotonic seconds when scheduled
+};
+
+// What one request produced in a step (the engine turns these into IPC outputs).
+struct RequestUpdate {
+  Request* request;  // a finished one stays valid until TakeFinished()
+  std::vector<std::int32_t> new_tokens;
+  bool first_output;  // carries prefill stats
+};
+
+class Scheduler {
+ public:
+  using Clock = std::function<double()>;  // engine monotonic seconds
+
+  Scheduler(const SchedulerConfig& config, KVCacheManager* kv, Clock clock);
+  ~Scheduler();
+
+  // Takes ownership; records QUEUED. The prompt must be non-empty and shorter
+  // than max_model_len (the API server checks; the engine rejects otherwise).
+  void AddRequest(std::unique_ptr<Request> request);
+  // Removes requests wherever they are (finish reason abort); unknown ids are ignored.
+  std::vector<std::unique_ptr<Request>> Abort(const std::vector<std::string>& ids);
+
+  SchedulerOutput Schedule();
+  // `sampled[i]` is the token sampled for out.scheduled[i] (ignored where it
+  // does not sample). Appends tokens, checks stops, frees finished requests.
+  std::vector<RequestUpdate> UpdateFromOutput(const SchedulerOutput& out,
+                                              const std::vector<std::int32_t>& sampled);
+  // Requests finished in the last UpdateFromOutput, handed over to the caller.
+  std::vector<std::unique_ptr<Request>> TakeFinished();
+
+  bool HasWork() const { return !running_.empty() || !waiting_->empty(); }
+  int num_running() const { return static_cast<int>(running_.size()); }
+  int num_waiting() const { return static_cast<int>(waiting_->size()); }
+  // Waiting requests held back by transient constraints (vLLM: LoRA budget, KV
+  // transfer); Sightline has none of those yet, so every waiting request
+  // waits for capacity.
+  int num_deferred() const { return 0; }
+  std::uint64_t total_preemptions() const { return total_preemptions_; }
+  Request* Find(const std::string& id) const;
+
+ private:
+  bool Allocate(Request* r, const KVCacheManager::Hit& hit, int num_new_tokens);
+  void Preempt(Request* victim, double now);
+  Request* PickVictim() const;
+  bool CheckStop(Request* r) const;
+  void Finish(Request* r);  // r->finish_reason is set
+  void Record(Request* r, EventType type, double now);
+
+  SchedulerConfig config_;
+  KVCacheManager* kv_;
+  Clock clock_;
+  std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
+  std::unique_ptr<RequestQueue> waiting_;
+  std::vector<Request*> running_;  // admission order
+  std::vector<std::unique_ptr<Request>> finished_;
+  std::uint64_t next_arrival_ = 0;
+  std::uint64_t total_preemptions_ = 0;
+};
+
+}  // namespace sightline::engine

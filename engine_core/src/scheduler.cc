@@ -1,0 +1,224 @@
+#include "sightline/engine_core/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace sightline::engine {
+
+Scheduler::Scheduler(const SchedulerConfig& config, KVCacheManager* kv, Clock clock)
+    : config_(config),
+      kv_(kv),
+      clock_(std::move(clock)),
+      waiting_(RequestQueue::Make(config.policy)) {}
+
+Scheduler::~Scheduler() = default;
+
+void Scheduler::Record(Request* r, EventType type, double now) {
+  if (config_.log_stats) r->events.push_back({type, now});
+}
+
+void Scheduler::AddRequest(std::unique_ptr<Request> request) {
+  Request* r = request.get();
+  r->arrival_seq = next_arrival_++;
+  r->status = RequestStatus::kWaiting;
+  r->block_hashes.clear();
+  ExtendBlockHashes(r->tokens, kv_->block_size(), r->cache_salt, &r->block_hashes);
+  Record(r, EventType::kQueued, clock_());
+  waiting_->Push(r);
+  requests_[r->id] = std::move(request);
+}
+
+Request* Scheduler::Find(const std::string& id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+bool Scheduler::Allocate(Request* r, const KVCacheManager::Hit& hit, int num_new_tokens) {
+  const int to_cache =
+      std::min(r->num_computed_tokens + hit.num_tokens + num_new_tokens, r->num_tokens());
+  return kv_->AllocateSlots(&r->kv, r->block_hashes, r->num_computed_tokens, hit, num_new_tokens,
+                            to_cache);
+}
+
+Request* Scheduler::PickVictim() const {
+  if (config_.policy == SchedulingPolicy::kFcfs) return running_.back();
+  // Lowest priority (largest value), latest arrival among equals.
+  return *std::max_element(
+      running_.begin(), running_.end(), [](const Request* a, const Request* b) {
+        return std::pair(a->priority, a->arrival_seq) < std::pair(b->priority, b->arrival_seq);
+      });
+}
+
+void Scheduler::Preempt(Request* victim, double now) {
+  kv_->Free(&victim->kv);
+  victim->status = RequestStatus::kPreempted;
+  victim->num_computed_tokens = 0;  // recompute: V1 has no swap
+  ++victim->num_preemptions;
+  ++total_preemptions_;
+  Record(victim, EventType::kPreempted, now);
+  std::erase(running_, victim);
+  waiting_->PushFront(victim);
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  out.timestamp = clock_();
+  int budget = config_.max_num_batched_tokens;
+  // Tokens granted this step, per request, before they are turned into ScheduledRequests.
+  std::vector<std::pair<Request*, int>> granted;
+
+  auto cap = [&](Request* r, int n) {
+    if (config_.long_prefill_token_threshold > 0)
+      n = std::min(n, config_.long_prefill_token_threshold);
+    n = std::min(n, budget);
+    return std::min(n, config_.max_model_len - 1 - r->num_computed_tokens);
+  };
+
+  // Phase 1: running requests first, in admission order.
+  for (std::size_t i = 0; i < running_.size() && budget > 0;) {
+    Request* r = running_[i];
+    const int n = cap(r, r->num_tokens() - r->num_computed_tokens);
+    if (n <= 0) {
+      ++i;  // nothing to do for it now; later ones may still run
+      continue;
+    }
+    bool scheduled = false, gave_up = false;
+    while (!scheduled && !gave_up) {
+      if (Allocate(r, {}, n)) {
+        scheduled = true;
+        break;
+      }
+      Request* victim = PickVictim();
+      // A victim already granted tokens this step gives them back.
+      auto g = std::find_if(granted.begin(), granted.end(),
+                            [&](const auto& p) { return p.first == victim; });
+      if (g != granted.end()) {
+        budget += g->second;
+        granted.erase(g);
+      }
+      const auto victim_index = static_cast<std::size_t>(
+          std::find(running_.begin(), running_.end(), victim) - running_.begin());
+      Preempt(victim, out.timestamp);
+      ++out.num_preempted;
+      if (victim == r)
+        gave_up = true;
+      else if (victim_index < i)
+        --i;
+    }
+    if (gave_up) break;
+    granted.emplace_back(r, n);
+    budget -= n;
+    ++i;
+  }
+
+  // Phase 2: waiting requests, only if nobody was preempted this step.
+  while (out.num_preempted == 0 && budget > 0 && !waiting_->empty() &&
+         static_cast<int>(running_.size()) < config_.max_num_seqs) {
+    Request* r = waiting_->Peek();
+    KVCacheManager::Hit hit;
+    if (r->num_computed_tokens == 0)
+      hit = kv_->GetComputedBlocks(r->block_hashes, r->num_tokens(), r->num_preemptions > 0);
+    int n = r->num_tokens() - r->num_computed_tokens - hit.num_tokens;
+    if (config_.long_prefill_token_threshold > 0)
+      n = std::min(n, config_.long_prefill_token_threshold);
+    if (!config_.enable_chunked_prefill && n > budget) break;
+    n = std::min(n, budget);
+    if (n <= 0 || !Allocate(r, hit, n)) break;  // never preempts running requests
+    waiting_->Pop();
+    running_.push_back(r);
+    Record(r, EventType::kScheduled, out.timestamp);
+    if (r->num_cached_tokens < 0) r->num_cached_tokens = hit.num_tokens;
+    r->num_computed_tokens += hit.num_tokens;
+    r->status = RequestStatus::kRunning;
+    granted.emplace_back(r, n);
+    budget -= n;
+  }
+
+  for (const auto& [r, n] : granted) {
+    ScheduledRequest s{r, n, r->num_computed_tokens, r->num_computed_tokens + n == r->num_tokens()};
+    out.num_prompt_tokens += std::clamp(r->num_prompt_tokens - s.first_position, 0, n);
+    out.total_tokens += n;
+    r->num_computed_tokens += n;  // the next step may schedule the next chunk
+    out.scheduled.push_back(s);
+  }
+  assert(out.total_tokens <= config_.max_num_batched_tokens);
+  assert(static_cast<int>(running_.size()) <= config_.max_num_seqs);
+  return out;
+}
+
+bool Scheduler::CheckStop(Request* r) const {
+  // Same order as vLLM: the length cap wins even over a stop token.
+  if (r->num_tokens() >= config_.max_model_len ||
+      r->num_output_tokens() >= static_cast<int>(r->sampling.max_tokens)) {
+    r->finish_reason = FinishReason::kLength;
+    return true;
+  }
+  if (r->num_output_tokens() < static_cast<int>(r->sampling.min_tokens)) return false;
+  const std::int32_t last = r->tokens.back();
+  const auto& eos = config_.eos_token_ids;
+  if (!r->sampling.ignore_eos && std::find(eos.begin(), eos.end(), last) != eos.end()) {
+    r->finish_reason = FinishReason::kStop;
+    return true;
+  }
+  const auto& stops = r->sampling.stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), last) != stops.end()) {
+    r->finish_reason = FinishReason::kStop;
+    r->stop_token = last;
+    return true;
+  }
+  return false;
+}
+
+void Scheduler::Finish(Request* r) {
+  r->status = RequestStatus::kFinished;
+  kv_->Free(&r->kv);
+  auto it = requests_.find(r->id);
+  finished_.push_back(std::move(it->second));
+  requests_.erase(it);
+}
+
+std::vector<RequestUpdate> Scheduler::UpdateFromOutput(const SchedulerOutput& out,
+                                                       const std::vector<std::int32_t>& sampled) {
+  std::vector<RequestUpdate> updates;
+  bool any_finished = false;
+  for (std::size_t i = 0; i < out.scheduled.size(); ++i) {
+    const ScheduledRequest& s = out.scheduled[i];
+    Request* r = s.request;
+    if (!s.samples || r->status != RequestStatus::kRunning) continue;  // partial prefill: no output
+    r->tokens.push_back(sampled[i]);
+    ExtendBlockHashes(r->tokens, kv_->block_size(), r->cache_salt, &r->block_hashes);
+    updates.push_back({r, {sampled[i]}, !r->sent_first_output});
+    r->sent_first_output = true;
+    if (CheckStop(r)) {
+      Finish(r);
+      any_finished = true;
+    }
+  }
+  if (any_finished)
+    std::erase_if(running_, [](const Request* r) { return r->status == RequestStatus::kFinished; });
+  return updates;
+}
+
+std::vector<std::unique_ptr<Request>> Scheduler::TakeFinished() {
+  std::vector<std::unique_ptr<Request>> out;
+  out.swap(finished_);
+  return out;
+}
+
+std::vector<std::unique_ptr<Request>> Scheduler::Abort(const std::vector<std::string>& ids) {
+  std::vector<std::unique_ptr<Request>> out;
+  for (const std::string& id : ids) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;
+    Request* r = it->second.get();
+    if (!waiting_->Remove(r)) std::erase(running_, r);
+    r->finish_reason = FinishReason::kAbort;
+    r->status = RequestStatus::kFinished;
+    kv_->Free(&r->kv);
+    out.push_back(std::move(it->second));
+    requests_.erase(it);
+  }
+  return out;
+}
+
+}  // namespace sightline::engine
