@@ -180,6 +180,7 @@ void Scheduler::Finish(Request* r) {
 std::vector<RequestUpdate> Scheduler::UpdateFromOutput(const SchedulerOutput& out,
                                                        const std::vector<std::int32_t>& sampled) {
   std::vector<RequestUpdate> updates;
+  updates.reserve(out.scheduled.size());
   bool any_finished = false;
   for (std::size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledRequest& s = out.scheduled[i];
@@ -187,7 +188,7 @@ std::vector<RequestUpdate> Scheduler::UpdateFromOutput(const SchedulerOutput& ou
     if (!s.samples || r->status != RequestStatus::kRunning) continue;  // partial prefill: no output
     r->tokens.push_back(sampled[i]);
     ExtendBlockHashes(r->tokens, kv_->block_size(), r->cache_salt, &r->block_hashes);
-    updates.push_back({r, {sampled[i]}, !r->sent_first_output});
+    updates.push_back({r, sampled[i], !r->sent_first_output});
     r->sent_first_output = true;
     if (CheckStop(r)) {
       Finish(r);

@@ -54,7 +54,7 @@ struct SchedulerOutput {
 // What one request produced in a step (the engine turns these into IPC outputs).
 struct RequestUpdate {
   Request* request;  // a finished one stays valid until TakeFinished()
-  std::vector<std::int32_t> new_tokens;
+  std::int32_t new_token;  // one per step (no speculative decoding)
   bool first_output;  // carries prefill stats
 };
 
