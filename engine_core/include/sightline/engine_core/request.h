@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -56,6 +57,7 @@ struct Request {
   RequestKV kv;
   std::vector<RequestEvent> events;  // since the last output
   bool sent_first_output = false;
+  std::mt19937_64 rng;  // seeded by whoever creates the request (per-request seed)
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -53,9 +53,9 @@ struct SchedulerOutput {
 
 // What one request produced in a step (the engine turns these into IPC outputs).
 struct RequestUpdate {
-  Request* request;  // a finished one stays valid until TakeFinished()
+  Request* request;        // a finished one stays valid until TakeFinished()
   std::int32_t new_token;  // one per step (no speculative decoding)
-  bool first_output;  // carries prefill stats
+  bool first_output;       // carries prefill stats
 };
 
 class Scheduler {

@@ -1,0 +1,34 @@
+// ModelWeights: a Llama-family decoder's tensors in float32, row-major, with
+// PyTorch's [out, in] layout for linear layers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sightline/engine_core/model_config.h"
+
+namespace sightline::engine {
+
+struct LayerWeights {
+  std::vector<float> input_norm;  // [hidden]
+  std::vector<float> q, k, v;     // [q_size|kv_size, hidden]
+  std::vector<float> o;           // [hidden, q_size]
+  std::vector<float> post_norm;   // [hidden]
+  std::vector<float> gate, up;    // [intermediate, hidden]
+  std::vector<float> down;        // [hidden, intermediate]
+};
+
+struct ModelWeights {
+  std::vector<float> embed;  // [vocab, hidden]
+  std::vector<LayerWeights> layers;
+  std::vector<float> final_norm;  // [hidden]
+  std::vector<float> lm_head;     // [vocab, hidden]; empty when tied to embed
+
+  const std::vector<float>& output_projection() const { return lm_head.empty() ? embed : lm_head; }
+};
+
+// `--load-format dummy`: seeded random weights (same seed, same model).
+// Scaled so activations keep unit variance, which gives logits a clear top-1.
+ModelWeights DummyWeights(const ModelConfig& config, std::uint64_t seed);
+
+}  // namespace sightline::engine

@@ -1,0 +1,33 @@
+#include <algorithm>
+
+#include "sightline/engine_core/model_runner.h"
+
+namespace sightline::engine {
+
+BatchInput BuildBatch(const SchedulerOutput& out, int block_size) {
+  BatchInput b;
+  for (const ScheduledRequest& s : out.scheduled)
+    b.max_blocks_per_seq =
+        std::max(b.max_blocks_per_seq, static_cast<int>(s.request->kv.blocks.size()));
+  b.tokens.reserve(static_cast<std::size_t>(out.total_tokens));
+  b.query_start.push_back(0);
+  for (const ScheduledRequest& s : out.scheduled) {
+    const Request& r = *s.request;
+    for (int p = s.first_position; p < s.first_position + s.num_tokens; ++p) {
+      b.tokens.push_back(r.tokens[static_cast<std::size_t>(p)]);
+      b.positions.push_back(p);
+      b.slot_mapping.push_back(
+          r.kv.blocks[static_cast<std::size_t>(p / block_size)]->id * block_size + p % block_size);
+    }
+    b.query_start.push_back(static_cast<std::int32_t>(b.tokens.size()));
+    b.context_len.push_back(s.first_position + s.num_tokens);
+    for (int i = 0; i < b.max_blocks_per_seq; ++i)
+      b.block_tables.push_back(i < static_cast<int>(r.kv.blocks.size())
+                                   ? r.kv.blocks[static_cast<std::size_t>(i)]->id
+                                   : 0);  // the null block pads the table
+    if (s.samples) b.logits_rows.push_back(b.query_start.back() - 1);
+  }
+  return b;
+}
+
+}  // namespace sightline::engine

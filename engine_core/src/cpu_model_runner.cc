@@ -1,0 +1,124 @@
+// The Llama decoder on the CPU over the paged KV cache.
+#include <cmath>
+
+#include "sightline/engine_core/model_runner.h"
+#include "sightline/kernels/cpu_ops.h"
+
+namespace sightline::engine {
+
+namespace {
+
+namespace ops = kernels::cpu;
+
+class CpuModelRunner final : public ModelRunner {
+ public:
+  CpuModelRunner(ModelConfig config, ModelWeights weights, int num_blocks, int block_size)
+      : config_(std::move(config)),
+        w_(std::move(weights)),
+        block_size_(block_size),
+        inv_freq_(ops::RopeInvFreq(config_.head_dim, config_.rope_theta, config_.rope_scaling)) {
+    const std::size_t per_layer =
+        static_cast<std::size_t>(num_blocks) * block_size * config_.kv_size();
+    k_cache_.assign(static_cast<std::size_t>(config_.num_layers), std::vector<float>(per_layer));
+    v_cache_.assign(static_cast<std::size_t>(config_.num_layers), std::vector<float>(per_layer));
+  }
+
+  const ModelConfig& config() const override { return config_; }
+
+  void Execute(const BatchInput& b, std::vector<float>* logits) override {
+    const ModelConfig& c = config_;
+    const int t = static_cast<int>(b.tokens.size());
+    const auto hidden = static_cast<std::size_t>(c.hidden_size);
+    Resize(t);
+    for (int i = 0; i < t; ++i) {
+      const float* row = w_.embed.data() +
+                         static_cast<std::size_t>(b.tokens[static_cast<std::size_t>(i)]) * hidden;
+      std::copy(row, row + hidden, x_.begin() + static_cast<std::ptrdiff_t>(i * hidden));
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    for (int l = 0; l < c.num_layers; ++l) {
+      const LayerWeights& L = w_.layers[static_cast<std::size_t>(l)];
+      // Attention block.
+      ops::RmsNorm(x_.data(), L.input_norm.data(), c.rms_norm_eps, t, c.hidden_size, h_.data());
+      ops::MatMulTransB(h_.data(), L.q.data(), t, c.q_size(), c.hidden_size, q_.data());
+      ops::MatMulTransB(h_.data(), L.k.data(), t, c.kv_size(), c.hidden_size, k_.data());
+      ops::MatMulTransB(h_.data(), L.v.data(), t, c.kv_size(), c.hidden_size, v_.data());
+      ops::Rope(q_.data(), b.positions.data(), t, c.num_heads, c.head_dim, inv_freq_.data());
+      ops::Rope(k_.data(), b.positions.data(), t, c.num_kv_heads, c.head_dim, inv_freq_.data());
+      auto& kc = k_cache_[static_cast<std::size_t>(l)];
+      auto& vc = v_cache_[static_cast<std::size_t>(l)];
+      ops::WriteKvCache(k_.data(), v_.data(), b.slot_mapping.data(), t, c.kv_size(), kc.data(),
+                        vc.data());
+      ops::PagedAttentionArgs args{q_.data(),
+                                   kc.data(),
+                                   vc.data(),
+                                   c.num_heads,
+                                   c.num_kv_heads,
+                                   c.head_dim,
+                                   block_size_,
+                                   static_cast<int>(b.context_len.size()),
+                                   b.query_start.data(),
+                                   b.context_len.data(),
+                                   b.block_tables.data(),
+                                   b.max_blocks_per_seq,
+                                   scale,
+                                   attn_.data()};
+      ops::PagedAttention(args);
+      ops::MatMulTransB(attn_.data(), L.o.data(), t, c.hidden_size, c.q_size(), h_.data());
+      for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += h_[i];
+      // MLP block.
+      ops::RmsNorm(x_.data(), L.post_norm.data(), c.rms_norm_eps, t, c.hidden_size, h_.data());
+      ops::MatMulTransB(h_.data(), L.gate.data(), t, c.intermediate_size, c.hidden_size,
+                        gate_.data());
+      ops::MatMulTransB(h_.data(), L.up.data(), t, c.intermediate_size, c.hidden_size, up_.data());
+      ops::SiluMul(gate_.data(), up_.data(), t * c.intermediate_size, gate_.data());
+      ops::MatMulTransB(gate_.data(), L.down.data(), t, c.hidden_size, c.intermediate_size,
+                        h_.data());
+      for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += h_[i];
+    }
+    // Final norm and projection, only for the rows that sample.
+    const int rows = static_cast<int>(b.logits_rows.size());
+    selected_.resize(static_cast<std::size_t>(rows) * hidden);
+    for (int r = 0; r < rows; ++r) {
+      const auto src =
+          static_cast<std::size_t>(b.logits_rows[static_cast<std::size_t>(r)]) * hidden;
+      ops::RmsNorm(x_.data() + src, w_.final_norm.data(), c.rms_norm_eps, 1, c.hidden_size,
+                   selected_.data() + static_cast<std::size_t>(r) * hidden);
+    }
+    logits->resize(static_cast<std::size_t>(rows) * c.vocab_size);
+    if (rows > 0)
+      ops::MatMulTransB(selected_.data(), w_.output_projection().data(), rows, c.vocab_size,
+                        c.hidden_size, logits->data());
+  }
+
+ private:
+  void Resize(int t) {
+    const auto n = static_cast<std::size_t>(t);
+    x_.resize(n * config_.hidden_size);
+    h_.resize(n * config_.hidden_size);
+    q_.resize(n * config_.q_size());
+    attn_.resize(n * config_.q_size());
+    k_.resize(n * config_.kv_size());
+    v_.resize(n * config_.kv_size());
+    gate_.resize(n * config_.intermediate_size);
+    up_.resize(n * config_.intermediate_size);
+  }
+
+  ModelConfig config_;
+  ModelWeights w_;
+  int block_size_;
+  std::vector<float> inv_freq_;
+  std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [blocks, block_size, kv_size]
+  // Activations, reused across steps.
+  std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, selected_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelRunner> MakeCpuModelRunner(ModelConfig config, ModelWeights weights,
+                                                int num_blocks, int block_size) {
+  return std::make_unique<CpuModelRunner>(std::move(config), std::move(weights), num_blocks,
+                                          block_size);
+}
+
+}  // namespace sightline::engine

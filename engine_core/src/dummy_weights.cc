@@ -1,0 +1,47 @@
+#include <cmath>
+#include <random>
+
+#include "sightline/engine_core/model_weights.h"
+
+namespace sightline::engine {
+
+namespace {
+
+std::vector<float> Uniform(std::mt19937_64& rng, std::size_t n, double bound) {
+  std::uniform_real_distribution<double> dist(-bound, bound);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(dist(rng));
+  return v;
+}
+
+// A linear layer [out, in] with variance-preserving (fan-in) scale.
+std::vector<float> Linear(std::mt19937_64& rng, int out, int in) {
+  return Uniform(rng, static_cast<std::size_t>(out) * in, std::sqrt(3.0 / in));
+}
+
+}  // namespace
+
+ModelWeights DummyWeights(const ModelConfig& c, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  ModelWeights w;
+  const auto h = static_cast<std::size_t>(c.hidden_size);
+  w.embed = Uniform(rng, static_cast<std::size_t>(c.vocab_size) * h, std::sqrt(3.0));
+  for (int l = 0; l < c.num_layers; ++l) {
+    LayerWeights L;
+    L.input_norm.assign(h, 1.0f);
+    L.post_norm.assign(h, 1.0f);
+    L.q = Linear(rng, c.q_size(), c.hidden_size);
+    L.k = Linear(rng, c.kv_size(), c.hidden_size);
+    L.v = Linear(rng, c.kv_size(), c.hidden_size);
+    L.o = Linear(rng, c.hidden_size, c.q_size());
+    L.gate = Linear(rng, c.intermediate_size, c.hidden_size);
+    L.up = Linear(rng, c.intermediate_size, c.hidden_size);
+    L.down = Linear(rng, c.hidden_size, c.intermediate_size);
+    w.layers.push_back(std::move(L));
+  }
+  w.final_norm.assign(h, 1.0f);
+  if (!c.tie_word_embeddings) w.lm_head = Linear(rng, c.vocab_size, c.hidden_size);
+  return w;
+}
+
+}  // namespace sightline::engine

@@ -1,0 +1,129 @@
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <vector>
+
+#include "sightline/kernels/cpu_ops.h"
+
+namespace sightline::kernels::cpu {
+
+void SetBlasThreads(int threads) {
+  if (threads > 0) openblas_set_num_threads(threads);
+}
+
+void MatMulTransB(const float* a, const float* w, int m, int n, int k, float* out) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, w, k, 0.0f, out, n);
+}
+
+void RmsNorm(const float* x, const float* weight, float eps, int rows, int dim, float* out) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<std::ptrdiff_t>(r) * dim;
+    float* o = out + static_cast<std::ptrdiff_t>(r) * dim;
+    double ss = 0;
+    for (int i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float inv = 1.0f / std::sqrt(static_cast<float>(ss / dim) + eps);
+    for (int i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight[i];
+  }
+}
+
+void SiluMul(const float* gate, const float* up, int n, float* out) {
+  for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void Rope(float* x, const std::int32_t* positions, int tokens, int heads, int head_dim,
+          const float* inv_freq) {
+  const int half = head_dim / 2;
+  for (int t = 0; t < tokens; ++t) {
+    for (int i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(positions[t]) * inv_freq[i];
+      const auto c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
+      for (int h = 0; h < heads; ++h) {
+        float* v = x + (static_cast<std::ptrdiff_t>(t) * heads + h) * head_dim;
+        const float x1 = v[i], x2 = v[i + half];
+        v[i] = x1 * c - x2 * s;
+        v[i + half] = x2 * c + x1 * s;
+      }
+    }
+  }
+}
+
+std::vector<float> RopeInvFreq(int head_dim, float theta, const RopeScaling& scaling) {
+  std::vector<float> inv(static_cast<std::size_t>(head_dim / 2));
+  for (int i = 0; i < head_dim / 2; ++i) {
+    double f = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+    if (scaling.factor > 0) {  // Llama 3.x frequency-dependent scaling
+      const double low_wavelen = scaling.original_max_position / scaling.low_freq_factor;
+      const double high_wavelen = scaling.original_max_position / scaling.high_freq_factor;
+      const double wavelen = 2 * std::numbers::pi / f;
+      if (wavelen > low_wavelen) {
+        f /= scaling.factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth = (scaling.original_max_position / wavelen - scaling.low_freq_factor) /
+                              (scaling.high_freq_factor - scaling.low_freq_factor);
+        f = (1 - smooth) * f / scaling.factor + smooth * f;
+      }
+    }
+    inv[static_cast<std::size_t>(i)] = static_cast<float>(f);
+  }
+  return inv;
+}
+
+void WriteKvCache(const float* k, const float* v, const std::int32_t* slot_mapping, int tokens,
+                  int kv_row_floats, float* k_cache, float* v_cache) {
+  const auto row = static_cast<std::size_t>(kv_row_floats);
+  for (int t = 0; t < tokens; ++t) {
+    const auto slot = static_cast<std::size_t>(slot_mapping[t]);
+    std::memcpy(k_cache + slot * row, k + static_cast<std::size_t>(t) * row, row * sizeof(float));
+    std::memcpy(v_cache + slot * row, v + static_cast<std::size_t>(t) * row, row * sizeof(float));
+  }
+}
+
+void PagedAttention(const PagedAttentionArgs& a) {
+  const int group = a.num_heads / a.num_kv_heads;
+  const std::size_t kv_row = static_cast<std::size_t>(a.num_kv_heads) * a.head_dim;
+  std::vector<float> scores;
+  for (int s = 0; s < a.num_seqs; ++s) {
+    const int q0 = a.query_start[s], q1 = a.query_start[s + 1];
+    const int ctx = a.context_len[s];
+    const std::int32_t* table =
+        a.block_tables + static_cast<std::ptrdiff_t>(s) * a.max_blocks_per_seq;
+    scores.resize(static_cast<std::size_t>(ctx));
+    for (int t = q0; t < q1; ++t) {
+      const int pos = ctx - (q1 - t);  // this query's position; it sees 0..pos
+      for (int h = 0; h < a.num_heads; ++h) {
+        const int kvh = h / group;
+        const float* q = a.q + (static_cast<std::ptrdiff_t>(t) * a.num_heads + h) * a.head_dim;
+        float max_score = -INFINITY;
+        for (int p = 0; p <= pos; ++p) {
+          const std::size_t slot =
+              static_cast<std::size_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
+          const float* k = a.k_cache + slot * kv_row + static_cast<std::size_t>(kvh) * a.head_dim;
+          float dot = 0;
+          for (int d = 0; d < a.head_dim; ++d) dot += q[d] * k[d];
+          scores[static_cast<std::size_t>(p)] = dot * a.scale;
+          max_score = std::max(max_score, scores[static_cast<std::size_t>(p)]);
+        }
+        float denom = 0;
+        for (int p = 0; p <= pos; ++p) {
+          float& e = scores[static_cast<std::size_t>(p)];
+          e = std::exp(e - max_score);
+          denom += e;
+        }
+        float* o = a.out + (static_cast<std::ptrdiff_t>(t) * a.num_heads + h) * a.head_dim;
+        std::fill(o, o + a.head_dim, 0.0f);
+        for (int p = 0; p <= pos; ++p) {
+          const std::size_t slot =
+              static_cast<std::size_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
+          const float* v = a.v_cache + slot * kv_row + static_cast<std::size_t>(kvh) * a.head_dim;
+          const float w = scores[static_cast<std::size_t>(p)] / denom;
+          for (int d = 0; d < a.head_dim; ++d) o[d] += w * v[d];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace sightline::kernels::cpu

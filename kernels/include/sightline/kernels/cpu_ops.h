@@ -1,0 +1,60 @@
+// CPU reference kernels for the Llama-family decoder. Each has one contract
+// that the CUDA kernels of the same name follow. Row-major float32 throughout.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace sightline::kernels::cpu {
+
+// Sets the BLAS thread count (OpenBLAS); <= 0 keeps the library default.
+void SetBlasThreads(int threads);
+
+// out[M,N] = a[M,K] * w[N,K]^T  (a linear layer with PyTorch's weight layout), via BLAS.
+void MatMulTransB(const float* a, const float* w, int m, int n, int k, float* out);
+
+// out[r] = x[r] / rms(x[r]) * weight, per row of `dim`.
+void RmsNorm(const float* x, const float* weight, float eps, int rows, int dim, float* out);
+
+// out[i] = silu(gate[i]) * up[i]
+void SiluMul(const float* gate, const float* up, int n, float* out);
+
+// Rotary embedding, "rotate half" layout (pairs i and i + head_dim/2), in place on
+// x[tokens, heads, head_dim] at the given positions, with per-pair inverse frequencies.
+void Rope(float* x, const std::int32_t* positions, int tokens, int heads, int head_dim,
+          const float* inv_freq);
+
+// Llama rope inverse frequencies theta^(-2i/d), with Llama-3 scaling when factor > 0.
+struct RopeScaling {
+  float factor = 0;  // 0 = none
+  float low_freq_factor = 1;
+  float high_freq_factor = 4;
+  int original_max_position = 8192;
+};
+std::vector<float> RopeInvFreq(int head_dim, float theta, const RopeScaling& scaling);
+
+// Writes new K/V rows into the paged cache [blocks, block_size, kv_heads, head_dim]:
+// row t goes to slot slot_mapping[t] (= block * block_size + offset).
+void WriteKvCache(const float* k, const float* v, const std::int32_t* slot_mapping, int tokens,
+                  int kv_row_floats, float* k_cache, float* v_cache);
+
+// Attention for a ragged batch over the paged cache. Sequence s owns query rows
+// [query_start[s], query_start[s+1]); its context holds context_len[s] tokens,
+// the last (query_start[s+1]-query_start[s]) of which are its queries (causal).
+// Query heads map to kv heads in groups (GQA).
+struct PagedAttentionArgs {
+  const float* q;  // [tokens, num_heads, head_dim]
+  const float* k_cache;
+  const float* v_cache;
+  int num_heads, num_kv_heads, head_dim, block_size;
+  int num_seqs;
+  const std::int32_t* query_start;   // [num_seqs + 1]
+  const std::int32_t* context_len;   // [num_seqs]
+  const std::int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
+  int max_blocks_per_seq;
+  float scale;
+  float* out;  // [tokens, num_heads, head_dim]
+};
+void PagedAttention(const PagedAttentionArgs& args);
+
+}  // namespace sightline::kernels::cpu

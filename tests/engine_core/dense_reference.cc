@@ -1,0 +1,124 @@
+#include "engine_core/dense_reference.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sightline::engine::testing {
+
+namespace {
+
+using Mat = std::vector<float>;
+
+// y[t, n] = sum_k x[t, k] * w[n, k]
+Mat Linear(const Mat& x, const Mat& w, int t, int n, int k) {
+  Mat y(static_cast<std::size_t>(t) * n, 0.0f);
+  for (int i = 0; i < t; ++i)
+    for (int o = 0; o < n; ++o) {
+      double acc = 0;
+      for (int j = 0; j < k; ++j)
+        acc += static_cast<double>(x[static_cast<std::size_t>(i) * k + j]) *
+               w[static_cast<std::size_t>(o) * k + j];
+      y[static_cast<std::size_t>(i) * n + o] = static_cast<float>(acc);
+    }
+  return y;
+}
+
+Mat Norm(const Mat& x, const std::vector<float>& w, float eps, int t, int d) {
+  Mat y(x.size());
+  for (int i = 0; i < t; ++i) {
+    double ss = 0;
+    for (int j = 0; j < d; ++j)
+      ss += static_cast<double>(x[static_cast<std::size_t>(i) * d + j]) *
+            x[static_cast<std::size_t>(i) * d + j];
+    const double inv = 1.0 / std::sqrt(ss / d + eps);
+    for (int j = 0; j < d; ++j)
+      y[static_cast<std::size_t>(i) * d + j] = static_cast<float>(
+          x[static_cast<std::size_t>(i) * d + j] * inv * w[static_cast<std::size_t>(j)]);
+  }
+  return y;
+}
+
+void Rotary(Mat* x, int t, int heads, int dim, const ModelConfig& c) {
+  const std::vector<float> inv = kernels::cpu::RopeInvFreq(dim, c.rope_theta, c.rope_scaling);
+  for (int pos = 0; pos < t; ++pos)
+    for (int h = 0; h < heads; ++h) {
+      float* v = x->data() + (static_cast<std::size_t>(pos) * heads + h) * dim;
+      for (int i = 0; i < dim / 2; ++i) {
+        const double a = pos * static_cast<double>(inv[static_cast<std::size_t>(i)]);
+        const double x1 = v[i], x2 = v[i + dim / 2];
+        v[i] = static_cast<float>(x1 * std::cos(a) - x2 * std::sin(a));
+        v[i + dim / 2] = static_cast<float>(x2 * std::cos(a) + x1 * std::sin(a));
+      }
+    }
+}
+
+}  // namespace
+
+std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
+                               const std::vector<std::int32_t>& tokens) {
+  const int t = static_cast<int>(tokens.size()), d = c.hidden_size, hd = c.head_dim;
+  Mat x(static_cast<std::size_t>(t) * d);
+  for (int i = 0; i < t; ++i)
+    std::copy_n(
+        w.embed.begin() + static_cast<std::ptrdiff_t>(tokens[static_cast<std::size_t>(i)]) * d, d,
+        x.begin() + static_cast<std::ptrdiff_t>(i) * d);
+  for (const LayerWeights& L : w.layers) {
+    Mat h = Norm(x, L.input_norm, c.rms_norm_eps, t, d);
+    Mat q = Linear(h, L.q, t, c.q_size(), d), k = Linear(h, L.k, t, c.kv_size(), d),
+        v = Linear(h, L.v, t, c.kv_size(), d);
+    Rotary(&q, t, c.num_heads, hd, c);
+    Rotary(&k, t, c.num_kv_heads, hd, c);
+    Mat att(static_cast<std::size_t>(t) * c.q_size(), 0.0f);
+    for (int i = 0; i < t; ++i)
+      for (int head = 0; head < c.num_heads; ++head) {
+        const int kvh = head / (c.num_heads / c.num_kv_heads);
+        std::vector<double> s(static_cast<std::size_t>(i) + 1);
+        double mx = -1e300, sum = 0;
+        for (int j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int e = 0; e < hd; ++e)
+            dot += static_cast<double>(
+                       q[(static_cast<std::size_t>(i) * c.num_heads + head) * hd + e]) *
+                   k[(static_cast<std::size_t>(j) * c.num_kv_heads + kvh) * hd + e];
+          s[static_cast<std::size_t>(j)] = dot / std::sqrt(static_cast<double>(hd));
+          mx = std::max(mx, s[static_cast<std::size_t>(j)]);
+        }
+        for (double& e : s) sum += (e = std::exp(e - mx));
+        for (int j = 0; j <= i; ++j)
+          for (int e = 0; e < hd; ++e)
+            att[(static_cast<std::size_t>(i) * c.num_heads + head) * hd + e] += static_cast<float>(
+                s[static_cast<std::size_t>(j)] / sum *
+                v[(static_cast<std::size_t>(j) * c.num_kv_heads + kvh) * hd + e]);
+      }
+    Mat o = Linear(att, L.o, t, d, c.q_size());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    h = Norm(x, L.post_norm, c.rms_norm_eps, t, d);
+    Mat g = Linear(h, L.gate, t, c.intermediate_size, d),
+        u = Linear(h, L.up, t, c.intermediate_size, d);
+    for (std::size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    Mat down = Linear(g, L.down, t, d, c.intermediate_size);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += down[i];
+  }
+  Mat last(x.end() - d, x.end());
+  last = Norm(last, w.final_norm, c.rms_norm_eps, 1, d);
+  return Linear(last, w.output_projection(), 1, c.vocab_size, d);
+}
+
+std::vector<std::int32_t> DenseGreedy(const ModelConfig& c, const ModelWeights& w,
+                                      std::vector<std::int32_t> prompt, int n,
+                                      std::vector<float>* margins) {
+  std::vector<std::int32_t> out;
+  for (int step = 0; step < n; ++step) {
+    std::vector<float> logits = DenseLogits(c, w, prompt);
+    std::vector<float> sorted = logits;
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+    margins->push_back(sorted[0] - sorted[1]);
+    const auto tok =
+        static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(tok);
+    prompt.push_back(tok);
+  }
+  return out;
+}
+
+}  // namespace sightline::engine::testing

@@ -1,0 +1,24 @@
+// A plain one-request dense forward pass, written independently of the
+// engine's runner (no paging, no BLAS, no batching): the oracle for the
+// engine's correctness test.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sightline/engine_core/model_config.h"
+#include "sightline/engine_core/model_weights.h"
+
+namespace sightline::engine::testing {
+
+// Next-token logits after `tokens` (recomputes the whole sequence).
+std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
+                               const std::vector<std::int32_t>& tokens);
+
+// Greedy continuation of `prompt` for `n` tokens; *margins gets, per step, the
+// gap between the best and second-best logit (to rule out ties).
+std::vector<std::int32_t> DenseGreedy(const ModelConfig& c, const ModelWeights& w,
+                                      std::vector<std::int32_t> prompt, int n,
+                                      std::vector<float>* margins);
+
+}  // namespace sightline::engine::testing
