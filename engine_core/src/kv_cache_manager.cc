@@ -22,6 +22,7 @@ KVCacheManager::Hit KVCacheManager::GetComputedBlocks(std::span<const BlockHash>
     stats_.preempted_queries += static_cast<std::uint64_t>(num_tokens);
     stats_.preempted_hits += static_cast<std::uint64_t>(hit.num_tokens);
   } else {
+    ++stats_.requests;
     stats_.queries += static_cast<std::uint64_t>(num_tokens);
     stats_.hits += static_cast<std::uint64_t>(hit.num_tokens);
   }

@@ -33,6 +33,13 @@ Request* Scheduler::Find(const std::string& id) const {
   return it == requests_.end() ? nullptr : it->second.get();
 }
 
+std::vector<std::string> Scheduler::RequestIds() const {
+  std::vector<std::string> ids;
+  ids.reserve(requests_.size());
+  for (const auto& [id, r] : requests_) ids.push_back(id);
+  return ids;
+}
+
 bool Scheduler::Allocate(Request* r, const KVCacheManager::Hit& hit, int num_new_tokens) {
   const int to_cache =
       std::min(r->num_computed_tokens + hit.num_tokens + num_new_tokens, r->num_tokens());

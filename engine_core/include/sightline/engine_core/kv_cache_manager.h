@@ -23,6 +23,7 @@ struct RequestKV {
 // Prefix-cache counters in tokens. Lookups by preempted requests being
 // re-admitted are kept apart: they are not new queries (METRICS.md §4).
 struct PrefixCacheStats {
+  std::uint64_t requests = 0;  // lookups (not counting preempted requests)
   std::uint64_t queries = 0;
   std::uint64_t hits = 0;
   std::uint64_t preempted_queries = 0;

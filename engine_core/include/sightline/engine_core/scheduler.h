@@ -88,6 +88,7 @@ class Scheduler {
   int num_deferred() const { return 0; }
   std::uint64_t total_preemptions() const { return total_preemptions_; }
   Request* Find(const std::string& id) const;
+  std::vector<std::string> RequestIds() const;  // every request not yet finished
 
  private:
   bool Allocate(Request* r, const KVCacheManager::Hit& hit, int num_new_tokens);

@@ -1,0 +1,85 @@
+// EngineCore: the engine's inner loop without any I/O — schedule, run the
+// model, sample, update, and hand back per-client outputs and step stats.
+// The IPC layer (engine_server.h) feeds it and ships what it returns.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sightline/engine_core/engine_metrics.h"
+#include "sightline/engine_core/kv_residency.h"
+#include "sightline/engine_core/model_runner.h"
+#include "sightline/engine_core/scheduler.h"
+
+namespace sightline::engine {
+
+struct EngineCoreConfig {
+  SchedulerConfig scheduler;
+  int block_size = 16;
+  int num_blocks = 0;  // including the null block
+  bool enable_prefix_caching = true;
+  bool kv_cache_metrics = false;
+  double kv_cache_metrics_sample = 0.01;
+  std::uint64_t seed = 0;  // for requests without their own seed
+};
+
+// One request's share of a step's output (DESIGN.md §2, EngineOutputs).
+struct OutputItem {
+  std::string request_id;
+  std::int32_t new_token = -1;  // -1: none (an abort or an error)
+  FinishReason finish_reason = FinishReason::kNone;
+  std::int32_t stop_token = -1;
+  std::vector<RequestEvent> events;
+  bool has_prefill_stats = false;  // on the first output only
+  std::uint32_t num_prompt_tokens = 0;
+  std::uint32_t num_cached_tokens = 0;
+};
+
+struct StepOutputs {
+  double timestamp = 0;  // engine monotonic seconds
+  std::map<std::uint32_t, std::vector<OutputItem>> by_client;
+};
+
+class EngineCore {
+ public:
+  EngineCore(const EngineCoreConfig& config, std::unique_ptr<ModelRunner> runner,
+             EngineMetrics* metrics, Scheduler::Clock clock);
+  ~EngineCore();
+
+  // Takes a new request; an invalid one (empty prompt, prompt reaching
+  // max_model_len, token outside the vocabulary, duplicate id) is refused
+  // with a message, and the caller answers it with an error finish.
+  Status AddRequest(std::unique_ptr<Request> request);
+  // Aborts requests (unknown ids are ignored); outputs carry finish "abort".
+  StepOutputs Abort(const std::vector<std::string>& ids);
+  // Every request owned by one API server (it went away).
+  StepOutputs AbortClient(std::uint32_t client_index);
+
+  bool HasWork() const { return scheduler_.HasWork(); }
+  StepOutputs Step();
+  bool ResetPrefixCache();
+
+  int num_blocks() const { return config_.num_blocks; }
+  const ModelConfig& model() const { return runner_->config(); }
+
+ private:
+  void RecordStats(StepStats* stats);
+  StepOutputs Finished(std::vector<std::unique_ptr<Request>> requests, double now);
+
+  EngineCoreConfig config_;
+  std::unique_ptr<ModelRunner> runner_;
+  EngineMetrics* metrics_;  // null with --disable-log-stats
+  Scheduler::Clock clock_;
+  KVCacheManager kv_;
+  std::unique_ptr<KvResidencyCollector> residency_;
+  Scheduler scheduler_;
+  std::mt19937_64 seeds_;
+  std::vector<float> logits_;
+};
+
+}  // namespace sightline::engine

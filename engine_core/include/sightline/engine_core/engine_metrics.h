@@ -1,0 +1,82 @@
+// EngineMetrics: the engine-scoped families of METRICS.md §4, written by the
+// engine process straight into its registry slot, and the periodic log line
+// of METRICS.md §9 computed from the same numbers.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sightline/engine_core/kv_cache_manager.h"
+#include "sightline/engine_core/kv_residency.h"
+#include "sightline/shm_registry/catalogue.h"
+#include "sightline/shm_registry/registry.h"
+
+namespace sightline::engine {
+
+// What one engine step (or an idle update) did.
+struct StepStats {
+  int num_running = 0;
+  int num_waiting = 0;   // waiting for capacity
+  int num_deferred = 0;  // waiting on transient constraints
+  double kv_cache_usage = 0;
+  PrefixCacheStats prefix;  // taken for this step
+  int num_preemptions = 0;
+  bool ran_model = false;
+  int prompt_tokens_computed = 0;  // prompt positions computed this step (cache hits excluded)
+  int generation_tokens = 0;       // tokens sampled this step
+  std::vector<KvResidencyCollector::Eviction> evictions;
+};
+
+struct CacheConfigInfo {
+  int block_size = 16;
+  std::uint64_t num_gpu_blocks = 0;
+  bool enable_prefix_caching = true;
+  std::string cache_dtype = "auto";
+  double gpu_memory_utilization = 0.9;
+  std::uint64_t kv_cache_size_tokens = 0;
+  double kv_cache_max_concurrency = 0;
+};
+
+class EngineMetrics {
+ public:
+  // Registers the catalogue (idempotent across processes) and pre-creates
+  // this engine's series; gauges start at 0 (awake = 1).
+  static Status Create(metrics::Registry* registry, const metrics::CatalogueOptions& options,
+                       int engine_index, const CacheConfigInfo& cache,
+                       std::unique_ptr<EngineMetrics>* out);
+
+  // The hot path: a handful of lock-free cell updates.
+  void Record(const StepStats& step);
+
+  // The periodic line, when `interval_s` has passed since the last one:
+  // "Engine 000: Avg prompt throughput: ...". *info is false when the engine
+  // was idle in this interval and the one before (log it at DEBUG).
+  std::optional<std::string> MaybeLogLine(double now_s, double interval_s, bool* info);
+
+ private:
+  EngineMetrics() = default;
+
+  int engine_index_ = 0;
+  metrics::Gauge running_, waiting_, waiting_capacity_, waiting_deferred_, kv_usage_;
+  metrics::Counter prefix_queries_, prefix_hits_, preemptions_;
+  metrics::Histogram iteration_tokens_;
+  metrics::Histogram block_lifetime_, block_idle_, block_reuse_gap_;
+  bool residency_ = false;
+
+  // Log-line state.
+  double last_log_s_ = -1;
+  std::uint64_t prompt_since_log_ = 0, generation_since_log_ = 0, preemptions_since_log_ = 0;
+  bool last_interval_idle_ = true;
+  StepStats last_;
+  struct Lookup {
+    std::uint64_t requests, queries, hits;
+  };
+  std::deque<Lookup> hit_window_;  // ~ the last 1000 prefix-cache lookups
+  std::uint64_t window_requests_ = 0, window_queries_ = 0, window_hits_ = 0;
+};
+
+}  // namespace sightline::engine

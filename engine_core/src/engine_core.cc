@@ -1,0 +1,127 @@
+#include "sightline/engine_core/engine_core.h"
+
+#include "sightline/engine_core/sampler.h"
+
+namespace sightline::engine {
+
+EngineCore::EngineCore(const EngineCoreConfig& config, std::unique_ptr<ModelRunner> runner,
+                       EngineMetrics* metrics, Scheduler::Clock clock)
+    : config_(config),
+      runner_(std::move(runner)),
+      metrics_(metrics),
+      clock_(clock),
+      kv_(config.num_blocks, config.block_size, config.enable_prefix_caching),
+      scheduler_(config.scheduler, &kv_, clock),
+      seeds_(config.seed) {
+  if (metrics_ && config.kv_cache_metrics) {
+    residency_ =
+        std::make_unique<KvResidencyCollector>(config.kv_cache_metrics_sample, config.seed);
+    kv_.pool().set_observer(residency_.get());
+  }
+}
+
+EngineCore::~EngineCore() {
+  kv_.pool().set_observer(nullptr);
+}
+
+Status EngineCore::AddRequest(std::unique_ptr<Request> r) {
+  const int max_len = config_.scheduler.max_model_len;
+  if (r->tokens.empty()) return Status::InvalidArgument("the prompt is empty");
+  if (static_cast<int>(r->tokens.size()) >= max_len)
+    return Status::InvalidArgument("the prompt has " + std::to_string(r->tokens.size()) +
+                                   " tokens; max_model_len is " + std::to_string(max_len));
+  for (std::int32_t t : r->tokens)
+    if (t < 0 || t >= runner_->config().vocab_size)
+      return Status::InvalidArgument("token id " + std::to_string(t) +
+                                     " is outside the vocabulary");
+  if (scheduler_.Find(r->id)) return Status::AlreadyExists("duplicate request id " + r->id);
+  r->num_prompt_tokens = static_cast<int>(r->tokens.size());
+  r->rng.seed(r->sampling.has_seed ? r->sampling.seed : seeds_());
+  scheduler_.AddRequest(std::move(r));
+  return Status::Ok();
+}
+
+StepOutputs EngineCore::Finished(std::vector<std::unique_ptr<Request>> requests, double now) {
+  StepOutputs out;
+  out.timestamp = now;
+  for (auto& r : requests) {
+    OutputItem item;
+    item.request_id = r->id;
+    item.finish_reason = r->finish_reason;
+    item.events = std::move(r->events);
+    out.by_client[r->client_index].push_back(std::move(item));
+  }
+  StepStats stats;
+  RecordStats(&stats);  // gauges follow the aborts at once, without a new step
+  return out;
+}
+
+StepOutputs EngineCore::Abort(const std::vector<std::string>& ids) {
+  return Finished(scheduler_.Abort(ids), clock_());
+}
+
+StepOutputs EngineCore::AbortClient(std::uint32_t client_index) {
+  std::vector<std::string> ids;
+  for (const std::string& id : scheduler_.RequestIds())
+    if (scheduler_.Find(id)->client_index == client_index) ids.push_back(id);
+  return Abort(ids);
+}
+
+void EngineCore::RecordStats(StepStats* stats) {
+  if (!metrics_) return;
+  stats->num_running = scheduler_.num_running();
+  stats->num_waiting = scheduler_.num_waiting();
+  stats->num_deferred = scheduler_.num_deferred();
+  stats->kv_cache_usage = kv_.Usage();
+  if (residency_) stats->evictions = residency_->Drain();
+  metrics_->Record(*stats);
+}
+
+StepOutputs EngineCore::Step() {
+  SchedulerOutput sched = scheduler_.Schedule();
+  StepStats stats;
+  stats.prefix = kv_.TakeStats();
+  stats.num_preemptions = sched.num_preempted;
+  StepOutputs out;
+  out.timestamp = sched.timestamp;
+  std::vector<std::int32_t> sampled(sched.scheduled.size(), -1);
+  if (!sched.scheduled.empty()) {
+    runner_->Execute(BuildBatch(sched, config_.block_size), &logits_);
+    const auto vocab = static_cast<std::size_t>(runner_->config().vocab_size);
+    std::size_t row = 0;
+    for (std::size_t i = 0; i < sched.scheduled.size(); ++i) {
+      Request* r = sched.scheduled[i].request;
+      if (sched.scheduled[i].samples)
+        sampled[i] =
+            SampleToken(std::span(logits_).subspan(row++ * vocab, vocab), r->sampling, r->rng);
+    }
+    stats.ran_model = true;
+    stats.prompt_tokens_computed = sched.num_prompt_tokens;
+  }
+  for (const RequestUpdate& u : scheduler_.UpdateFromOutput(sched, sampled)) {
+    Request* r = u.request;
+    OutputItem item;
+    item.request_id = r->id;
+    item.new_token = u.new_token;
+    item.finish_reason = r->finish_reason;
+    item.stop_token = r->stop_token;
+    item.events = std::move(r->events);
+    r->events.clear();
+    if (u.first_output) {
+      item.has_prefill_stats = true;
+      item.num_prompt_tokens = static_cast<std::uint32_t>(r->num_prompt_tokens);
+      item.num_cached_tokens = static_cast<std::uint32_t>(std::max(0, r->num_cached_tokens));
+    }
+    ++stats.generation_tokens;
+    out.by_client[r->client_index].push_back(std::move(item));
+  }
+  scheduler_.TakeFinished();  // their outputs are built; the requests go
+  RecordStats(&stats);
+  return out;
+}
+
+bool EngineCore::ResetPrefixCache() {
+  return kv_.ResetPrefixCache();
+}
+
+}  // namespace sightline::engine

@@ -1,0 +1,182 @@
+#include "sightline/engine_core/engine_metrics.h"
+
+#include <cstdio>
+
+#include "sightline/shm_registry/exposition.h"
+
+namespace sightline::engine {
+
+namespace {
+
+constexpr std::uint64_t kHitRateWindowRequests = 1000;
+
+std::string PyBool(bool b) {
+  return b ? "True" : "False";
+}
+
+}  // namespace
+
+Status EngineMetrics::Create(metrics::Registry* r, const metrics::CatalogueOptions& o,
+                             int engine_index, const CacheConfigInfo& cache,
+                             std::unique_ptr<EngineMetrics>* out) {
+  if (Status s = metrics::RegisterCatalogue(r, o); !s.ok()) return s;
+  std::unique_ptr<EngineMetrics> m(new EngineMetrics());
+  m->engine_index_ = engine_index;
+  m->residency_ = o.kv_cache_metrics;
+  const std::string engine = std::to_string(engine_index);
+  const metrics::Labels base = {{"engine", engine}, {"model_name", o.model_name}};
+  auto with = [&](const char* k, const char* v) {
+    metrics::Labels l = base;
+    l.emplace_back(k, v);
+    return l;
+  };
+  const std::vector<std::string> names = {"engine", "model_name"};
+  // Re-registering a catalogue family returns it (the registry checks the spec matches).
+  auto gauge = [&](const std::string& name, const metrics::Labels& labels, metrics::Gauge* g) {
+    metrics::GaugeFamily f;
+    std::vector<std::string> label_names;
+    for (const auto& [k, v] : labels) label_names.push_back(k);
+    Status s =
+        r->AddGauge(o.prefix + name, "", metrics::GaugeMode::kLiveMostRecent, label_names, &f);
+    return s.ok() ? f.Get(labels, g) : s;
+  };
+  auto counter = [&](const std::string& name, metrics::Counter* c) {
+    metrics::CounterFamily f;
+    Status s = r->AddCounter(o.prefix + name, "", names, &f);
+    return s.ok() ? f.Get(base, c) : s;
+  };
+  auto histogram = [&](const std::string& name, metrics::Histogram* h) {
+    for (const auto& fam : metrics::Catalogue(o))
+      if (fam.name == o.prefix + name) {
+        metrics::HistogramFamily f;
+        Status s = r->AddHistogram(fam.name, fam.help, fam.label_names, fam.buckets, &f);
+        return s.ok() ? f.Get(base, h) : s;
+      }
+    return Status::NotFound("no catalogue family " + name);
+  };
+  Status s = gauge("num_requests_running", base, &m->running_);
+  if (s.ok()) s = gauge("num_requests_waiting", base, &m->waiting_);
+  if (s.ok())
+    s = gauge("num_requests_waiting_by_reason", with("reason", "capacity"), &m->waiting_capacity_);
+  if (s.ok())
+    s = gauge("num_requests_waiting_by_reason", with("reason", "deferred"), &m->waiting_deferred_);
+  if (s.ok()) s = gauge("kv_cache_usage_perc", base, &m->kv_usage_);
+  metrics::Gauge awake, offloaded, discarded;
+  if (s.ok()) s = gauge("engine_sleep_state", with("sleep_state", "awake"), &awake);
+  if (s.ok()) s = gauge("engine_sleep_state", with("sleep_state", "weights_offloaded"), &offloaded);
+  if (s.ok()) s = gauge("engine_sleep_state", with("sleep_state", "discard_all"), &discarded);
+  if (s.ok()) s = counter("prefix_cache_queries", &m->prefix_queries_);
+  if (s.ok()) s = counter("prefix_cache_hits", &m->prefix_hits_);
+  if (s.ok()) s = counter("num_preemptions", &m->preemptions_);
+  if (s.ok()) s = histogram("iteration_tokens_total", &m->iteration_tokens_);
+  if (s.ok() && m->residency_) {
+    s = histogram("kv_block_lifetime_seconds", &m->block_lifetime_);
+    if (s.ok()) s = histogram("kv_block_idle_before_evict_seconds", &m->block_idle_);
+    if (s.ok()) s = histogram("kv_block_reuse_gap_seconds", &m->block_reuse_gap_);
+  }
+  if (!s.ok()) return s;
+  awake.Set(1);
+  offloaded.Set(0);
+  discarded.Set(0);
+  m->Record(StepStats{});  // every gauge exists from start-up, at 0
+
+  metrics::GaugeFamily info;
+  s = r->AddGauge(
+      o.prefix + "cache_config_info", "", metrics::GaugeMode::kMostRecent,
+      {"block_size", "cache_dtype", "enable_prefix_caching", "engine", "gpu_memory_utilization",
+       "kv_cache_max_concurrency", "kv_cache_size_tokens", "num_gpu_blocks"},
+      &info);
+  if (!s.ok()) return s;
+  info.With({{"block_size", std::to_string(cache.block_size)},
+             {"cache_dtype", cache.cache_dtype},
+             {"enable_prefix_caching", PyBool(cache.enable_prefix_caching)},
+             {"engine", engine},
+             {"gpu_memory_utilization", metrics::FormatDouble(cache.gpu_memory_utilization)},
+             {"kv_cache_max_concurrency", metrics::FormatDouble(cache.kv_cache_max_concurrency)},
+             {"kv_cache_size_tokens", std::to_string(cache.kv_cache_size_tokens)},
+             {"num_gpu_blocks", std::to_string(cache.num_gpu_blocks)}})
+      .Set(1);
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+void EngineMetrics::Record(const StepStats& st) {
+  running_.Set(st.num_running);
+  waiting_.Set(st.num_waiting + st.num_deferred);
+  waiting_capacity_.Set(st.num_waiting);
+  waiting_deferred_.Set(st.num_deferred);
+  kv_usage_.Set(st.kv_cache_usage);
+  if (st.prefix.queries > 0) {
+    prefix_queries_.Inc(static_cast<double>(st.prefix.queries));
+    prefix_hits_.Inc(static_cast<double>(st.prefix.hits));
+  }
+  if (st.num_preemptions > 0) preemptions_.Inc(st.num_preemptions);
+  if (st.ran_model) iteration_tokens_.Observe(st.prompt_tokens_computed + st.generation_tokens);
+  if (residency_)
+    for (const auto& e : st.evictions) {
+      block_lifetime_.Observe(e.lifetime_s);
+      block_idle_.Observe(e.idle_s);
+      for (double gap : e.reuse_gaps_s) block_reuse_gap_.Observe(gap);
+    }
+
+  // Log-line bookkeeping.
+  prompt_since_log_ += static_cast<std::uint64_t>(st.prompt_tokens_computed);
+  generation_since_log_ += static_cast<std::uint64_t>(st.generation_tokens);
+  preemptions_since_log_ += static_cast<std::uint64_t>(st.num_preemptions);
+  last_.num_running = st.num_running;
+  last_.num_waiting = st.num_waiting;
+  last_.num_deferred = st.num_deferred;
+  last_.kv_cache_usage = st.kv_cache_usage;
+  if (st.prefix.reset) {
+    hit_window_.clear();
+    window_requests_ = window_queries_ = window_hits_ = 0;
+  }
+  if (st.prefix.requests > 0) {
+    hit_window_.push_back({st.prefix.requests, st.prefix.queries, st.prefix.hits});
+    window_requests_ += st.prefix.requests;
+    window_queries_ += st.prefix.queries;
+    window_hits_ += st.prefix.hits;
+    while (hit_window_.size() > 1 && window_requests_ > kHitRateWindowRequests) {
+      window_requests_ -= hit_window_.front().requests;
+      window_queries_ -= hit_window_.front().queries;
+      window_hits_ -= hit_window_.front().hits;
+      hit_window_.pop_front();
+    }
+  }
+}
+
+std::optional<std::string> EngineMetrics::MaybeLogLine(double now_s, double interval_s,
+                                                       bool* info) {
+  if (last_log_s_ < 0) {
+    last_log_s_ = now_s;
+    return std::nullopt;
+  }
+  const double elapsed = now_s - last_log_s_;
+  if (elapsed < interval_s) return std::nullopt;
+  const double prompt_tps = elapsed > 0 ? static_cast<double>(prompt_since_log_) / elapsed : 0;
+  const double gen_tps = elapsed > 0 ? static_cast<double>(generation_since_log_) / elapsed : 0;
+  const bool idle = prompt_tps == 0 && gen_tps == 0;
+  *info = !(idle && last_interval_idle_);
+  last_interval_idle_ = idle;
+  char buf[512];
+  int n = std::snprintf(buf, sizeof buf,
+                        "Engine %03d: Avg prompt throughput: %.1f tokens/s, Avg generation "
+                        "throughput: %.1f tokens/s, Running: %d reqs, Waiting: %d reqs",
+                        engine_index_, prompt_tps, gen_tps, last_.num_running,
+                        last_.num_waiting + last_.num_deferred);
+  std::string line(buf, static_cast<std::size_t>(n));
+  if (last_.num_deferred > 0) line += ", Deferred: " + std::to_string(last_.num_deferred) + " reqs";
+  if (preemptions_since_log_ > 0)
+    line += ", Preemptions: " + std::to_string(preemptions_since_log_);
+  const double hit_rate =
+      window_queries_ > 0 ? static_cast<double>(window_hits_) / static_cast<double>(window_queries_)
+                          : 0;
+  n = std::snprintf(buf, sizeof buf, ", GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%",
+                    last_.kv_cache_usage * 100, hit_rate * 100);
+  line.append(buf, static_cast<std::size_t>(n));
+  prompt_since_log_ = generation_since_log_ = preemptions_since_log_ = 0;
+  last_log_s_ = now_s;
+  return line;
+}
+
+}  // namespace sightline::engine

@@ -1,0 +1,208 @@
+// EngineCore with its metrics: outputs per client with events and prefill
+// stats, engine-scoped families in the registry (and back to 0 when idle),
+// aborts, refused requests, and the periodic log line.
+#include "sightline/engine_core/engine_core.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "support/scrape.h"
+
+namespace sightline::engine {
+namespace {
+
+using sightline::testing::ParseSamples;
+using sightline::testing::UniqueInstance;
+
+class EngineCoreTest : public ::testing::Test {
+ protected:
+  void Make(int num_blocks = 64, bool with_metrics = true, int budget = 64) {
+    ASSERT_TRUE(PresetModelConfig("sightline-tiny", &model_).ok());
+    if (with_metrics) {
+      ASSERT_TRUE(
+          metrics::Registry::Create(UniqueInstance(), metrics::Capacity{}, "engine", &reg_).ok());
+      options_.model_name = "tiny";
+      options_.max_model_len = 2048;
+      CacheConfigInfo cache;
+      cache.num_gpu_blocks = static_cast<std::uint64_t>(num_blocks);
+      cache.kv_cache_size_tokens = static_cast<std::uint64_t>(num_blocks - 1) * 4;
+      ASSERT_TRUE(EngineMetrics::Create(reg_.get(), options_, 0, cache, &metrics_).ok());
+    }
+    EngineCoreConfig c;
+    c.block_size = 4;
+    c.num_blocks = num_blocks;
+    c.scheduler.max_model_len = 2048;
+    c.scheduler.max_num_batched_tokens = budget;
+    c.scheduler.log_stats = with_metrics;
+    c.scheduler.eos_token_ids = model_.eos_token_ids;
+    core_ = std::make_unique<EngineCore>(
+        c, MakeCpuModelRunner(model_, DummyWeights(model_, 7), num_blocks, 4), metrics_.get(),
+        [this] { return now_ += 0.5; });
+  }
+  // Prompts differ per id unless `shared` (then they are all 0, 1, 2, ...).
+  void Add(const std::string& id, int prompt_len, int max_tokens, std::uint32_t client = 0,
+           bool shared = false) {
+    auto r = std::make_unique<Request>();
+    r->id = id;
+    r->client_index = client;
+    const int offset = shared ? 0 : static_cast<int>(std::hash<std::string>()(id) % 200);
+    for (int i = 0; i < prompt_len; ++i) r->tokens.push_back((i + offset) % 250);
+    r->sampling.temperature = 0;
+    r->sampling.ignore_eos = true;
+    r->sampling.max_tokens = static_cast<std::uint32_t>(max_tokens);
+    ASSERT_TRUE(core_->AddRequest(std::move(r)).ok());
+  }
+  std::map<std::string, double> Page() {
+    return ParseSamples(reg_->Render(metrics::ExpositionFormat::kPrometheusText));
+  }
+  // `extra` sorts after model_name in every use here (reason, sleep_state).
+  std::string Key(const std::string& name, const std::string& extra = "") {
+    return name + "{engine=\"0\",model_name=\"tiny\"" + extra + "}";
+  }
+  double now_ = 0;
+  ModelConfig model_;
+  metrics::CatalogueOptions options_;
+  std::unique_ptr<metrics::Registry> reg_;
+  std::unique_ptr<EngineMetrics> metrics_;
+  std::unique_ptr<EngineCore> core_;
+};
+
+TEST_F(EngineCoreTest, OutputsCarryEventsPrefillStatsAndGoToTheirClient) {
+  Make();
+  Add("a", 10, 3, /*client=*/0);
+  Add("b", 6, 2, /*client=*/1);
+  StepOutputs s1 = core_->Step();
+  ASSERT_EQ(s1.by_client[0].size(), 1u);
+  ASSERT_EQ(s1.by_client[1].size(), 1u);
+  const OutputItem& a = s1.by_client[0][0];
+  EXPECT_EQ(a.request_id, "a");
+  EXPECT_TRUE(a.has_prefill_stats);
+  EXPECT_EQ(a.num_prompt_tokens, 10u);
+  ASSERT_EQ(a.events.size(), 2u);
+  EXPECT_EQ(a.events[0].type, EventType::kQueued);
+  EXPECT_EQ(a.events[1].type, EventType::kScheduled);
+  StepOutputs s2 = core_->Step();
+  EXPECT_FALSE(s2.by_client[0][0].has_prefill_stats);
+  EXPECT_TRUE(s2.by_client[0][0].events.empty());
+  EXPECT_EQ(s2.by_client[1][0].finish_reason, FinishReason::kLength);
+  StepOutputs s3 = core_->Step();
+  EXPECT_EQ(s3.by_client[0][0].finish_reason, FinishReason::kLength);
+  EXPECT_FALSE(core_->HasWork());
+}
+
+TEST_F(EngineCoreTest, EngineFamiliesFollowTheWorkAndReturnToZero) {
+  Make(/*num_blocks=*/12, true, /*budget=*/16);  // 11 usable blocks: forces preemption
+  for (int i = 0; i < 4; ++i) Add("r" + std::to_string(i), 12, 8);
+  core_->Step();
+  auto p = Page();
+  EXPECT_GT(p[Key("vllm:num_requests_running")], 0);
+  EXPECT_GT(p[Key("vllm:kv_cache_usage_perc")], 0);
+  EXPECT_EQ(p[Key("vllm:num_requests_waiting")],
+            p[Key("vllm:num_requests_waiting_by_reason", ",reason=\"capacity\"")] +
+                p[Key("vllm:num_requests_waiting_by_reason", ",reason=\"deferred\"")]);
+  int steps = 1;
+  while (core_->HasWork()) {
+    core_->Step();
+    ++steps;
+  }
+  p = Page();
+  EXPECT_EQ(p[Key("vllm:num_requests_running")], 0);
+  EXPECT_EQ(p[Key("vllm:num_requests_waiting")], 0);
+  EXPECT_EQ(p[Key("vllm:kv_cache_usage_perc")], 0);
+  EXPECT_EQ(p[Key("vllm:engine_sleep_state", ",sleep_state=\"awake\"")], 1);
+  EXPECT_EQ(p[Key("vllm:engine_sleep_state", ",sleep_state=\"discard_all\"")], 0);
+  EXPECT_GT(p[Key("vllm:num_preemptions_total")], 0);
+  EXPECT_EQ(p[Key("vllm:iteration_tokens_total_count")], steps);
+  // Every token computed or generated is in an iteration: 4 x 12 prompt
+  // tokens at least once (more after preemptions) and 4 x 8 generated.
+  EXPECT_GE(p[Key("vllm:iteration_tokens_total_sum")], 4 * 12 + 4 * 8);
+  // Preempted re-admissions are excluded; an admission attempt that found no
+  // room and is retried later counts again (as in vLLM), hence >=.
+  EXPECT_GE(p[Key("vllm:prefix_cache_queries_total")], 4 * 12);
+  EXPECT_TRUE(
+      p.count("vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",enable_prefix_caching="
+              "\"True\",engine=\"0\",gpu_memory_utilization=\"0.9\",kv_cache_max_concurrency=\"0."
+              "0\",kv_cache_size_tokens=\"44\",num_gpu_blocks=\"12\"}"));
+}
+
+TEST_F(EngineCoreTest, PrefixHitsAreCountedInTokens) {
+  Make();
+  Add("a", 17, 1, 0, /*shared=*/true);
+  while (core_->HasWork()) core_->Step();
+  Add("b", 17, 1, 0, /*shared=*/true);
+  StepOutputs s = core_->Step();
+  EXPECT_EQ(s.by_client[0][0].num_cached_tokens, 16u);
+  auto p = Page();
+  EXPECT_EQ(p[Key("vllm:prefix_cache_queries_total")], 34);
+  EXPECT_EQ(p[Key("vllm:prefix_cache_hits_total")], 16);
+}
+
+TEST_F(EngineCoreTest, AbortsUpdateGaugesAtOnce) {
+  Make();
+  Add("a", 10, 50, 0);
+  Add("b", 10, 50, 1);
+  core_->Step();
+  StepOutputs out = core_->AbortClient(1);
+  ASSERT_EQ(out.by_client[1].size(), 1u);
+  EXPECT_EQ(out.by_client[1][0].finish_reason, FinishReason::kAbort);
+  EXPECT_EQ(Page()[Key("vllm:num_requests_running")], 1);
+  core_->Abort({"a"});
+  EXPECT_EQ(Page()[Key("vllm:num_requests_running")], 0);
+  EXPECT_EQ(Page()[Key("vllm:kv_cache_usage_perc")], 0);
+  EXPECT_FALSE(core_->HasWork());
+}
+
+TEST_F(EngineCoreTest, InvalidRequestsAreRefusedWithAReason) {
+  Make();
+  auto empty = std::make_unique<Request>();
+  empty->id = "e";
+  EXPECT_EQ(core_->AddRequest(std::move(empty)).code(), Status::Code::kInvalidArgument);
+  auto too_long = std::make_unique<Request>();
+  too_long->id = "l";
+  too_long->tokens.assign(2048, 1);
+  Status s = core_->AddRequest(std::move(too_long));
+  EXPECT_NE(s.message().find("max_model_len"), std::string::npos) << s.message();
+  auto bad_token = std::make_unique<Request>();
+  bad_token->id = "t";
+  bad_token->tokens = {1, 9999};
+  EXPECT_NE(core_->AddRequest(std::move(bad_token)).message().find("vocabulary"),
+            std::string::npos);
+  Add("dup", 3, 1);
+  auto dup = std::make_unique<Request>();
+  dup->id = "dup";
+  dup->tokens = {1};
+  EXPECT_EQ(core_->AddRequest(std::move(dup)).code(), Status::Code::kAlreadyExists);
+}
+
+TEST_F(EngineCoreTest, WithoutLogStatsNoEventsAndNoMetrics) {
+  Make(64, /*with_metrics=*/false);
+  Add("a", 5, 2);
+  StepOutputs s = core_->Step();
+  EXPECT_TRUE(s.by_client[0][0].events.empty());
+}
+
+TEST_F(EngineCoreTest, PeriodicLogLine) {
+  Make();
+  bool info = true;
+  EXPECT_FALSE(metrics_->MaybeLogLine(0, 5, &info));  // starts the interval
+  Add("a", 10, 5);
+  Add("b", 10, 5);
+  while (core_->HasWork()) core_->Step();
+  auto line = metrics_->MaybeLogLine(10, 5, &info);
+  ASSERT_TRUE(line);
+  EXPECT_TRUE(info);
+  EXPECT_TRUE(std::regex_match(
+      *line, std::regex("Engine 000: Avg prompt throughput: 2\\.0 tokens/s, Avg generation "
+                        "throughput: 1\\.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV "
+                        "cache usage: 0\\.0%, Prefix cache hit rate: [0-9.]+%")))
+      << *line;
+  line = metrics_->MaybeLogLine(20, 5, &info);
+  ASSERT_TRUE(line);
+  EXPECT_TRUE(info);  // idle now, but the interval before was not
+  line = metrics_->MaybeLogLine(30, 5, &info);
+  EXPECT_FALSE(info);  // two idle intervals: DEBUG
+}
+
+}  // namespace
+}  // namespace sightline::engine
