@@ -2,11 +2,14 @@
 // one step with 256 running decode requests.
 //   build/tools/bench/engine_bench
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <memory>
 #include <numeric>
 
+#include "sightline/engine_core/engine_metrics.h"
 #include "sightline/engine_core/scheduler.h"
+#include "sightline/shm_registry/registry.h"
 
 namespace sightline::engine {
 namespace {
@@ -57,6 +60,30 @@ BENCHMARK(BM_SchedulerStep)
     ->Args({256, 0})
     ->Args({64, 1})
     ->Unit(benchmark::kMicrosecond);
+
+// The engine-scoped metrics written after every step (METRICS.md §4): the
+// cost the engine loop pays for observability.
+void BM_EngineMetricsRecord(benchmark::State& state) {
+  std::unique_ptr<metrics::Registry> reg;
+  if (!metrics::Registry::Create("bench-engine-" + std::to_string(getpid()), metrics::Capacity{},
+                                 "engine", &reg)
+           .ok())
+    std::abort();
+  std::unique_ptr<EngineMetrics> m;
+  if (!EngineMetrics::Create(reg.get(), metrics::CatalogueOptions{}, 0, CacheConfigInfo{}, &m).ok())
+    std::abort();
+  StepStats st;
+  st.num_running = 200;
+  st.num_waiting = 12;
+  st.kv_cache_usage = 0.42;
+  st.ran_model = true;
+  st.generation_tokens = 200;
+  st.prefix.requests = 1;
+  st.prefix.queries = 512;
+  st.prefix.hits = 256;
+  for (auto _ : state) m->Record(st);
+}
+BENCHMARK(BM_EngineMetricsRecord)->Repetitions(9)->ReportAggregatesOnly(true);
 
 }  // namespace
 }  // namespace sightline::engine
