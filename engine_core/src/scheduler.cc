@@ -21,7 +21,7 @@ void Scheduler::AddRequest(std::unique_ptr<Request> request) {
   Request* r = request.get();
   r->arrival_seq = next_arrival_++;
   r->status = RequestStatus::kWaiting;
-  r->block_hashes.clear();
+  // The engine's input thread normally hashed the prompt already.
   ExtendBlockHashes(r->tokens, kv_->block_size(), r->cache_salt, &r->block_hashes);
   Record(r, EventType::kQueued, clock_());
   waiting_->Push(r);

@@ -89,6 +89,10 @@ std::vector<EnvelopeT> Samples() {
   EngineDeadT dead;
   dead.reason = "model execution failed";
   out.push_back(Wrap(std::move(dead)));
+
+  HeartbeatT beat;
+  beat.client_index = 2;
+  out.push_back(Wrap(std::move(beat)));
   return out;
 }
 

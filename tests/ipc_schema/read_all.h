@@ -51,7 +51,11 @@ inline std::size_t ReadAll(const Envelope* e) {
     case Body::EngineDead:
       str(e->body_as_EngineDead()->reason());
       break;
+    case Body::Heartbeat:
+      n += e->body_as_Heartbeat()->client_index();
+      break;
     case Body::NONE:
+    default:  // a member a newer schema appended; Decode's caller ignores it
       break;
   }
   return n;

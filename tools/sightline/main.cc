@@ -1,6 +1,7 @@
 // `sightline`: the single CLI front door. Each subcommand lives in its own file.
 #include <CLI/CLI.hpp>
 
+#include "engine_command.h"
 #include "metrics_command.h"
 
 int main(int argc, char** argv) {
@@ -11,6 +12,7 @@ int main(int argc, char** argv) {
   });
   int exit_code = 0;
   sightline::cli::AddMetricsCommand(app, &exit_code);
+  sightline::cli::AddEngineCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -64,7 +64,7 @@ class EngineCore {
   StepOutputs Step();
   bool ResetPrefixCache();
 
-  int num_blocks() const { return config_.num_blocks; }
+  const EngineCoreConfig& config() const { return config_; }
   const ModelConfig& model() const { return runner_->config(); }
 
  private:

@@ -1,0 +1,57 @@
+// EngineServer: the engine process's I/O around an EngineCore (DESIGN.md §1-2).
+//
+//   input thread : ZeroMQ ROUTER recv -> verify/decode -> prompt block hashing -> queue
+//   main thread  : drain the queue -> EngineCore::Step -> outputs to the output queue
+//                  (blocks on the queue when idle: no busy spin)
+//   output thread: encode -> ZeroMQ ROUTER send to the owning API server
+//
+// Both sockets are bound by the engine; API servers connect DEALER sockets
+// whose routing id is "c<client_index>", so a restarted API server with the
+// same index takes its place (ZMQ_ROUTER_HANDOVER). An API server silent for
+// `heartbeat_timeout_s` is taken as gone and its requests are aborted.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sightline/engine_core/engine_core.h"
+#include "sightline/engine_core/engine_metrics.h"
+
+namespace sightline::engine {
+
+struct EngineServerOptions {
+  std::string input_address;   // e.g. ipc:///run/sightline/engine0.in
+  std::string output_address;  // e.g. ipc:///run/sightline/engine0.out
+  std::uint32_t engine_index = 0;
+  std::string served_model_name;
+  double heartbeat_timeout_s = 2.0;
+  double log_stats_interval_s = 5.0;  // <= 0: no periodic line
+  std::uint64_t kv_cache_size_tokens = 0;
+  const std::atomic<bool>* stop = nullptr;  // set (e.g. by SIGTERM) to shut down cleanly
+  bool debug = false;                       // also print DEBUG lines (the idle stats line)
+};
+
+// The routing id an API server with this index uses on both sockets.
+std::string ClientIdentity(std::uint32_t client_index);
+
+class EngineServer {
+ public:
+  EngineServer(const EngineServerOptions& options, EngineCore* core, EngineMetrics* metrics);
+  ~EngineServer();
+  EngineServer(const EngineServer&) = delete;
+  EngineServer& operator=(const EngineServer&) = delete;
+
+  // Binds, serves until *options.stop (returns 0), or until a fatal error:
+  // then every known API server gets EngineDead and the result is non-zero.
+  int Run();
+  // Messages that failed verification and were dropped.
+  std::uint64_t rejected_messages() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace sightline::engine
