@@ -54,6 +54,7 @@ struct InputEvent {
   std::vector<std::string> ids;
   std::uint64_t call_id = 0;
   ipc::UtilityKind utility = ipc::UtilityKind::Health;
+  bool need_ready = false;
 };
 
 struct Outgoing {
@@ -134,14 +135,8 @@ struct EngineServer::State {
   std::atomic<std::uint64_t> rejected{0};
   struct Client {
     Clock::time_point last_seen;
-    bool ready_sent = false;
   };
   std::unordered_map<std::uint32_t, Client> clients;  // main thread only
-  // READY messages that could not be delivered (the API server's output
-  // connection was not up yet): the main thread sends READY again on that
-  // client's next message.
-  std::mutex unready_mu;
-  std::vector<std::uint32_t> unready;
 
   void InputLoop(zmq::socket_t& sock);
   void OutputLoop(zmq::socket_t& sock);
@@ -199,6 +194,7 @@ void EngineServer::State::InputLoop(zmq::socket_t& sock) {
       case ipc::Body::Heartbeat:
         e.kind = InputEvent::Kind::kHeartbeat;
         e.client = env->body_as_Heartbeat()->client_index();
+        e.need_ready = env->body_as_Heartbeat()->need_ready();
         break;
       default:  // engine-to-API-server messages have no business here
         rejected.fetch_add(1);
@@ -271,12 +267,10 @@ void EngineServer::State::OutputLoop(zmq::socket_t& sock) {
         sock.send(zmq::buffer(id), zmq::send_flags::sndmore);
         sock.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
       } catch (const zmq::error_t&) {
-        // EHOSTUNREACH: that API server is not connected (yet, or any more);
-        // a gone one's requests are aborted by the heartbeat check.
-        if (o.kind == Outgoing::Kind::kReady) {
-          std::lock_guard<std::mutex> g(unready_mu);
-          unready.push_back(o.client);
-        }
+        // Cannot happen without ZMQ_ROUTER_MANDATORY: messages to an API
+        // server that is not connected are dropped by ZeroMQ. A READY lost
+        // that way is asked for again (Heartbeat.need_ready); a gone API
+        // server's requests are aborted by the heartbeat check.
       }
     }
     if (batch.empty() && done.load()) return;
@@ -303,19 +297,10 @@ void EngineServer::State::Emit(const StepOutputs& outputs) {
 }
 
 void EngineServer::State::Handle(InputEvent& e) {
-  {
-    std::lock_guard<std::mutex> g(unready_mu);
-    for (std::uint32_t c : unready)
-      if (auto it = clients.find(c); it != clients.end()) it->second.ready_sent = false;
-    unready.clear();
-  }
   if (e.kind != InputEvent::Kind::kAbort) {  // every message from a client proves it alive
     Client& c = clients[e.client];
     c.last_seen = Clock::now();
-    if (!c.ready_sent) {
-      SendReady(e.client);
-      c.ready_sent = true;
-    }
+    if (e.need_ready) SendReady(e.client);
   }
   switch (e.kind) {
     case InputEvent::Kind::kHeartbeat:
@@ -415,7 +400,6 @@ int EngineServer::Run() {
       sock->set(zmq::sockopt::router_handover, 1);
       sock->set(zmq::sockopt::linger, 1000);
     }
-    out.set(zmq::sockopt::router_mandatory, 1);
     in.bind(s.options.input_address);
     out.bind(s.options.output_address);
   } catch (const zmq::error_t& e) {

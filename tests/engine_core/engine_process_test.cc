@@ -45,7 +45,7 @@ class FakeApiServer {
   }
   void Heartbeat() {
     flatbuffers::FlatBufferBuilder b;
-    Send(b, ipc::Seal(b, ipc::Body::Heartbeat, ipc::CreateHeartbeat(b, index_).Union()));
+    Send(b, ipc::Seal(b, ipc::Body::Heartbeat, ipc::CreateHeartbeat(b, index_, !ready_).Union()));
   }
   void Add(const std::string& id, const std::vector<std::int32_t>& prompt,
            std::uint32_t max_tokens) {
@@ -82,6 +82,7 @@ class FakeApiServer {
       if (!e) continue;
       ipc::EnvelopeT t;
       e->UnPackTo(&t);
+      if (t.body.type == ipc::Body::EngineReady) ready_ = true;
       return t;
     }
     return std::nullopt;
@@ -113,6 +114,7 @@ class FakeApiServer {
     in_.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
   }
   std::uint32_t index_;
+  bool ready_ = false;
   zmq::socket_t in_, out_;
 };
 
@@ -253,6 +255,13 @@ TEST_F(EngineProcessTest, AVanishedApiServersRequestsAreAborted) {
   // The engine still serves the API server that stayed.
   stays.Add("after", Prompt(6, 5), 3);
   EXPECT_EQ(stays.Collect({"after"}).at("after").size(), 3u);
+  // A restarted API server with the same index reconnects and is served.
+  FakeApiServer back(ctx_, 1, in_, out_);
+  auto ready = back.Recv();
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->body.type, ipc::Body::EngineReady);
+  back.Add("again", Prompt(7, 6), 2);
+  EXPECT_EQ(back.Collect({"again"}).at("again").size(), 2u);
 }
 
 }  // namespace

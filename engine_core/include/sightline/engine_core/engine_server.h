@@ -7,7 +7,8 @@
 //
 // Both sockets are bound by the engine; API servers connect DEALER sockets
 // whose routing id is "c<client_index>", so a restarted API server with the
-// same index takes its place (ZMQ_ROUTER_HANDOVER). An API server silent for
+// same index takes its place (ZMQ_ROUTER_HANDOVER). An API server asks for
+// EngineReady with its heartbeats until it has one; one silent for
 // `heartbeat_timeout_s` is taken as gone and its requests are aborted.
 #pragma once
 
