@@ -1,4 +1,7 @@
 #include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +14,11 @@
 namespace sightline::kernels::cpu {
 
 void SetBlasThreads(int threads) {
-  if (threads > 0) openblas_set_num_threads(threads);
+  if (threads <= 0) return;
+  openblas_set_num_threads(threads);
+#ifdef _OPENMP
+  omp_set_num_threads(threads);
+#endif
 }
 
 void MatMulTransB(const float* a, const float* w, int m, int n, int k, float* out) {
@@ -81,47 +88,58 @@ void WriteKvCache(const float* k, const float* v, const std::int32_t* slot_mappi
   }
 }
 
-void PagedAttention(const PagedAttentionArgs& a) {
-  const int group = a.num_heads / a.num_kv_heads;
+namespace {
+
+// One query row, one head: softmax(q k^T * scale) v over positions 0..pos.
+void AttendRow(const PagedAttentionArgs& a, int seq, int row, int head,
+               std::vector<float>& scores) {
   const std::size_t kv_row = static_cast<std::size_t>(a.num_kv_heads) * a.head_dim;
-  std::vector<float> scores;
-  for (int s = 0; s < a.num_seqs; ++s) {
-    const int q0 = a.query_start[s], q1 = a.query_start[s + 1];
-    const int ctx = a.context_len[s];
-    const std::int32_t* table =
-        a.block_tables + static_cast<std::ptrdiff_t>(s) * a.max_blocks_per_seq;
-    scores.resize(static_cast<std::size_t>(ctx));
-    for (int t = q0; t < q1; ++t) {
-      const int pos = ctx - (q1 - t);  // this query's position; it sees 0..pos
-      for (int h = 0; h < a.num_heads; ++h) {
-        const int kvh = h / group;
-        const float* q = a.q + (static_cast<std::ptrdiff_t>(t) * a.num_heads + h) * a.head_dim;
-        float max_score = -INFINITY;
-        for (int p = 0; p <= pos; ++p) {
-          const std::size_t slot =
-              static_cast<std::size_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
-          const float* k = a.k_cache + slot * kv_row + static_cast<std::size_t>(kvh) * a.head_dim;
-          float dot = 0;
-          for (int d = 0; d < a.head_dim; ++d) dot += q[d] * k[d];
-          scores[static_cast<std::size_t>(p)] = dot * a.scale;
-          max_score = std::max(max_score, scores[static_cast<std::size_t>(p)]);
-        }
-        float denom = 0;
-        for (int p = 0; p <= pos; ++p) {
-          float& e = scores[static_cast<std::size_t>(p)];
-          e = std::exp(e - max_score);
-          denom += e;
-        }
-        float* o = a.out + (static_cast<std::ptrdiff_t>(t) * a.num_heads + h) * a.head_dim;
-        std::fill(o, o + a.head_dim, 0.0f);
-        for (int p = 0; p <= pos; ++p) {
-          const std::size_t slot =
-              static_cast<std::size_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
-          const float* v = a.v_cache + slot * kv_row + static_cast<std::size_t>(kvh) * a.head_dim;
-          const float w = scores[static_cast<std::size_t>(p)] / denom;
-          for (int d = 0; d < a.head_dim; ++d) o[d] += w * v[d];
-        }
-      }
+  const int kvh = head / (a.num_heads / a.num_kv_heads);
+  const int pos = a.context_len[seq] - (a.query_start[seq + 1] - row);  // sees 0..pos
+  const std::int32_t* table =
+      a.block_tables + static_cast<std::ptrdiff_t>(seq) * a.max_blocks_per_seq;
+  auto slot_of = [&](int p) {
+    return static_cast<std::size_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
+  };
+  const float* q = a.q + (static_cast<std::ptrdiff_t>(row) * a.num_heads + head) * a.head_dim;
+  scores.resize(static_cast<std::size_t>(pos) + 1);
+  float max_score = -INFINITY;
+  for (int p = 0; p <= pos; ++p) {
+    const float* k = a.k_cache + slot_of(p) * kv_row + static_cast<std::size_t>(kvh) * a.head_dim;
+    float dot = 0;
+    for (int d = 0; d < a.head_dim; ++d) dot += q[d] * k[d];
+    scores[static_cast<std::size_t>(p)] = dot * a.scale;
+    max_score = std::max(max_score, scores[static_cast<std::size_t>(p)]);
+  }
+  float denom = 0;
+  for (int p = 0; p <= pos; ++p) {
+    float& e = scores[static_cast<std::size_t>(p)];
+    e = std::exp(e - max_score);
+    denom += e;
+  }
+  float* o = a.out + (static_cast<std::ptrdiff_t>(row) * a.num_heads + head) * a.head_dim;
+  std::fill(o, o + a.head_dim, 0.0f);
+  for (int p = 0; p <= pos; ++p) {
+    const float* v = a.v_cache + slot_of(p) * kv_row + static_cast<std::size_t>(kvh) * a.head_dim;
+    const float w = scores[static_cast<std::size_t>(p)] / denom;
+    for (int d = 0; d < a.head_dim; ++d) o[d] += w * v[d];
+  }
+}
+
+}  // namespace
+
+void PagedAttention(const PagedAttentionArgs& a) {
+  // (sequence, head) pairs are independent; threads pay off only for real batches.
+  const int pairs = a.num_seqs * a.num_heads;
+  const bool parallel = a.query_start[a.num_seqs] * a.num_heads >= 256;
+#pragma omp parallel if (parallel)
+  {
+    std::vector<float> scores;
+#pragma omp for schedule(dynamic)
+    for (int i = 0; i < pairs; ++i) {
+      const int seq = i / a.num_heads, head = i % a.num_heads;
+      for (int row = a.query_start[seq]; row < a.query_start[seq + 1]; ++row)
+        AttendRow(a, seq, row, head, scores);
     }
   }
 }

@@ -7,8 +7,10 @@
 #include <memory>
 #include <numeric>
 
+#include "sightline/engine_core/engine_core.h"
 #include "sightline/engine_core/engine_metrics.h"
 #include "sightline/engine_core/scheduler.h"
+#include "sightline/kernels/cpu_ops.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::engine {
@@ -84,6 +86,53 @@ void BM_EngineMetricsRecord(benchmark::State& state) {
   for (auto _ : state) m->Record(st);
 }
 BENCHMARK(BM_EngineMetricsRecord)->Repetitions(9)->ReportAggregatesOnly(true);
+
+// Decode throughput of the embedded sightline-tiny model on the CPU: `batch`
+// requests decoding together (each step samples one token per request)
+// against the same model serving one request at a time.
+void BM_TinyDecode(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0));
+  kernels::cpu::SetBlasThreads(static_cast<int>(state.range(1)));
+  ModelConfig model;
+  if (!PresetModelConfig("sightline-tiny", &model).ok()) std::abort();
+  EngineCoreConfig c;
+  c.block_size = 16;
+  c.num_blocks = batch * 40 + 1;  // 640 tokens per request: prompt + every measured step
+  c.scheduler.max_num_seqs = batch;
+  c.scheduler.max_num_batched_tokens = 8192;
+  c.scheduler.max_model_len = 2048;
+  c.scheduler.eos_token_ids = model.eos_token_ids;
+  double now = 0;
+  EngineCore core(c, MakeCpuModelRunner(model, DummyWeights(model, 0), c.num_blocks, c.block_size),
+                  nullptr, [&] { return now += 1e-3; });
+  for (int i = 0; i < batch; ++i) {
+    auto r = std::make_unique<Request>();
+    r->id = "r" + std::to_string(i);
+    for (int t = 0; t < 64; ++t) r->tokens.push_back((t * 7 + i) % 256);
+    r->sampling.temperature = 0;
+    r->sampling.ignore_eos = true;
+    r->sampling.max_tokens = 100000;
+    if (!core.AddRequest(std::move(r)).ok()) std::abort();
+  }
+  core.Step();  // the prefill step, not measured
+  std::int64_t tokens = 0;
+  for (auto _ : state) {
+    StepOutputs out = core.Step();
+    for (const auto& [client, items] : out.by_client)
+      tokens += static_cast<std::int64_t>(items.size());
+  }
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_TinyDecode)
+    ->ArgNames({"batch", "blas_threads"})
+    ->Args({1, 1})
+    ->Args({64, 1})
+    ->Args({64, 2})
+    ->Iterations(256)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace sightline::engine
