@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <thread>
@@ -120,7 +121,7 @@ class FakeApiServer {
 
 class EngineProcessTest : public ::testing::Test {
  protected:
-  void Start(std::vector<std::string> extra = {}) {
+  void Start(std::vector<std::string> extra = {}, const std::string& model = "sightline-tiny") {
     ASSERT_TRUE(
         metrics::Registry::Create(UniqueInstance(), metrics::Capacity{}, "supervisor", &reg_).ok());
     dir_ = "/tmp/" + UniqueInstance();
@@ -128,7 +129,7 @@ class EngineProcessTest : public ::testing::Test {
     out_ = "ipc://" + dir_ + ".out";
     std::vector<std::string> args = {SIGHTLINE_CLI,
                                      "engine",
-                                     "sightline-tiny",
+                                     model,
                                      "--input",
                                      in_,
                                      "--output",
@@ -202,6 +203,23 @@ TEST_F(EngineProcessTest, ServesGreedyTokensEqualToTheDenseReference) {
   EXPECT_EQ(p["vllm:engine_sleep_state{engine=\"0\",model_name=\"tiny\",sleep_state=\"awake\"}"],
             1);
   EXPECT_EQ(engine_.KillAndWait(SIGTERM), 0);  // clean shutdown
+}
+
+TEST_F(EngineProcessTest, ServesAHuggingFaceDirectoryWrittenByMakeModel) {
+  const std::string model_dir = "/tmp/" + UniqueInstance() + "-model";
+  const std::string make =
+      std::string(SIGHTLINE_CLI) + " make-model " + model_dir + " --seed 3 --shards 2";
+  ASSERT_EQ(std::system(make.c_str()), 0);
+  Start({}, model_dir);
+  FakeApiServer a(ctx_, 0, in_, out_);
+  ASSERT_TRUE(a.Recv());
+  a.Add("x", Prompt(12, 7), 6);
+  const auto got = a.Collect({"x"});
+  ModelConfig c;
+  ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
+  std::vector<float> margins;
+  EXPECT_EQ(got.at("x"), testing::DenseGreedy(c, DummyWeights(c, 3), Prompt(12, 7), 6, &margins));
+  std::filesystem::remove_all(model_dir);
 }
 
 TEST_F(EngineProcessTest, UtilityCallsGarbageAndRefusedRequests) {

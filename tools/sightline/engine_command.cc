@@ -1,6 +1,7 @@
 #include "engine_command.h"
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "sightline/engine_core/engine_core.h"
 #include "sightline/engine_core/engine_metrics.h"
 #include "sightline/engine_core/engine_server.h"
+#include "sightline/engine_core/safetensors.h"
 #include "sightline/kernels/cpu_ops.h"
 #include "sightline/shm_registry/registry.h"
 
@@ -27,7 +29,7 @@ void OnSignal(int) {
 struct EngineOptions {
   std::string model = "sightline-tiny";
   std::string input, output, registry, served_model_name;
-  std::string load_format = "dummy";
+  std::string load_format = "auto";
   std::uint32_t engine_index = 0;
   std::uint64_t seed = 0;
   int max_model_len = 0;  // 0: the model's max_position_embeddings
@@ -52,26 +54,26 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+// MODEL is a built-in preset (weights: dummy) or a Hugging Face directory
+// (weights: its safetensors, or dummy with --load-format dummy).
 Status LoadModel(const EngineOptions& o, engine::ModelConfig* config,
                  engine::ModelWeights* weights) {
+  if (o.load_format != "auto" && o.load_format != "dummy" && o.load_format != "safetensors")
+    return Status::InvalidArgument("--load-format must be auto, dummy or safetensors");
   Status s = engine::PresetModelConfig(o.model, config);
-  if (s.code() == Status::Code::kNotFound) {  // not a preset: a model directory
-    std::ifstream in(o.model + "/config.json");
-    if (!in)
-      return Status::NotFound("model '" + o.model + "': no built-in preset and no " + o.model +
-                              "/config.json");
-    std::stringstream text;
-    text << in.rdbuf();
-    s = engine::ParseModelConfig(text.str(), config);
-    config->name = o.model;
+  const bool preset = s.ok();
+  if (!preset) {
+    if (!std::filesystem::is_directory(o.model))
+      return Status::NotFound("model '" + o.model +
+                              "' is neither a built-in preset (sightline-tiny) nor a directory");
+    if (s = engine::LoadModelConfig(o.model, config); !s.ok()) return s;
   }
-  if (!s.ok()) return s;
-  if (o.load_format != "dummy")
-    return Status::InvalidArgument(
-        "--load-format " + o.load_format +
-        ": only 'dummy' is available in this build (safetensors loading is not implemented yet)");
-  *weights = engine::DummyWeights(*config, o.seed);
-  return Status::Ok();
+  if (o.load_format == "dummy" || (preset && o.load_format == "auto")) {
+    *weights = engine::DummyWeights(*config, o.seed);
+    return Status::Ok();
+  }
+  if (preset) return Status::InvalidArgument("--load-format safetensors needs a model directory");
+  return engine::LoadSafetensorsWeights(o.model, *config, weights);
 }
 
 int RunEngine(EngineOptions o) {
@@ -170,7 +172,8 @@ int RunEngine(EngineOptions o) {
 void AddEngineCommand(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<EngineOptions>();
   CLI::App* cmd = app.add_subcommand("engine", "Run one engine-core process");
-  cmd->add_option("model", o->model, "Built-in preset (sightline-tiny) or a model directory")
+  cmd->add_option("model", o->model,
+                  "Built-in preset (sightline-tiny) or a Hugging Face model directory")
       ->capture_default_str();
   cmd->add_option("--input", o->input, "ZeroMQ address the engine binds for requests")->required();
   cmd->add_option("--output", o->output, "ZeroMQ address the engine binds for outputs")->required();
@@ -208,6 +211,42 @@ void AddEngineCommand(CLI::App& app, int* exit_code) {
                   "Seconds before a silent API server is gone")
       ->capture_default_str();
   cmd->callback([o, exit_code] { *exit_code = RunEngine(*o); });
+}
+
+void AddMakeModelCommand(CLI::App& app, int* exit_code) {
+  struct Options {
+    std::string dir, preset = "sightline-tiny", dtype = "f32";
+    std::uint64_t seed = 0;
+    int shards = 1;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "make-model",
+      "Write a small random Llama as a real Hugging Face directory (config.json, safetensors)");
+  cmd->add_option("dir", o->dir, "Directory to write")->required();
+  cmd->add_option("--preset", o->preset, "Model shape")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Weights seed (same as --load-format dummy --seed)")
+      ->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "f32, f16 or bf16")->capture_default_str();
+  cmd->add_option("--shards", o->shards, "Safetensors files (more than 1 writes an index)")
+      ->capture_default_str();
+  cmd->callback([o, exit_code] {
+    engine::ModelConfig config;
+    Status s = engine::PresetModelConfig(o->preset, &config);
+    engine::WriteModelOptions w;
+    w.shards = o->shards;
+    if (o->dtype == "f16")
+      w.dtype = engine::DType::kF16;
+    else if (o->dtype == "bf16")
+      w.dtype = engine::DType::kBF16;
+    else if (o->dtype != "f32")
+      s = Status::InvalidArgument("--dtype must be f32, f16 or bf16");
+    if (s.ok() && (o->shards < 1 || o->shards > 9))
+      s = Status::InvalidArgument("--shards must be in [1, 9]");
+    if (s.ok())
+      s = engine::WriteModelDirectory(o->dir, config, engine::DummyWeights(config, o->seed), w);
+    *exit_code = s.ok() ? 0 : Fail(s.message());
+  });
 }
 
 }  // namespace sightline::cli

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   sightline::cli::AddMetricsCommand(app, &exit_code);
   sightline::cli::AddEngineCommand(app, &exit_code);
+  sightline::cli::AddMakeModelCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -1,0 +1,398 @@
+#include "sightline/engine_core/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace sightline::engine {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// --- dtype conversions (IEEE half and bfloat16 <-> float), by hand because
+// no dependency of the project offers them and they are a few lines.
+
+float HalfToFloat(std::uint16_t h) {
+  const std::uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
+  std::uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      std::uint32_t m = mant;
+      do {
+        ++e;
+        m <<= 1;
+      } while ((m & 0x400u) == 0);
+      bits = sign | static_cast<std::uint32_t>(127 - 15 - e) << 23 | (m & 0x3ffu) << 13;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | mant << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | mant << 13;
+  }
+  return std::bit_cast<float>(bits);
+}
+
+std::uint16_t FloatToHalf(float f) {  // round to nearest even
+  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t sign = (x >> 16) & 0x8000u;
+  const int exp = static_cast<int>((x >> 23) & 0xff) - 127 + 15;
+  std::uint32_t mant = x & 0x7fffffu;
+  if (((x >> 23) & 0xff) == 0xff)
+    return static_cast<std::uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));
+  if (exp >= 31) return static_cast<std::uint16_t>(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<std::uint16_t>(sign);
+    mant |= 0x800000u;
+    const int shift = 14 - exp;
+    std::uint32_t half = mant >> shift;
+    const std::uint32_t rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) ++half;
+    return static_cast<std::uint16_t>(sign | half);
+  }
+  std::uint32_t half = sign | static_cast<std::uint32_t>(exp) << 10 | mant >> 13;
+  const std::uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1))) ++half;
+  return static_cast<std::uint16_t>(half);
+}
+
+float Bf16ToFloat(std::uint16_t b) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+}
+
+std::uint16_t FloatToBf16(float f) {  // round to nearest even
+  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  if (std::isnan(f)) return static_cast<std::uint16_t>((x >> 16) | 0x40);
+  return static_cast<std::uint16_t>((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
+}
+
+const char* DTypeName(DType d) {
+  return d == DType::kF32 ? "F32" : d == DType::kF16 ? "F16" : "BF16";
+}
+
+std::size_t DTypeBytes(DType d) {
+  return d == DType::kF32 ? 4 : 2;
+}
+
+// A read-only memory map of a whole file (RAII).
+class MappedFile {
+ public:
+  Status Open(const std::string& path) {
+    path_ = path;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::NotFound("cannot open " + path + ": " + std::strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+      ::close(fd);
+      return Status::IoError("cannot stat " + path);
+    }
+    size_ = static_cast<std::size_t>(st.st_size);
+    if (size_ > 0) {
+      void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        ::close(fd);
+        return Status::IoError("cannot map " + path);
+      }
+      data_ = static_cast<const std::uint8_t*>(p);
+    }
+    ::close(fd);
+    return Status::Ok();
+  }
+  ~MappedFile() {
+    if (data_) munmap(const_cast<std::uint8_t*>(data_), size_);
+  }
+  const std::uint8_t* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+struct TensorRef {
+  const MappedFile* file;
+  DType dtype;
+  std::vector<std::int64_t> shape;
+  std::size_t begin, end;  // absolute byte offsets in the file
+};
+
+Status ParseHeader(const MappedFile& f, std::map<std::string, TensorRef>* tensors) {
+  if (f.size() < 8)
+    return Status::InvalidArgument(f.path() + ": too short to be a safetensors file");
+  std::uint64_t header_len;
+  std::memcpy(&header_len, f.data(), 8);  // little-endian by the format (x86-64 native)
+  if (header_len > f.size() - 8)
+    return Status::InvalidArgument(f.path() + ": header length " + std::to_string(header_len) +
+                                   " exceeds the file (truncated?)");
+  json header = json::parse(f.data() + 8, f.data() + 8 + header_len, nullptr, false);
+  if (header.is_discarded() || !header.is_object())
+    return Status::InvalidArgument(f.path() + ": the header is not a JSON object");
+  const std::size_t data_start = 8 + header_len;
+  for (auto& [name, t] : header.items()) {
+    if (name == "__metadata__") continue;
+    const std::string where = f.path() + ": tensor '" + name + "'";
+    if (!t.is_object() || !t.contains("dtype") || !t.contains("shape") ||
+        !t.contains("data_offsets"))
+      return Status::InvalidArgument(where + " lacks dtype, shape or data_offsets");
+    const std::string dtype = t["dtype"].is_string() ? t["dtype"].get<std::string>() : "";
+    TensorRef ref{&f, DType::kF32, {}, 0, 0};
+    if (dtype == "F32")
+      ref.dtype = DType::kF32;
+    else if (dtype == "F16")
+      ref.dtype = DType::kF16;
+    else if (dtype == "BF16")
+      ref.dtype = DType::kBF16;
+    else
+      return Status::InvalidArgument(where + " has dtype " + dtype + "; supported: F32, F16, BF16");
+    std::uint64_t elems = 1;
+    for (const auto& d : t["shape"]) {
+      if (!d.is_number_integer() || d.get<std::int64_t>() < 0)
+        return Status::InvalidArgument(where + " has an invalid shape");
+      ref.shape.push_back(d.get<std::int64_t>());
+      elems *= static_cast<std::uint64_t>(d.get<std::int64_t>());
+    }
+    const auto& off = t["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+        !off[1].is_number_unsigned())
+      return Status::InvalidArgument(where + " has invalid data_offsets");
+    ref.begin = data_start + off[0].get<std::size_t>();
+    ref.end = data_start + off[1].get<std::size_t>();
+    if (ref.end < ref.begin || ref.end - ref.begin != elems * DTypeBytes(ref.dtype))
+      return Status::InvalidArgument(where + ": data_offsets do not match its shape and dtype");
+    if (ref.end > f.size())
+      return Status::InvalidArgument(where + " needs bytes up to " + std::to_string(ref.end) +
+                                     " but the file has " + std::to_string(f.size()) +
+                                     " (truncated?)");
+    (*tensors)[name] = ref;
+  }
+  return Status::Ok();
+}
+
+Status Read(const std::map<std::string, TensorRef>& tensors, const std::string& name,
+            std::vector<std::int64_t> shape, std::vector<float>* out) {
+  auto it = tensors.find(name);
+  if (it == tensors.end())
+    return Status::NotFound("tensor '" + name + "' is missing from the checkpoint");
+  const TensorRef& t = it->second;
+  if (t.shape != shape) {
+    auto str = [](const std::vector<std::int64_t>& s) {
+      std::string r = "[";
+      for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+      return r + "]";
+    };
+    return Status::InvalidArgument("tensor '" + name + "' has shape " + str(t.shape) +
+                                   ", the config implies " + str(shape));
+  }
+  const std::size_t n = (t.end - t.begin) / DTypeBytes(t.dtype);
+  out->resize(n);
+  const std::uint8_t* p = t.file->data() + t.begin;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (t.dtype == DType::kF32) {
+      std::memcpy(&(*out)[i], p + 4 * i, 4);
+    } else {
+      std::uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      (*out)[i] = t.dtype == DType::kF16 ? HalfToFloat(h) : Bf16ToFloat(h);
+    }
+  }
+  return Status::Ok();
+}
+
+// The tensors of a Llama model, with their shapes.
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> TensorList(const ModelConfig& c) {
+  const std::int64_t h = c.hidden_size, v = c.vocab_size, q = c.q_size(), kv = c.kv_size(),
+                     i = c.intermediate_size;
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> list = {
+      {"model.embed_tokens.weight", {v, h}}};
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    list.push_back({p + "input_layernorm.weight", {h}});
+    list.push_back({p + "self_attn.q_proj.weight", {q, h}});
+    list.push_back({p + "self_attn.k_proj.weight", {kv, h}});
+    list.push_back({p + "self_attn.v_proj.weight", {kv, h}});
+    list.push_back({p + "self_attn.o_proj.weight", {h, q}});
+    list.push_back({p + "post_attention_layernorm.weight", {h}});
+    list.push_back({p + "mlp.gate_proj.weight", {i, h}});
+    list.push_back({p + "mlp.up_proj.weight", {i, h}});
+    list.push_back({p + "mlp.down_proj.weight", {h, i}});
+  }
+  list.push_back({"model.norm.weight", {h}});
+  if (!c.tie_word_embeddings) list.push_back({"lm_head.weight", {v, h}});
+  return list;
+}
+
+// Where each tensor of `weights` lives, in TensorList order.
+std::vector<const std::vector<float>*> TensorData(const ModelConfig& c, const ModelWeights& w) {
+  std::vector<const std::vector<float>*> d = {&w.embed};
+  for (const LayerWeights& L : w.layers)
+    for (const auto* t :
+         {&L.input_norm, &L.q, &L.k, &L.v, &L.o, &L.post_norm, &L.gate, &L.up, &L.down})
+      d.push_back(t);
+  d.push_back(&w.final_norm);
+  if (!c.tie_word_embeddings) d.push_back(&w.lm_head);
+  return d;
+}
+
+}  // namespace
+
+float RoundTrip(float value, DType dtype) {
+  if (dtype == DType::kF16) return HalfToFloat(FloatToHalf(value));
+  if (dtype == DType::kBF16) return Bf16ToFloat(FloatToBf16(value));
+  return value;
+}
+
+Status LoadModelConfig(const std::string& dir, ModelConfig* out) {
+  std::ifstream in(dir + "/config.json");
+  if (!in) return Status::NotFound("model directory " + dir + " has no config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  if (Status s = ParseModelConfig(text.str(), out); !s.ok()) return s;
+  out->name = dir;
+  return Status::Ok();
+}
+
+Status LoadSafetensorsWeights(const std::string& dir, const ModelConfig& c, ModelWeights* out) {
+  // Which files: the shard index, or the single model.safetensors.
+  std::vector<std::string> files;
+  if (std::ifstream index(dir + "/model.safetensors.index.json"); index) {
+    json j = json::parse(index, nullptr, false);
+    if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      return Status::InvalidArgument(dir + "/model.safetensors.index.json has no weight_map");
+    for (auto& [tensor, file] : j["weight_map"].items())
+      if (file.is_string() &&
+          std::find(files.begin(), files.end(), file.get<std::string>()) == files.end())
+        files.push_back(file.get<std::string>());
+  } else if (fs::exists(dir + "/model.safetensors")) {
+    files.push_back("model.safetensors");
+  } else {
+    return Status::NotFound("model directory " + dir +
+                            " has neither model.safetensors nor model.safetensors.index.json");
+  }
+  std::vector<std::unique_ptr<MappedFile>> maps;
+  std::map<std::string, TensorRef> tensors;
+  for (const std::string& f : files) {
+    if (f.find('/') != std::string::npos || f.find("..") != std::string::npos)
+      return Status::InvalidArgument("shard name '" + f +
+                                     "' must be a file in the model directory");
+    maps.push_back(std::make_unique<MappedFile>());
+    if (Status s = maps.back()->Open(dir + "/" + f); !s.ok()) return s;
+    if (Status s = ParseHeader(*maps.back(), &tensors); !s.ok()) return s;
+  }
+  ModelWeights w;
+  w.layers.resize(static_cast<std::size_t>(c.num_layers));
+  std::vector<std::vector<float>*> dst = {&w.embed};
+  for (LayerWeights& L : w.layers)
+    for (auto* t : {&L.input_norm, &L.q, &L.k, &L.v, &L.o, &L.post_norm, &L.gate, &L.up, &L.down})
+      dst.push_back(t);
+  dst.push_back(&w.final_norm);
+  if (!c.tie_word_embeddings) dst.push_back(&w.lm_head);
+  const auto list = TensorList(c);
+  for (std::size_t i = 0; i < list.size(); ++i)
+    if (Status s = Read(tensors, list[i].first, list[i].second, dst[i]); !s.ok())
+      return Status::InvalidArgument(dir + ": " + s.message());
+  *out = std::move(w);
+  return Status::Ok();
+}
+
+Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const ModelWeights& w,
+                           const WriteModelOptions& o) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::IoError("cannot create " + dir + ": " + ec.message());
+  json config = {{"architectures", {c.architecture}},
+                 {"model_type", "llama"},
+                 {"vocab_size", c.vocab_size},
+                 {"hidden_size", c.hidden_size},
+                 {"intermediate_size", c.intermediate_size},
+                 {"num_hidden_layers", c.num_layers},
+                 {"num_attention_heads", c.num_heads},
+                 {"num_key_value_heads", c.num_kv_heads},
+                 {"head_dim", c.head_dim},
+                 {"max_position_embeddings", c.max_position_embeddings},
+                 {"rms_norm_eps", c.rms_norm_eps},
+                 {"rope_theta", c.rope_theta},
+                 {"tie_word_embeddings", c.tie_word_embeddings},
+                 {"bos_token_id", c.bos_token_id},
+                 {"eos_token_id",
+                  c.eos_token_ids.size() == 1 ? json(c.eos_token_ids[0]) : json(c.eos_token_ids)},
+                 {"torch_dtype", o.dtype == DType::kF32   ? "float32"
+                                 : o.dtype == DType::kF16 ? "float16"
+                                                          : "bfloat16"}};
+  if (c.rope_scaling.factor > 0)
+    config["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", c.rope_scaling.factor},
+        {"low_freq_factor", c.rope_scaling.low_freq_factor},
+        {"high_freq_factor", c.rope_scaling.high_freq_factor},
+        {"original_max_position_embeddings", c.rope_scaling.original_max_position}};
+  std::ofstream(dir + "/config.json") << config.dump(2) << "\n";
+  // Byte-level tokenizer: token i < 256 is byte i; then BOS, EOS, PAD, UNK.
+  std::ofstream(dir + "/tokenizer_config.json")
+      << json{{"tokenizer_class", "SightlineByteTokenizer"},
+              {"bos_token_id", c.bos_token_id},
+              {"eos_token_id", c.eos_token_ids.empty() ? -1 : c.eos_token_ids[0]}}
+             .dump(2)
+      << "\n";
+
+  const auto list = TensorList(c);
+  const auto data = TensorData(c, w);
+  const int shards = std::max(1, o.shards);
+  json weight_map = json::object();
+  for (int s = 0; s < shards; ++s) {
+    const std::string file = shards == 1 ? "model.safetensors"
+                                         : "model-0000" + std::to_string(s + 1) + "-of-0000" +
+                                               std::to_string(shards) + ".safetensors";
+    json header = json::object();
+    header["__metadata__"] = {{"format", "pt"}};
+    std::string blob;
+    for (std::size_t i = static_cast<std::size_t>(s); i < list.size();
+         i += static_cast<std::size_t>(shards)) {
+      const std::string& name = list[i].first;
+      if (std::find(o.omit_tensors.begin(), o.omit_tensors.end(), name) != o.omit_tensors.end())
+        continue;
+      const std::size_t begin = blob.size();
+      for (float v : *data[i]) {
+        if (o.dtype == DType::kF32) {
+          blob.append(reinterpret_cast<const char*>(&v), 4);
+        } else {
+          const std::uint16_t h = o.dtype == DType::kF16 ? FloatToHalf(v) : FloatToBf16(v);
+          blob.append(reinterpret_cast<const char*>(&h), 2);
+        }
+      }
+      header[name] = {{"dtype", DTypeName(o.dtype)},
+                      {"shape", list[i].second},
+                      {"data_offsets", {begin, blob.size()}}};
+      weight_map[name] = file;
+    }
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
+    const std::uint64_t len = text.size();
+    std::ofstream out(dir + "/" + file, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out << text << blob;
+    if (!out) return Status::IoError("cannot write " + dir + "/" + file);
+  }
+  if (shards > 1)
+    std::ofstream(dir + "/model.safetensors.index.json")
+        << json{{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}.dump(2) << "\n";
+  return Status::Ok();
+}
+
+}  // namespace sightline::engine
