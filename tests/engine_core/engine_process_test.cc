@@ -83,7 +83,12 @@ class FakeApiServer {
       if (!e) continue;
       ipc::EnvelopeT t;
       e->UnPackTo(&t);
-      if (t.body.type == ipc::Body::EngineReady) ready_ = true;
+      if (t.body.type == ipc::Body::EngineReady) {
+        // Several heartbeats may have asked for READY before the first came
+        // back: later copies are duplicates, as a real API server treats them.
+        if (ready_) continue;
+        ready_ = true;
+      }
       return t;
     }
     return std::nullopt;
