@@ -69,6 +69,13 @@ Status EngineMetrics::Create(metrics::Registry* r, const metrics::CatalogueOptio
   if (s.ok()) s = counter("prefix_cache_hits", &m->prefix_hits_);
   if (s.ok()) s = counter("num_preemptions", &m->preemptions_);
   if (s.ok()) s = histogram("iteration_tokens_total", &m->iteration_tokens_);
+  if (s.ok()) {  // Sightline's own: what the engine refused to read
+    metrics::CounterFamily rejected;
+    s = r->AddCounter("sightline:engine_rejected_messages",
+                      "IPC messages the engine dropped because they failed verification.",
+                      {"engine"}, &rejected);
+    if (s.ok()) s = rejected.Get({{"engine", engine}}, &m->rejected_messages_);
+  }
   if (s.ok() && m->residency_) {
     s = histogram("kv_block_lifetime_seconds", &m->block_lifetime_);
     if (s.ok()) s = histogram("kv_block_idle_before_evict_seconds", &m->block_idle_);

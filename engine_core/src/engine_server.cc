@@ -138,6 +138,7 @@ struct EngineServer::State {
   };
   std::unordered_map<std::uint32_t, Client> clients;  // main thread only
 
+  void Reject();  // counts and logs (once) a message that failed verification
   void InputLoop(zmq::socket_t& sock);
   void OutputLoop(zmq::socket_t& sock);
   void Handle(InputEvent& e);
@@ -145,6 +146,11 @@ struct EngineServer::State {
   void CheckHeartbeats();
   void SendReady(std::uint32_t client);
 };
+
+void EngineServer::State::Reject() {
+  if (rejected.fetch_add(1) == 0) Log("WARNING", "dropped a message that failed verification");
+  if (metrics) metrics->CountRejectedMessage();
+}
 
 void EngineServer::State::InputLoop(zmq::socket_t& sock) {
   zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
@@ -154,19 +160,19 @@ void EngineServer::State::InputLoop(zmq::socket_t& sock) {
     zmq::message_t identity, payload;
     if (!sock.recv(identity, zmq::recv_flags::dontwait)) continue;
     if (!identity.more() || !sock.recv(payload, zmq::recv_flags::none)) {
-      rejected.fetch_add(1);
+      Reject();
       continue;
     }
     bool extra = false;
     while (payload.more() && sock.recv(payload, zmq::recv_flags::none)) extra = true;
     if (extra) {  // more frames than [identity, payload]: not our protocol
-      rejected.fetch_add(1);
+      Reject();
       continue;
     }
     const ipc::Envelope* env =
         ipc::Decode({static_cast<const std::uint8_t*>(payload.data()), payload.size()});
     if (!env) {
-      if (rejected.fetch_add(1) == 0) Log("WARNING", "dropped a message that failed verification");
+      Reject();
       continue;
     }
     InputEvent e;
@@ -197,7 +203,7 @@ void EngineServer::State::InputLoop(zmq::socket_t& sock) {
         e.need_ready = env->body_as_Heartbeat()->need_ready();
         break;
       default:  // engine-to-API-server messages have no business here
-        rejected.fetch_add(1);
+        Reject();
         continue;
     }
     input.Push(std::move(e));

@@ -254,6 +254,51 @@ TEST_F(EngineProcessTest, UtilityCallsGarbageAndRefusedRequests) {
   EXPECT_EQ(reasons["bad"], ipc::FinishReason::Error);
   EXPECT_EQ(reasons["good"], ipc::FinishReason::Length);
   EXPECT_EQ(got.at("good").size(), 4u);
+  EXPECT_EQ(Page()["sightline:engine_rejected_messages_total{engine=\"0\"}"], 2);
+}
+
+// A runner whose device fails: the engine must tell every API server before
+// it exits non-zero.
+class FailingRunner : public ModelRunner {
+ public:
+  FailingRunner() { (void)PresetModelConfig("sightline-tiny", &config_); }
+  const ModelConfig& config() const override { return config_; }
+  void Execute(const BatchInput&, std::vector<float>*) override {
+    throw std::runtime_error("simulated device failure");
+  }
+
+ private:
+  ModelConfig config_;
+};
+
+TEST(EngineServer, FatalErrorBroadcastsEngineDeadAndExitsNonZero) {
+  EngineCoreConfig c;
+  c.block_size = 16;
+  c.num_blocks = 200;
+  c.scheduler.max_model_len = 2048;
+  EngineCore core(c, std::make_unique<FailingRunner>(), nullptr, [] { return 0.0; });
+  const std::string base = "ipc:///tmp/" + UniqueInstance();
+  EngineServerOptions o;
+  o.input_address = base + ".in";
+  o.output_address = base + ".out";
+  o.served_model_name = "tiny";
+  EngineServer server(o, &core, nullptr);
+  int rc = -1;
+  std::thread engine([&] { rc = server.Run(); });
+  zmq::context_t ctx(1);
+  FakeApiServer a(ctx, 0, o.input_address, o.output_address),
+      b(ctx, 1, o.input_address, o.output_address);
+  ASSERT_TRUE(a.Recv());
+  ASSERT_TRUE(b.Recv());
+  a.Add("boom", Prompt(4, 1), 2);
+  for (FakeApiServer* client : {&a, &b}) {
+    auto msg = client->Recv();
+    while (msg && msg->body.type != ipc::Body::EngineDead) msg = client->Recv();
+    ASSERT_TRUE(msg) << "no EngineDead";
+    EXPECT_EQ(msg->body.AsEngineDead()->reason, "simulated device failure");
+  }
+  engine.join();
+  EXPECT_EQ(rc, 1);
 }
 
 TEST_F(EngineProcessTest, AVanishedApiServersRequestsAreAborted) {

@@ -51,6 +51,8 @@ class EngineMetrics {
 
   // The hot path: a handful of lock-free cell updates.
   void Record(const StepStats& step);
+  // An IPC message that failed verification and was dropped (any thread).
+  void CountRejectedMessage() { rejected_messages_.Inc(); }
 
   // The periodic line, when `interval_s` has passed since the last one:
   // "Engine 000: Avg prompt throughput: ...". *info is false when the engine
@@ -62,7 +64,7 @@ class EngineMetrics {
 
   int engine_index_ = 0;
   metrics::Gauge running_, waiting_, waiting_capacity_, waiting_deferred_, kv_usage_;
-  metrics::Counter prefix_queries_, prefix_hits_, preemptions_;
+  metrics::Counter prefix_queries_, prefix_hits_, preemptions_, rejected_messages_;
   metrics::Histogram iteration_tokens_;
   metrics::Histogram block_lifetime_, block_idle_, block_reuse_gap_;
   bool residency_ = false;
