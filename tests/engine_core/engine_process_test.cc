@@ -156,6 +156,11 @@ class EngineProcessTest : public ::testing::Test {
       return 127;
     });
   }
+  void TearDown() override {
+    if (engine_.pid() > 0) engine_.KillAndWait(SIGTERM);  // a clean exit removes its sockets
+    std::filesystem::remove(dir_ + ".in");
+    std::filesystem::remove(dir_ + ".out");
+  }
   std::map<std::string, double> Page() {
     return ParseSamples(reg_->Render(metrics::ExpositionFormat::kPrometheusText));
   }
@@ -299,6 +304,8 @@ TEST(EngineServer, FatalErrorBroadcastsEngineDeadAndExitsNonZero) {
   }
   engine.join();
   EXPECT_EQ(rc, 1);
+  std::filesystem::remove(o.input_address.substr(6));
+  std::filesystem::remove(o.output_address.substr(6));
 }
 
 TEST_F(EngineProcessTest, AVanishedApiServersRequestsAreAborted) {
