@@ -238,12 +238,13 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> TensorList(const 
   return list;
 }
 
-// Where each tensor of `weights` lives, in TensorList order.
-std::vector<const std::vector<float>*> TensorData(const ModelConfig& c, const ModelWeights& w) {
-  std::vector<const std::vector<float>*> d = {&w.embed};
-  for (const LayerWeights& L : w.layers)
-    for (const auto* t :
-         {&L.input_norm, &L.q, &L.k, &L.v, &L.o, &L.post_norm, &L.gate, &L.up, &L.down})
+// Where each tensor of `w` lives, in TensorList order (W is ModelWeights or
+// const ModelWeights). Layers must already be sized.
+template <typename W>
+auto TensorSlots(const ModelConfig& c, W& w) {
+  std::vector<decltype(&w.embed)> d = {&w.embed};
+  for (auto& L : w.layers)
+    for (auto* t : {&L.input_norm, &L.q, &L.k, &L.v, &L.o, &L.post_norm, &L.gate, &L.up, &L.down})
       d.push_back(t);
   d.push_back(&w.final_norm);
   if (!c.tie_word_embeddings) d.push_back(&w.lm_head);
@@ -297,12 +298,7 @@ Status LoadSafetensorsWeights(const std::string& dir, const ModelConfig& c, Mode
   }
   ModelWeights w;
   w.layers.resize(static_cast<std::size_t>(c.num_layers));
-  std::vector<std::vector<float>*> dst = {&w.embed};
-  for (LayerWeights& L : w.layers)
-    for (auto* t : {&L.input_norm, &L.q, &L.k, &L.v, &L.o, &L.post_norm, &L.gate, &L.up, &L.down})
-      dst.push_back(t);
-  dst.push_back(&w.final_norm);
-  if (!c.tie_word_embeddings) dst.push_back(&w.lm_head);
+  const auto dst = TensorSlots(c, w);
   const auto list = TensorList(c);
   for (std::size_t i = 0; i < list.size(); ++i)
     if (Status s = Read(tensors, list[i].first, list[i].second, dst[i]); !s.ok())
@@ -352,7 +348,7 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
       << "\n";
 
   const auto list = TensorList(c);
-  const auto data = TensorData(c, w);
+  const auto data = TensorSlots(c, w);
   const int shards = std::max(1, o.shards);
   json weight_map = json::object();
   for (int s = 0; s < shards; ++s) {
