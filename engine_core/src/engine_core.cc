@@ -95,7 +95,7 @@ StepOutputs EngineCore::Step() {
         sampled[i] =
             SampleToken(std::span(logits_).subspan(row++ * vocab, vocab), r->sampling, r->rng);
     }
-    stats.ran_model = true;
+    stats.ran_model = out.ran_model = true;
     stats.prompt_tokens_computed = sched.num_prompt_tokens;
   }
   for (const RequestUpdate& u : scheduler_.UpdateFromOutput(sched, sampled)) {

@@ -419,13 +419,21 @@ int EngineServer::Run() {
   int rc = 0;
   try {
     double last_log = MonotonicSeconds();
+    bool stalled = false;
     while (!(s.options.stop && s.options.stop->load())) {
-      // Blocks while idle; while busy only picks up what has arrived.
-      const auto wait =
-          s.core->HasWork() ? std::chrono::milliseconds(0) : std::chrono::milliseconds(250);
+      // Blocks while idle; while busy only picks up what has arrived. After a
+      // step that could schedule nothing it waits a little instead of spinning.
+      const auto wait = !s.core->HasWork() ? std::chrono::milliseconds(250)
+                        : stalled          ? std::chrono::milliseconds(20)
+                                           : std::chrono::milliseconds(0);
       for (InputEvent& e : s.input.Drain(wait)) s.Handle(e);
       s.CheckHeartbeats();
-      if (s.core->HasWork()) s.Emit(s.core->Step());
+      stalled = false;
+      if (s.core->HasWork()) {
+        StepOutputs step = s.core->Step();
+        stalled = !step.ran_model;
+        s.Emit(step);
+      }
       if (s.metrics && s.options.log_stats_interval_s > 0) {
         bool info = true;
         const double now = MonotonicSeconds();

@@ -87,6 +87,10 @@ int RunEngine(EngineOptions o) {
   if (o.block_size <= 0 || o.block_size > 1024) return Fail("--block-size must be in [1, 1024]");
   if (o.max_num_seqs <= 0 || o.max_num_batched_tokens <= 0)
     return Fail("--max-num-seqs and --max-num-batched-tokens must be positive");
+  if (!o.chunked_prefill && o.max_num_batched_tokens < o.max_model_len)
+    return Fail("without chunked prefill --max-num-batched-tokens (" +
+                std::to_string(o.max_num_batched_tokens) + ") must be at least --max-model-len (" +
+                std::to_string(o.max_model_len) + "), or long prompts could never be scheduled");
   if (o.scheduling_policy != "fcfs" && o.scheduling_policy != "priority")
     return Fail("--scheduling-policy must be fcfs or priority");
   if (!engine::KvResidencyCollector::ValidSampleRate(o.kv_cache_metrics_sample))

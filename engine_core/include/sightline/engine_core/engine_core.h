@@ -41,7 +41,8 @@ struct OutputItem {
 };
 
 struct StepOutputs {
-  double timestamp = 0;  // engine monotonic seconds
+  double timestamp = 0;    // engine monotonic seconds
+  bool ran_model = false;  // false: nothing could be scheduled this step
   std::map<std::uint32_t, std::vector<OutputItem>> by_client;
 };
 
