@@ -1,0 +1,142 @@
+// Tokenizers, UTF-8-safe incremental detokenization and stop strings.
+#include <gtest/gtest.h>
+#include <sentencepiece_trainer.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "sightline/api_server/detokenizer.h"
+#include "sightline/api_server/tokenizer.h"
+#include "support/scrape.h"
+
+namespace sightline::api {
+namespace {
+
+bool IsValidUtf8(const std::string& s) {
+  std::size_t pending = 0;
+  return ValidUtf8Prefix(s, false, &pending) == s && pending == 0;
+}
+
+// Streams `ids` token by token; every delta must be valid UTF-8 on its own.
+std::string Stream(const Tokenizer& t, const std::vector<std::int32_t>& ids,
+                   int* deltas = nullptr) {
+  IncrementalDetokenizer d(&t, true);
+  std::string out;
+  for (std::int32_t id : ids) {
+    const std::string delta = d.Add(id);
+    EXPECT_TRUE(IsValidUtf8(delta)) << "broken UTF-8 in a delta";
+    if (deltas && !delta.empty()) ++*deltas;
+    out += delta;
+  }
+  const std::string rest = d.Flush();
+  EXPECT_TRUE(IsValidUtf8(rest));
+  return out + rest;
+}
+
+TEST(ByteTokenizer, RoundTripAndSpecials) {
+  auto t = MakeByteTokenizer();
+  const std::string text = "héllo 世界 🎉\n";
+  const auto ids = t->Encode(text);
+  EXPECT_EQ(ids.size(), text.size());  // one token per byte
+  EXPECT_EQ(t->Decode(ids, true), text);
+  std::vector<std::int32_t> with_special = {t->bos_id(), 'h', 'i', t->eos_id()};
+  EXPECT_EQ(t->Decode(with_special, true), "hi");
+  EXPECT_EQ(t->Decode(with_special, false), "<s>hi</s>");
+  EXPECT_TRUE(t->is_special(257));
+  EXPECT_FALSE(t->is_special('a'));
+  EXPECT_EQ(t->vocab_size(), 260);
+}
+
+TEST(Utf8, ValidPrefixPendingAndReplacement) {
+  std::size_t pending = 0;
+  EXPECT_EQ(ValidUtf8Prefix("a\xC3\xA9", false, &pending), "a\xC3\xA9");
+  EXPECT_EQ(pending, 0u);
+  EXPECT_EQ(ValidUtf8Prefix("a\xE4\xB8", false, &pending), "a");  // 世 cut after 2 of 3 bytes
+  EXPECT_EQ(pending, 2u);
+  EXPECT_EQ(ValidUtf8Prefix("a\xE4\xB8", true, &pending), "a\xEF\xBF\xBD");
+  EXPECT_EQ(ValidUtf8Prefix("\xFF"
+                            "b",
+                            false, &pending),
+            "\xEF\xBF\xBD"
+            "b");
+  EXPECT_EQ(ValidUtf8Prefix("\xC0\x80", false, &pending), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong
+  EXPECT_EQ(ValidUtf8Prefix("\xED\xA0\x80", false, &pending).substr(0, 3),
+            "\xEF\xBF\xBD");  // surrogate
+  EXPECT_EQ(ValidUtf8Prefix("\xF4\x90\x80\x80", false, &pending).substr(0, 3),
+            "\xEF\xBF\xBD");  // > U+10FFFF
+  EXPECT_EQ(ValidUtf8Prefix("\xC3"
+                            "a",
+                            false, &pending),
+            "\xEF\xBF\xBD"
+            "a");  // broken, not pending
+}
+
+TEST(IncrementalDetokenizer, NeverSplitsACharacter) {
+  auto t = MakeByteTokenizer();
+  const std::string text = "héllo 世界 🎉 end";
+  int deltas = 0;
+  EXPECT_EQ(Stream(*t, t->Encode(text), &deltas), text);
+  EXPECT_LT(deltas, static_cast<int>(text.size()));  // multi-byte characters came out whole
+  // Garbage bytes from a model become U+FFFD instead of stalling the stream.
+  const std::vector<std::int32_t> garbage = {'a', 0xFF, 0xC3, 'b', 0xE4, 0xB8};
+  EXPECT_EQ(Stream(*t, garbage),
+            "a\xEF\xBF\xBD\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD");
+}
+
+TEST(StopMatcher, SpansChunksAndIsNotEmitted) {
+  StopMatcher m({"world", "\n\n"});
+  auto r = m.Feed("hello wor");
+  EXPECT_FALSE(r.stopped);
+  EXPECT_EQ(r.text, "hello");  // " wor" could still become "world"
+  r = m.Feed("ld and more");
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.stop, "world");
+  EXPECT_EQ(r.text, " ");
+  StopMatcher earliest({"b", "a"});
+  r = earliest.Feed("xxaxb");
+  EXPECT_EQ(r.stop, "a");
+  EXPECT_EQ(r.text, "xx");
+  StopMatcher none({"zz"});
+  EXPECT_EQ(none.Feed("é").text, "");  // held back whole: never half a character
+  EXPECT_EQ(none.Feed("é").text, "é");
+  EXPECT_EQ(none.Flush(), "é");
+  StopMatcher empty({""});
+  EXPECT_EQ(empty.Feed("abc").text, "abc");
+}
+
+class SentencePieceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = "/tmp/" + std::string("sp-") + std::to_string(getpid());
+    std::filesystem::create_directories(dir_);
+    std::ofstream corpus(dir_ + "/corpus.txt");
+    for (int i = 0; i < 200; ++i)
+      corpus << "the quick brown fox jumps over the lazy dog " << i << "\n"
+             << "hello world, streaming tokens with metrics you can trust\n"
+             << "café naïve résumé\n";
+    corpus.close();
+    const auto status = sentencepiece::SentencePieceTrainer::Train(
+        "--input=" + dir_ + "/corpus.txt --model_prefix=" + dir_ +
+        "/tok --vocab_size=320 --byte_fallback=true --character_coverage=1.0 --minloglevel=2");
+    ASSERT_TRUE(status.ok()) << status.ToString();
+  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
+  static std::string dir_;
+};
+std::string SentencePieceTest::dir_;
+
+TEST_F(SentencePieceTest, RoundTripByteFallbackAndStreaming) {
+  std::unique_ptr<Tokenizer> t;
+  ASSERT_TRUE(LoadSentencePieceTokenizer(dir_ + "/tok.model", &t).ok());
+  EXPECT_EQ(t->vocab_size(), 320);
+  const std::string text = "hello world, the lazy fox 世界 🎉 café";
+  const auto ids = t->Encode(text);
+  EXPECT_EQ(t->Decode(ids, true), text);  // unseen characters survive via byte fallback
+  EXPECT_EQ(Stream(*t, ids), text);
+  std::unique_ptr<Tokenizer> missing;
+  EXPECT_FALSE(LoadSentencePieceTokenizer(dir_ + "/nope.model", &missing).ok());
+}
+
+}  // namespace
+}  // namespace sightline::api
