@@ -1,0 +1,20 @@
+// The endpoints that are not instrumented (METRICS.md §6): /metrics, /health,
+// /ping, /version. /metrics renders the whole shared registry — the engine's
+// families and every API server's — with content negotiation and gzip.
+#pragma once
+
+#include <functional>
+
+#include "sightline/api_server/http_server.h"
+#include "sightline/shm_registry/registry.h"
+
+namespace sightline::api {
+
+// `engine_alive` answers /health and /ping (503 once the engine is gone).
+void AddAdminRoutes(HttpServer* server, metrics::Registry* registry,
+                    std::function<bool()> engine_alive);
+
+// The /metrics response for these request headers (lower-case names).
+HttpResponse MetricsResponse(metrics::Registry* registry, const HttpRequest& request);
+
+}  // namespace sightline::api

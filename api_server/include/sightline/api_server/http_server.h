@@ -1,0 +1,67 @@
+// HttpServer: HTTP/1.1 on Boost.Beast/Asio with keep-alive and a bounded
+// request body. It serves on a listening socket inherited from the
+// supervisor, or binds one itself with SO_REUSEPORT so that N API-server
+// processes share a port. Routing is by exact path; handlers are plain
+// functions (the streaming endpoints arrive with the completions work).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "sightline/status.h"
+
+namespace sightline::api {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // without the query string
+  std::string query;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::map<std::string, std::string> headers;
+  std::string body;
+};
+
+// An OpenAI-style error body: {"error": {"message", "type", "param", "code"}}.
+HttpResponse ErrorResponse(int status, const std::string& message, const std::string& type);
+
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;        // 0: an ephemeral port (see HttpServer::port())
+  int inherited_fd = -1;  // a listening socket from the supervisor, if any
+  std::size_t max_body_bytes = 4u << 20;
+  int threads = 1;
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(HttpServerOptions options);
+  ~HttpServer();  // stops and joins
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Register before Start(). `method` empty: any method.
+  void Route(const std::string& method, const std::string& path, HttpHandler handler);
+  Status Start();  // binds (or adopts the fd) and serves on background threads
+  void Stop();
+  int port() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Gzip-compresses `data` (zlib, gzip wrapper).
+std::string Gzip(const std::string& data);
+
+}  // namespace sightline::api

@@ -1,0 +1,180 @@
+// The HTTP server and the admin routes: /metrics negotiation and gzip,
+// keep-alive, errors (404, 405, 413, malformed), /health going 503, SO_REUSEPORT
+// and an inherited listening socket.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "sightline/api_server/admin_routes.h"
+#include "sightline/api_server/http_server.h"
+#include "support/scrape.h"
+
+namespace sightline::api {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+// A blocking HTTP client on one keep-alive connection.
+class Client {
+ public:
+  explicit Client(int port) : stream_(io_) {
+    stream_.connect(
+        tcp::endpoint(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+  }
+  http::response<http::string_body> Request(http::verb verb, const std::string& target,
+                                            std::map<std::string, std::string> headers = {},
+                                            std::string body = "") {
+    http::request<http::string_body> req(verb, target, 11);
+    req.set(http::field::host, "127.0.0.1");
+    for (const auto& [k, v] : headers) req.set(k, v);
+    req.body() = std::move(body);
+    req.prepare_payload();
+    http::write(stream_, req);
+    beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    http::read(stream_, buffer, res);
+    return res;
+  }
+
+ private:
+  asio::io_context io_;
+  beast::tcp_stream stream_;
+};
+
+std::string Gunzip(const std::string& in) {
+  z_stream zs{};
+  inflateInit2(&zs, 15 + 16);
+  std::string out(1 << 20, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  inflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  inflateEnd(&zs);
+  return out;
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(metrics::Registry::Create(sightline::testing::UniqueInstance(), metrics::Capacity{},
+                                          "api", &reg_)
+                    .ok());
+    HttpServerOptions o;
+    o.port = 0;
+    o.max_body_bytes = 1024;
+    server_ = std::make_unique<HttpServer>(o);
+    AddAdminRoutes(server_.get(), reg_.get(), [this] { return engine_alive_.load(); });
+    server_->Route("POST", "/echo", [](const HttpRequest& r) {
+      HttpResponse res;
+      res.body = r.body;
+      return res;
+    });
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  std::unique_ptr<metrics::Registry> reg_;
+  std::unique_ptr<HttpServer> server_;
+  std::atomic<bool> engine_alive_{true};
+};
+
+TEST_F(HttpServerTest, MetricsNegotiationAndGzipOnOneKeepAliveConnection) {
+  Client c(server_->port());
+  auto plain = c.Request(http::verb::get, "/metrics");
+  EXPECT_EQ(plain.result_int(), 200);
+  EXPECT_EQ(plain[http::field::content_type], "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_NE(plain.body().find("# TYPE sightline:registry_overflow_total counter"),
+            std::string::npos);
+  auto om = c.Request(http::verb::get, "/metrics",
+                      {{"Accept", "application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"}});
+  EXPECT_EQ(om[http::field::content_type],
+            "application/openmetrics-text; version=1.0.0; charset=utf-8");
+  EXPECT_TRUE(om.body().ends_with("# EOF\n"));
+  auto gz = c.Request(http::verb::get, "/metrics", {{"Accept-Encoding", "gzip, deflate"}});
+  EXPECT_EQ(gz[http::field::content_encoding], "gzip");
+  EXPECT_EQ(Gunzip(gz.body()), plain.body());
+  EXPECT_LT(gz.body().size(), plain.body().size());
+}
+
+TEST_F(HttpServerTest, HealthPingVersionAndEngineDeath) {
+  Client c(server_->port());
+  EXPECT_EQ(c.Request(http::verb::get, "/health").result_int(), 200);
+  EXPECT_EQ(c.Request(http::verb::post, "/ping").result_int(), 200);
+  EXPECT_NE(c.Request(http::verb::get, "/version").body().find("\"version\""), std::string::npos);
+  engine_alive_ = false;
+  auto dead = c.Request(http::verb::get, "/health");
+  EXPECT_EQ(dead.result_int(), 503);
+  EXPECT_NE(dead.body().find("\"error\""), std::string::npos);
+}
+
+TEST_F(HttpServerTest, ErrorsUseTheOpenAiBodyAndKeepTheServerUp) {
+  Client c(server_->port());
+  auto missing = c.Request(http::verb::get, "/v1/nothing");
+  EXPECT_EQ(missing.result_int(), 404);
+  EXPECT_NE(missing.body().find("\"type\":\"NotFoundError\""), std::string::npos) << missing.body();
+  EXPECT_EQ(c.Request(http::verb::delete_, "/metrics").result_int(), 405);
+  EXPECT_EQ(c.Request(http::verb::post, "/echo", {}, "hello").body(), "hello");
+  Client big(server_->port());
+  EXPECT_EQ(big.Request(http::verb::post, "/echo", {}, std::string(4096, 'x')).result_int(), 413);
+  // A malformed request line gets a 400 and the server keeps serving others.
+  {
+    asio::io_context io;
+    tcp::socket s(io);
+    s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"),
+                            static_cast<unsigned short>(server_->port())));
+    asio::write(s, asio::buffer(std::string("NOT HTTP AT ALL\r\n\r\n")));
+    std::string reply(64, '\0');
+    beast::error_code ec;
+    const std::size_t n = s.read_some(asio::buffer(reply), ec);
+    EXPECT_NE(reply.substr(0, n).find("400"), std::string::npos);
+  }
+  EXPECT_EQ(Client(server_->port()).Request(http::verb::get, "/health").result_int(), 200);
+}
+
+TEST(HttpServer, SharesAPortWithSoReuseportAndAdoptsAnInheritedSocket) {
+  HttpServerOptions o;
+  o.port = 0;
+  HttpServer first(o);
+  first.Route("GET", "/who", [](const HttpRequest&) {
+    return HttpResponse{200, "text/plain", {}, "first"};
+  });
+  ASSERT_TRUE(first.Start().ok());
+  o.port = first.port();
+  HttpServer second(o);  // same port: both bound with SO_REUSEPORT
+  second.Route("GET", "/who", [](const HttpRequest&) {
+    return HttpResponse{200, "text/plain", {}, "second"};
+  });
+  ASSERT_TRUE(second.Start().ok());
+  std::set<std::string> answered;
+  for (int i = 0; i < 64 && answered.size() < 2; ++i)
+    answered.insert(Client(o.port).Request(http::verb::get, "/who").body());
+  EXPECT_EQ(answered.size(), 2u);  // the kernel spread new connections over both
+
+  // A listening socket made by "the supervisor", handed over by fd.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(fd, 16), 0);
+  HttpServerOptions inherited;
+  inherited.inherited_fd = fd;
+  HttpServer third(inherited);
+  third.Route("GET", "/who", [](const HttpRequest&) {
+    return HttpResponse{200, "text/plain", {}, "third"};
+  });
+  ASSERT_TRUE(third.Start().ok());
+  EXPECT_EQ(Client(third.port()).Request(http::verb::get, "/who").body(), "third");
+}
+
+}  // namespace
+}  // namespace sightline::api
