@@ -1,0 +1,263 @@
+#include "sightline/api_server/engine_client.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <zmq.hpp>
+
+namespace sightline::api {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+std::string Identity(std::uint32_t index) {
+  return "c" + std::to_string(index);
+}
+}  // namespace
+
+struct EngineClient::Impl {
+  Options options;
+  zmq::context_t context{1};
+  std::thread io;
+  std::atomic<bool> stop{false}, ready{false}, alive{true};
+  int wake_fd = -1;  // eventfd: callers wake the I/O thread after queueing
+
+  std::mutex mu;  // guards everything below
+  std::condition_variable ready_cv;
+  EngineInfo info;
+  std::deque<std::vector<std::uint8_t>> outbox;
+  std::unordered_map<std::string, OutputHandler> handlers;
+  std::unordered_map<std::uint64_t, std::function<void(bool, const std::string&)>> utilities;
+  std::uint64_t next_call = 1;
+
+  void Wake() {
+    const std::uint64_t one = 1;
+    (void)!write(wake_fd, &one, sizeof one);
+  }
+  void Queue(std::vector<std::uint8_t> bytes) {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      outbox.push_back(std::move(bytes));
+    }
+    Wake();
+  }
+  // The engine is gone: fail every request and call still waiting.
+  void Gone() {
+    alive = false;
+    std::unordered_map<std::string, OutputHandler> h;
+    std::unordered_map<std::uint64_t, std::function<void(bool, const std::string&)>> u;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      h.swap(handlers);
+      u.swap(utilities);
+    }
+    for (auto& [id, handler] : h) handler(RequestDelta{});
+    for (auto& [id, done] : u) done(false, "the engine is not running");
+    ready_cv.notify_all();
+  }
+  void OnMessage(const zmq::message_t& m);
+  void Run();
+};
+
+void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
+  const ipc::Envelope* e = ipc::Decode({static_cast<const std::uint8_t*>(m.data()), m.size()});
+  if (!e) return;  // never trusted, never read
+  switch (e->body_type()) {
+    case ipc::Body::EngineReady: {
+      const auto* r = e->body_as_EngineReady();
+      std::lock_guard<std::mutex> g(mu);
+      if (r->model_name()) info.model_name = r->model_name()->str();
+      info.max_model_len = r->max_model_len();
+      info.block_size = r->block_size();
+      info.num_gpu_blocks = r->num_gpu_blocks();
+      info.kv_cache_size_tokens = r->kv_cache_size_tokens();
+      info.vocab_size = r->vocab_size();
+      if (r->eos_token_ids())
+        info.eos_token_ids.assign(r->eos_token_ids()->begin(), r->eos_token_ids()->end());
+      ready = true;
+      ready_cv.notify_all();
+      break;
+    }
+    case ipc::Body::EngineOutputs: {
+      const auto* o = e->body_as_EngineOutputs();
+      if (o->outputs())
+        for (const ipc::RequestOutput* out : *o->outputs()) {
+          OutputHandler handler;
+          {
+            std::lock_guard<std::mutex> g(mu);
+            auto it = handlers.find(out->request_id()->str());
+            if (it == handlers.end()) continue;  // aborted or unknown
+            handler = it->second;
+            if (out->finish_reason() != ipc::FinishReason::None) handlers.erase(it);
+          }
+          handler(RequestDelta{o->timestamp(), out});
+        }
+      if (const auto* u = o->utility_result()) {
+        std::function<void(bool, const std::string&)> done;
+        {
+          std::lock_guard<std::mutex> g(mu);
+          auto it = utilities.find(u->call_id());
+          if (it == utilities.end()) break;
+          done = std::move(it->second);
+          utilities.erase(it);
+        }
+        done(u->ok(), u->message() ? u->message()->str() : "");
+      }
+      break;
+    }
+    case ipc::Body::EngineDead:
+      Gone();
+      break;
+    default:
+      break;
+  }
+}
+
+void EngineClient::Impl::Run() {
+  zmq::socket_t in(context, zmq::socket_type::dealer), out(context, zmq::socket_type::dealer);
+  for (zmq::socket_t* s : {&in, &out}) {
+    s->set(zmq::sockopt::routing_id, Identity(options.client_index));
+    s->set(zmq::sockopt::linger, 0);
+  }
+  // Connection events of the output socket tell whether the engine is there.
+  const std::string monitor_addr = "inproc://engine-client-monitor";
+  zmq_socket_monitor(out.handle(), monitor_addr.c_str(),
+                     ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
+  zmq::socket_t monitor(context, zmq::socket_type::pair);
+  monitor.connect(monitor_addr);
+  out.connect(options.output_address);
+  in.connect(options.input_address);
+
+  auto last_beat = Clock::time_point{};
+  bool down = false;  // the output connection dropped at down_since
+  Clock::time_point down_since{};
+  std::vector<zmq::pollitem_t> items = {{out.handle(), 0, ZMQ_POLLIN, 0},
+                                        {monitor.handle(), 0, ZMQ_POLLIN, 0},
+                                        {nullptr, wake_fd, ZMQ_POLLIN, 0}};
+  while (!stop) {
+    const auto now = Clock::now();
+    // Every 0.5 s; every 0.1 s while still waiting for EngineReady.
+    if (now - last_beat >= std::chrono::milliseconds(ready ? 500 : 100)) {
+      flatbuffers::FlatBufferBuilder b;
+      const auto bytes = ipc::Seal(b, ipc::Body::Heartbeat,
+                                   ipc::CreateHeartbeat(b, options.client_index, !ready).Union());
+      (void)in.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::dontwait);
+      last_beat = now;
+    }
+    if (alive && down &&
+        now - down_since > std::chrono::duration<double>(options.engine_gone_after_s))
+      Gone();
+    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
+    if (items[2].revents & ZMQ_POLLIN) {
+      std::uint64_t n;
+      (void)!read(wake_fd, &n, sizeof n);
+      std::deque<std::vector<std::uint8_t>> pending;
+      {
+        std::lock_guard<std::mutex> g(mu);
+        pending.swap(outbox);
+      }
+      for (const auto& bytes : pending)
+        (void)in.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      zmq::message_t event, address;
+      if (monitor.recv(event, zmq::recv_flags::dontwait) && event.more() &&
+          monitor.recv(address, zmq::recv_flags::dontwait)) {
+        std::uint16_t id;
+        std::memcpy(&id, event.data(), sizeof id);
+        if (id == ZMQ_EVENT_DISCONNECTED) {
+          down = true;
+          down_since = Clock::now();
+        }
+        if (id == ZMQ_EVENT_CONNECTED) down = false;
+      }
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      zmq::message_t m;
+      while (out.recv(m, zmq::recv_flags::dontwait)) OnMessage(m);
+    }
+  }
+  zmq_socket_monitor(out.handle(), nullptr, 0);
+}
+
+EngineClient::EngineClient(Options options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+EngineClient::~EngineClient() {
+  impl_->stop = true;
+  if (impl_->io.joinable()) impl_->io.join();
+  if (impl_->wake_fd >= 0) close(impl_->wake_fd);
+}
+
+Status EngineClient::Start(EngineInfo* info) {
+  impl_->io = std::thread([this] { impl_->Run(); });
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  const bool ok =
+      impl_->ready_cv.wait_for(lock, std::chrono::duration<double>(impl_->options.ready_timeout_s),
+                               [this] { return impl_->ready.load() || !impl_->alive.load(); });
+  if (!ok || !impl_->ready)
+    return Status::IoError("no EngineReady from " + impl_->options.input_address + " within " +
+                           std::to_string(impl_->options.ready_timeout_s) + " s");
+  *info = impl_->info;
+  return Status::Ok();
+}
+
+bool EngineClient::alive() const {
+  return impl_->alive.load();
+}
+
+Status EngineClient::Submit(const std::string& request_id, std::vector<std::uint8_t> request,
+                            OutputHandler handler) {
+  if (!impl_->alive) return Status::IoError("the engine is not running");
+  const ipc::Envelope* e = ipc::Decode(request);
+  if (!e || e->body_type() != ipc::Body::AddRequest ||
+      e->body_as_AddRequest()->request_id()->str() != request_id ||
+      e->body_as_AddRequest()->client_index() != impl_->options.client_index)
+    return Status::InvalidArgument("not an AddRequest for " + request_id + " from client " +
+                                   std::to_string(impl_->options.client_index));
+  {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    if (!impl_->handlers.emplace(request_id, std::move(handler)).second)
+      return Status::AlreadyExists("request id " + request_id + " is in flight");
+  }
+  impl_->Queue(std::move(request));
+  return Status::Ok();
+}
+
+void EngineClient::Abort(const std::vector<std::string>& request_ids) {
+  {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    for (const auto& id : request_ids) impl_->handlers.erase(id);
+  }
+  flatbuffers::FlatBufferBuilder b;
+  const auto bytes =
+      ipc::Seal(b, ipc::Body::AbortRequests,
+                ipc::CreateAbortRequests(b, b.CreateVectorOfStrings(request_ids)).Union());
+  impl_->Queue({bytes.begin(), bytes.end()});
+}
+
+void EngineClient::Utility(ipc::UtilityKind kind,
+                           std::function<void(bool, const std::string&)> done) {
+  std::uint64_t call;
+  {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    call = impl_->next_call++;
+    impl_->utilities[call] = std::move(done);
+  }
+  flatbuffers::FlatBufferBuilder b;
+  const auto bytes =
+      ipc::Seal(b, ipc::Body::UtilityCall,
+                ipc::CreateUtilityCall(b, call, kind, impl_->options.client_index).Union());
+  impl_->Queue({bytes.begin(), bytes.end()});
+}
+
+}  // namespace sightline::api
