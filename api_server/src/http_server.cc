@@ -9,6 +9,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <deque>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
@@ -46,33 +47,97 @@ std::string Gzip(const std::string& data) {
   return out;
 }
 
+namespace {
+// The wire bytes of a Beast chunk (size line, data, CRLF), owned until written.
+template <typename Buffers>
+std::string Encode(const Buffers& buffers) {
+  std::string out;
+  for (auto b : beast::buffers_range(buffers))
+    out.append(static_cast<const char*>(b.data()), b.size());
+  return out;
+}
+}  // namespace
+
 struct HttpServer::Impl {
   HttpServerOptions options;
   asio::io_context io;
   tcp::acceptor acceptor{io};
-  std::map<std::pair<std::string, std::string>, HttpHandler> routes;  // (method, path)
+  std::map<std::pair<std::string, std::string>, AsyncHandler> routes;  // (method, path)
   std::vector<std::thread> threads;
   int bound_port = 0;
 
-  HttpResponse Dispatch(const HttpRequest& req) {
+  // The handler for a request, or an error response when there is none.
+  const AsyncHandler* Find(const HttpRequest& req, HttpResponse* error) const {
     auto it = routes.find({req.method, req.path});
     if (it == routes.end()) it = routes.find({"", req.path});
-    if (it != routes.end()) return it->second(req);
+    if (it != routes.end()) return &it->second;
     for (const auto& [key, handler] : routes)
-      if (key.second == req.path)
-        return ErrorResponse(405, "method " + req.method + " not allowed on " + req.path,
-                             "BadRequestError");
-    return ErrorResponse(404, "no route for " + req.path, "NotFoundError");
+      if (key.second == req.path) {
+        *error = ErrorResponse(405, "method " + req.method + " not allowed on " + req.path,
+                               "BadRequestError");
+        return nullptr;
+      }
+    *error = ErrorResponse(404, "no route for " + req.path, "NotFoundError");
+    return nullptr;
   }
 
   void Accept() {
-    acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    // Each connection gets its own strand: its handlers and writes never overlap.
+    acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
       if (!ec) std::make_shared<Session>(this, std::move(socket))->Read();
       if (acceptor.is_open()) Accept();
     });
   }
 
-  // One connection: read a request, answer, repeat while keep-alive.
+  struct Session;
+
+  // Answers one request of a session; safe to call from any thread.
+  class SessionResponder : public Responder {
+   public:
+    SessionResponder(std::shared_ptr<Session> s, bool keep_alive, unsigned version)
+        : session_(std::move(s)), keep_alive_(keep_alive), version_(version) {}
+    void Send(HttpResponse r) override {
+      auto self = session_;
+      asio::post(self->stream.get_executor(),
+                 [self, r = std::move(r), ka = keep_alive_, v = version_]() mutable {
+                   self->Finish(std::move(r), ka, v);
+                 });
+    }
+    void StartStream(int status, std::string type,
+                     std::map<std::string, std::string> headers) override {
+      auto self = session_;
+      asio::post(self->stream.get_executor(),
+                 [self, status, type = std::move(type), headers = std::move(headers),
+                  v = version_]() mutable {
+                   self->StreamHeader(status, std::move(type), std::move(headers), v);
+                 });
+    }
+    void Write(std::string chunk) override {
+      auto self = session_;
+      asio::post(self->stream.get_executor(), [self, chunk = std::move(chunk)] {
+        self->Queue(Encode(http::make_chunk(asio::buffer(chunk))), false);
+      });
+    }
+    void End() override {
+      auto self = session_;
+      asio::post(self->stream.get_executor(), [self] { self->EndStream(); });
+    }
+    void OnDisconnect(std::function<void()> cb) override {
+      auto self = session_;
+      asio::post(self->stream.get_executor(), [self, cb = std::move(cb)]() mutable {
+        if (self->gone) return cb();
+        self->on_disconnect = std::move(cb);
+      });
+    }
+
+   private:
+    std::shared_ptr<Session> session_;
+    bool keep_alive_;
+    unsigned version_;
+  };
+
+  // One connection: read a request, answer, repeat while keep-alive. All
+  // members are touched only on the connection's strand.
   struct Session : std::enable_shared_from_this<Session> {
     Session(Impl* server, tcp::socket s) : impl(server), stream(std::move(s)) {}
     Impl* impl;
@@ -80,6 +145,12 @@ struct HttpServer::Impl {
     beast::flat_buffer buffer;
     std::unique_ptr<http::request_parser<http::string_body>> parser;
     http::response<http::string_body> res;
+    // Streaming state: the header, then chunks written one at a time.
+    std::unique_ptr<http::response<http::empty_body>> stream_header;
+    std::unique_ptr<http::response_serializer<http::empty_body>> serializer;
+    std::deque<std::pair<std::string, bool>> pending;  // (chunk in wire form, is the last one)
+    bool writing = false, ending = false, gone = false, answered = false;
+    std::function<void()> on_disconnect;
 
     void Read() {
       parser = std::make_unique<http::request_parser<http::string_body>>();
@@ -92,20 +163,16 @@ struct HttpServer::Impl {
 
     void OnRead(beast::error_code ec) {
       if (ec == http::error::end_of_stream || ec == beast::error::timeout) return Close();
-      if (ec == http::error::body_limit) {
-        Send(ErrorResponse(
-                 413,
-                 "request body exceeds " + std::to_string(impl->options.max_body_bytes) + " bytes",
-                 "BadRequestError"),
-             false, 11);
-        return;
-      }
-      if (ec) {
-        Send(ErrorResponse(400, std::string("malformed HTTP request: ") + ec.message(),
-                           "BadRequestError"),
-             false, 11);
-        return;
-      }
+      if (ec == http::error::body_limit)
+        return Finish(ErrorResponse(413,
+                                    "request body exceeds " +
+                                        std::to_string(impl->options.max_body_bytes) + " bytes",
+                                    "BadRequestError"),
+                      false, 11);
+      if (ec)
+        return Finish(ErrorResponse(400, std::string("malformed HTTP request: ") + ec.message(),
+                                    "BadRequestError"),
+                      false, 11);
       const auto& m = parser->get();
       HttpRequest req;
       req.method = std::string(m.method_string());
@@ -119,10 +186,41 @@ struct HttpServer::Impl {
         req.headers[name] = std::string(field.value());
       }
       req.body = m.body();
-      Send(impl->Dispatch(req), m.keep_alive(), m.version());
+      answered = false;
+      stream.expires_never();  // the handler may take as long as generation does
+      HttpResponse error;
+      const AsyncHandler* handler = impl->Find(req, &error);
+      if (!handler) return Finish(std::move(error), m.keep_alive(), m.version());
+      WatchForHangup();
+      (*handler)(
+          req, std::make_shared<SessionResponder>(shared_from_this(), m.keep_alive(), m.version()));
     }
 
-    void Send(HttpResponse r, bool keep_alive, unsigned version) {
+    // While a request is being answered, a readable socket with nothing to
+    // read means the client hung up.
+    void WatchForHangup() {
+      stream.socket().async_wait(
+          tcp::socket::wait_read,
+          asio::bind_executor(stream.get_executor(),
+                              [self = shared_from_this()](beast::error_code ec) {
+                                if (ec || self->answered) return;
+                                char byte;
+                                if (::recv(self->stream.socket().native_handle(), &byte, 1,
+                                           MSG_PEEK | MSG_DONTWAIT) == 0)
+                                  self->Hangup();
+                              }));
+    }
+
+    void Hangup() {
+      if (gone) return;
+      gone = true;
+      if (on_disconnect) std::exchange(on_disconnect, nullptr)();
+      Close();
+    }
+
+    void Finish(HttpResponse r, bool keep_alive, unsigned version) {
+      if (gone || answered) return;
+      answered = true;
       res = {};
       res.version(version);
       res.result(static_cast<http::status>(r.status));
@@ -134,8 +232,62 @@ struct HttpServer::Impl {
       res.prepare_payload();
       http::async_write(stream, res,
                         [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
-                          if (ec || !keep_alive) return self->Close();
+                          if (ec) return self->Hangup();
+                          if (!keep_alive) return self->Close();
                           self->Read();
+                        });
+    }
+
+    void StreamHeader(int status, std::string type, std::map<std::string, std::string> headers,
+                      unsigned version) {
+      if (gone || answered) return;
+      stream_header = std::make_unique<http::response<http::empty_body>>(
+          static_cast<http::status>(status), version);
+      stream_header->set(http::field::server, "sightline");
+      stream_header->set(http::field::content_type, type);
+      stream_header->set(http::field::cache_control, "no-cache");
+      for (const auto& [k, v] : headers) stream_header->set(k, v);
+      stream_header->chunked(true);
+      stream_header->keep_alive(false);  // one stream per connection keeps the framing simple
+      serializer = std::make_unique<http::response_serializer<http::empty_body>>(*stream_header);
+      writing = true;
+      http::async_write_header(stream, *serializer,
+                               [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                                 self->writing = false;
+                                 if (ec) return self->Hangup();
+                                 self->Pump();
+                               });
+    }
+
+    void Queue(std::string encoded, bool last) {
+      if (gone) return;
+      pending.emplace_back(std::move(encoded), last);
+      Pump();
+    }
+
+    void EndStream() {
+      if (gone) return;
+      ending = true;
+      Pump();
+    }
+
+    void Pump() {
+      if (writing || gone || !serializer) return;
+      if (pending.empty()) {
+        if (!ending) return;
+        ending = false;
+        answered = true;
+        pending.emplace_back(Encode(http::make_chunk_last()), true);
+      }
+      writing = true;
+      const bool last = pending.front().second;
+      asio::async_write(stream, asio::buffer(pending.front().first),
+                        [self = shared_from_this(), last](beast::error_code ec, std::size_t) {
+                          self->writing = false;
+                          self->pending.pop_front();
+                          if (ec) return self->Hangup();
+                          if (last) return self->Close();
+                          self->Pump();
                         });
     }
 
@@ -155,6 +307,14 @@ HttpServer::~HttpServer() {
 }
 
 void HttpServer::Route(const std::string& method, const std::string& path, HttpHandler handler) {
+  RouteAsync(method, path,
+             [handler = std::move(handler)](const HttpRequest& r, std::shared_ptr<Responder> out) {
+               out->Send(handler(r));
+             });
+}
+
+void HttpServer::RouteAsync(const std::string& method, const std::string& path,
+                            AsyncHandler handler) {
   impl_->routes[{method, path}] = std::move(handler);
 }
 

@@ -10,6 +10,8 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <future>
+#include <thread>
 
 #include "sightline/api_server/admin_routes.h"
 #include "sightline/api_server/http_server.h"
@@ -138,6 +140,49 @@ TEST_F(HttpServerTest, ErrorsUseTheOpenAiBodyAndKeepTheServerUp) {
     EXPECT_NE(reply.substr(0, n).find("400"), std::string::npos);
   }
   EXPECT_EQ(Client(server_->port()).Request(http::verb::get, "/health").result_int(), 200);
+}
+
+TEST(HttpServer, AsyncAnswersStreamsAndHangups) {
+  HttpServerOptions o;
+  o.port = 0;
+  HttpServer server(o);
+  std::vector<std::thread> workers;
+  server.RouteAsync("GET", "/later", [&](const HttpRequest&, std::shared_ptr<Responder> out) {
+    workers.emplace_back([out] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      out->Send(HttpResponse{200, "text/plain", {}, "done"});
+    });
+  });
+  server.RouteAsync("GET", "/stream", [&](const HttpRequest&, std::shared_ptr<Responder> out) {
+    out->StartStream(200, "text/event-stream");
+    workers.emplace_back([out] {
+      for (const char* part : {"data: a\n\n", "data: b\n\n", "data: [DONE]\n\n"}) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        out->Write(part);
+      }
+      out->End();
+    });
+  });
+  std::promise<void> hung_up;
+  server.RouteAsync("GET", "/never", [&](const HttpRequest&, std::shared_ptr<Responder> out) {
+    out->OnDisconnect([&hung_up] { hung_up.set_value(); });
+  });
+  ASSERT_TRUE(server.Start().ok());
+  EXPECT_EQ(Client(server.port()).Request(http::verb::get, "/later").body(), "done");
+  auto streamed = Client(server.port()).Request(http::verb::get, "/stream");
+  EXPECT_EQ(streamed[http::field::content_type], "text/event-stream");
+  EXPECT_TRUE(streamed.chunked());
+  EXPECT_EQ(streamed.body(), "data: a\n\ndata: b\n\ndata: [DONE]\n\n");
+  {
+    asio::io_context io;
+    tcp::socket s(io);
+    s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"),
+                            static_cast<unsigned short>(server.port())));
+    asio::write(s, asio::buffer(std::string("GET /never HTTP/1.1\r\nHost: x\r\n\r\n")));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }  // the client hangs up while the handler still owes an answer
+  EXPECT_EQ(hung_up.get_future().wait_for(std::chrono::seconds(2)), std::future_status::ready);
+  for (auto& w : workers) w.join();
 }
 
 TEST(HttpServer, SharesAPortWithSoReuseportAndAdoptsAnInheritedSocket) {

@@ -35,6 +35,22 @@ HttpResponse ErrorResponse(int status, const std::string& message, const std::st
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
+// How an asynchronous handler answers, later and from any thread: one Send(),
+// or StartStream() + Write()* + End() (chunked transfer, e.g. server-sent
+// events). OnDisconnect's callback runs once if the client goes away before
+// the answer is complete (while waiting or mid-stream).
+class Responder {
+ public:
+  virtual ~Responder() = default;
+  virtual void Send(HttpResponse response) = 0;
+  virtual void StartStream(int status, std::string content_type,
+                           std::map<std::string, std::string> headers = {}) = 0;
+  virtual void Write(std::string chunk) = 0;
+  virtual void End() = 0;
+  virtual void OnDisconnect(std::function<void()> callback) = 0;
+};
+using AsyncHandler = std::function<void(const HttpRequest&, std::shared_ptr<Responder>)>;
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;        // 0: an ephemeral port (see HttpServer::port())
@@ -52,6 +68,7 @@ class HttpServer {
 
   // Register before Start(). `method` empty: any method.
   void Route(const std::string& method, const std::string& path, HttpHandler handler);
+  void RouteAsync(const std::string& method, const std::string& path, AsyncHandler handler);
   Status Start();  // binds (or adopts the fd) and serves on background threads
   void Stop();
   int port() const;
