@@ -15,6 +15,7 @@
 
 #include "sightline/api_server/admin_routes.h"
 #include "sightline/api_server/http_server.h"
+#include "support/http_client.h"
 #include "support/scrape.h"
 
 namespace sightline::api {
@@ -25,32 +26,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-// A blocking HTTP client on one keep-alive connection.
-class Client {
- public:
-  explicit Client(int port) : stream_(io_) {
-    stream_.connect(
-        tcp::endpoint(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
-  }
-  http::response<http::string_body> Request(http::verb verb, const std::string& target,
-                                            std::map<std::string, std::string> headers = {},
-                                            std::string body = "") {
-    http::request<http::string_body> req(verb, target, 11);
-    req.set(http::field::host, "127.0.0.1");
-    for (const auto& [k, v] : headers) req.set(k, v);
-    req.body() = std::move(body);
-    req.prepare_payload();
-    http::write(stream_, req);
-    beast::flat_buffer buffer;
-    http::response<http::string_body> res;
-    http::read(stream_, buffer, res);
-    return res;
-  }
-
- private:
-  asio::io_context io_;
-  beast::tcp_stream stream_;
-};
+using Client = sightline::testing::HttpClient;
 
 std::string Gunzip(const std::string& in) {
   z_stream zs{};

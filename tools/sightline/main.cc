@@ -1,6 +1,7 @@
 // `sightline`: the single CLI front door. Each subcommand lives in its own file.
 #include <CLI/CLI.hpp>
 
+#include "api_server_command.h"
 #include "engine_command.h"
 #include "metrics_command.h"
 
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   sightline::cli::AddMetricsCommand(app, &exit_code);
   sightline::cli::AddEngineCommand(app, &exit_code);
   sightline::cli::AddMakeModelCommand(app, &exit_code);
+  sightline::cli::AddApiServerCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -1,0 +1,42 @@
+// OpenAiServer: the OpenAI-compatible endpoints over one engine. So far
+// /v1/completions (one prompt, n = 1, streaming or not) and /v1/models; the
+// output path detokenizes incrementally, applies stop strings (aborting the
+// engine request), and records the request-scoped and HTTP metrics.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sightline/api_server/engine_client.h"
+#include "sightline/api_server/http_server.h"
+#include "sightline/api_server/request_metrics.h"
+#include "sightline/api_server/tokenizer.h"
+
+namespace sightline::api {
+
+struct OpenAiServerOptions {
+  std::string served_model_name;
+  std::uint32_t client_index = 0;
+  EngineInfo engine;
+};
+
+class OpenAiServer {
+ public:
+  // All pointers must outlive the server.
+  OpenAiServer(OpenAiServerOptions options, EngineClient* engine, const Tokenizer* tokenizer,
+               RequestMetrics* metrics);
+  void AddRoutes(HttpServer* server);
+
+ private:
+  void Completions(const HttpRequest& request, std::shared_ptr<Responder> out);
+
+  OpenAiServerOptions options_;
+  EngineClient* engine_;
+  const Tokenizer* tokenizer_;
+  RequestMetrics* metrics_;
+  std::atomic<std::uint64_t> next_id_{0};
+};
+
+}  // namespace sightline::api

@@ -1,0 +1,63 @@
+// RequestMetrics: the request-scoped families of METRICS.md §5 and the HTTP
+// families of §6, written by the API server that owns the request, from the
+// timestamps it took (API-server clock) and those the engine sent (engine
+// clock). Intervals always subtract two timestamps of the same clock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sightline/shm_registry/registry.h"
+
+namespace sightline::api {
+
+// What one finished request looked like.
+struct FinishedRequest {
+  std::string finished_reason;  // stop, length, abort, error, repetition
+  std::uint32_t prompt_tokens = 0;
+  std::uint32_t cached_tokens = 0;
+  std::uint32_t generation_tokens = 0;
+  bool max_tokens_set = false;
+  std::uint32_t max_tokens = 0;
+  // API-server monotonic seconds.
+  double arrival = 0, first_token = -1, last_output = -1;
+  // Engine monotonic seconds (-1: not known).
+  double queued = -1, first_scheduled = -1, engine_first_token = -1, engine_last_token = -1;
+};
+
+class RequestMetrics {
+ public:
+  // `disable_log_stats`: only the HTTP families are registered.
+  static Status Create(metrics::Registry* registry, const std::string& model_name,
+                       std::uint32_t max_model_len, bool disable_log_stats,
+                       std::unique_ptr<RequestMetrics>* out);
+
+  // When a request's first output arrives: prompt token counters.
+  void OnFirstOutput(std::uint32_t prompt_tokens, std::uint32_t cached_tokens);
+  // Every output that carries tokens: generation counter and, after the
+  // first, the inter-token latency from engine step timestamps.
+  void OnTokens(std::uint32_t count, double itl_seconds /* < 0: first output */);
+  void OnTimeToFirstToken(double seconds);
+  void OnFinished(const FinishedRequest& r);
+
+  // HTTP families (METRICS.md §6) for an instrumented handler.
+  void OnHttp(const std::string& handler, const std::string& method, int status,
+              std::size_t request_bytes, std::size_t response_bytes, double seconds);
+
+ private:
+  RequestMetrics() = default;
+  bool enabled_ = true;
+  std::string model_name_;
+  metrics::Counter prompt_, prompt_compute_, prompt_cache_hit_, cached_, generation_;
+  metrics::CounterFamily success_;
+  metrics::Histogram req_prompt_, req_generation_, max_generation_, params_n_, params_max_tokens_,
+      prefill_kv_, ttft_, itl_, tpot_, e2e_, queue_, prefill_, decode_, inference_;
+  metrics::CounterFamily http_requests_;
+  metrics::SummaryFamily http_request_size_, http_response_size_;
+  metrics::Histogram http_highr_;
+  metrics::HistogramFamily http_duration_;
+};
+
+}  // namespace sightline::api

@@ -1,0 +1,232 @@
+// /v1/completions end to end: a real engine process and a real API-server
+// process sharing a registry, driven over HTTP. Tokens, usage, streaming,
+// stop strings, errors, exact request metrics, and a client hanging up.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "sightline/shm_registry/registry.h"
+#include "support/child_process.h"
+#include "support/http_client.h"
+#include "support/scrape.h"
+
+namespace sightline::api {
+namespace {
+
+using nlohmann::json;
+using sightline::testing::ChildProcess;
+using sightline::testing::HttpClient;
+using sightline::testing::ParseSamples;
+
+ChildProcess Exec(std::vector<std::string> args) {
+  return ChildProcess::Spawn([args](const ChildProcess::Control&) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    return 127;
+  });
+}
+
+class CompletionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(metrics::Registry::Create(sightline::testing::UniqueInstance(), metrics::Capacity{},
+                                          "supervisor", &reg_)
+                    .ok());
+    base_ = "/tmp/" + reg_->instance();
+    const std::string in = "ipc://" + base_ + ".in", out = "ipc://" + base_ + ".out";
+    engine_ = Exec({SIGHTLINE_CLI, "engine", "--input", in, "--output", out, "--registry",
+                    reg_->instance(), "--served-model-name", "tiny", "--threads", "1",
+                    "--log-stats-interval", "60"});
+    // The listening socket a supervisor would make, inherited by the API server.
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);  // no CLOEXEC: it crosses exec
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(listen(fd, 64), 0);
+    socklen_t len = sizeof addr;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    api_ = Exec({SIGHTLINE_CLI, "api-server", "--engine-input", in, "--engine-output", out,
+                 "--registry", reg_->instance(), "--fd", std::to_string(fd)});
+    close(fd);
+    for (int i = 0; i < 100; ++i) {  // up within 10 s
+      try {
+        if (HttpClient(port_).Request(boost::beast::http::verb::get, "/health").result_int() == 200)
+          return;
+      } catch (const std::exception&) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    FAIL() << "the API server did not come up";
+  }
+  void TearDown() override {
+    if (api_.pid() > 0) api_.KillAndWait(SIGTERM);
+    if (engine_.pid() > 0) engine_.KillAndWait(SIGTERM);
+    std::filesystem::remove(base_ + ".in");
+    std::filesystem::remove(base_ + ".out");
+  }
+  json Complete(json body) {
+    body["model"] = "tiny";
+    auto r = HttpClient(port_).Post("/v1/completions", body.dump());
+    EXPECT_EQ(r.result_int(), 200) << r.body();
+    return json::parse(r.body());
+  }
+  std::map<std::string, double> Page() {
+    return ParseSamples(reg_->Render(metrics::ExpositionFormat::kPrometheusText));
+  }
+  static std::string Key(const std::string& name, const std::string& extra = "") {
+    return name + "{engine=\"0\"," + extra + "model_name=\"tiny\"}";
+  }
+  std::unique_ptr<metrics::Registry> reg_;
+  std::string base_;
+  int port_ = 0;
+  ChildProcess engine_, api_;
+};
+
+const json kGreedy = {
+    {"prompt", "Hello, Sightline"}, {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}};
+
+TEST_F(CompletionsTest, NonStreamingAndStreamingAgreeAndUsageIsExact) {
+  const json plain = Complete(kGreedy);
+  EXPECT_EQ(plain["object"], "text_completion");
+  EXPECT_EQ(plain["usage"]["prompt_tokens"], 16);  // byte tokenizer: one token per byte
+  EXPECT_EQ(plain["usage"]["completion_tokens"], 8);
+  EXPECT_EQ(plain["choices"][0]["finish_reason"], "length");
+  json stream_body = kGreedy;
+  stream_body["stream"] = true;
+  stream_body["stream_options"] = {{"include_usage", true}};
+  stream_body["model"] = "tiny";
+  const auto r = HttpClient(port_).Post("/v1/completions", stream_body.dump());
+  EXPECT_EQ(r[boost::beast::http::field::content_type], "text/event-stream");
+  std::string text, finish;
+  json usage;
+  std::vector<std::string> events;
+  for (std::size_t at = 0; (at = r.body().find("data: ", at)) != std::string::npos;) {
+    const std::size_t end = r.body().find("\n\n", at);
+    events.push_back(r.body().substr(at + 6, end - at - 6));
+    at = end;
+  }
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+    const json e = json::parse(events[i]);
+    if (e.contains("usage")) {
+      usage = e["usage"];
+      EXPECT_TRUE(e["choices"].empty());
+      EXPECT_EQ(i + 2, events.size());  // the usage chunk comes last, before [DONE]
+      continue;
+    }
+    text += e["choices"][0]["text"].get<std::string>();
+    if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(text, plain["choices"][0]["text"]);
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(usage["completion_tokens"], 8);
+}
+
+TEST_F(CompletionsTest, RequestMetricsAreExact) {
+  constexpr int kN = 3, kP = 16, kM = 8;
+  for (int i = 0; i < kN; ++i) Complete(kGreedy);
+  auto p = Page();
+  EXPECT_EQ(p[Key("vllm:request_success_total", "finished_reason=\"length\",")], kN);
+  EXPECT_EQ(p[Key("vllm:prompt_tokens_total")], kN * kP);
+  EXPECT_EQ(p[Key("vllm:generation_tokens_total")], kN * kM);
+  EXPECT_EQ(p[Key("vllm:inter_token_latency_seconds_count")], kN * (kM - 1));
+  EXPECT_EQ(p[Key("vllm:time_to_first_token_seconds_count")], kN);
+  EXPECT_EQ(p[Key("vllm:e2e_request_latency_seconds_count")], kN);
+  EXPECT_EQ(p[Key("vllm:request_generation_tokens_sum")], kN * kM);
+  EXPECT_EQ(p[Key("vllm:request_params_max_tokens_sum")], kN * kM);
+  EXPECT_EQ(p[Key("vllm:request_queue_time_seconds_count")], kN);
+  EXPECT_EQ(p[Key("vllm:request_time_per_output_token_seconds_count")], kN);
+  EXPECT_EQ(p["http_requests_total{handler=\"/v1/completions\",method=\"POST\",status=\"2xx\"}"],
+            kN);
+  EXPECT_EQ(p["http_request_duration_highr_seconds_count"], kN);
+  // The cached part of later prompts (same text) shows up split by source.
+  const double cached = p[Key("vllm:prompt_tokens_cached_total")];
+  EXPECT_EQ(p["vllm:prompt_tokens_by_source_total{engine=\"0\",model_name=\"tiny\",source=\"local_"
+              "compute\"}"] +
+                p["vllm:prompt_tokens_by_source_total{engine=\"0\",model_name=\"tiny\",source="
+                  "\"local_cache_hit\"}"],
+            kN * kP);
+  EXPECT_EQ(p["vllm:prompt_tokens_by_source_total{engine=\"0\",model_name=\"tiny\",source=\"local_"
+              "cache_hit\"}"],
+            cached);
+  EXPECT_EQ(p[Key("vllm:num_requests_running")], 0);
+}
+
+TEST_F(CompletionsTest, StopStringsEndTheRequestAndAreNotEmitted) {
+  const std::string full = Complete(kGreedy)["choices"][0]["text"];
+  // The second character of the answer (whole, however many bytes) as the stop string.
+  std::size_t second = 1;
+  while (second < full.size() && (static_cast<unsigned char>(full[second]) & 0xC0) == 0x80)
+    ++second;
+  std::size_t third = second + 1;
+  while (third < full.size() && (static_cast<unsigned char>(full[third]) & 0xC0) == 0x80) ++third;
+  ASSERT_LT(second, full.size());
+  const std::string stop = full.substr(second, third - second);
+  json body = kGreedy;
+  body["stop"] = stop;
+  const json stopped = Complete(body);
+  EXPECT_EQ(stopped["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(stopped["choices"][0]["text"], full.substr(0, full.find(stop)));
+  EXPECT_EQ(Page()[Key("vllm:request_success_total", "finished_reason=\"stop\",")], 1);
+}
+
+TEST_F(CompletionsTest, BadRequestsGetOpenAiErrors) {
+  HttpClient c(port_);
+  auto r = c.Post("/v1/completions", "{not json");
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_NE(r.body().find("\"error\""), std::string::npos);
+  r = c.Post("/v1/completions", json{{"model", "gpt-4"}, {"prompt", "x"}}.dump());
+  EXPECT_EQ(r.result_int(), 404);
+  r = c.Post("/v1/completions", json{{"prompt", std::string(3000, 'x')}}.dump());
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_NE(r.body().find("3000 tokens"), std::string::npos) << r.body();
+  EXPECT_NE(r.body().find("2048"), std::string::npos);
+  r = c.Post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", -3}}.dump());
+  EXPECT_EQ(r.result_int(), 400);
+  r = c.Post("/v1/completions", json{{"prompt", "x"}, {"echo", true}}.dump());
+  EXPECT_EQ(r.result_int(), 400);
+  r = c.Post("/v1/completions", json{{"prompt", {1, 2, 99999}}}.dump());
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_EQ(c.Request(boost::beast::http::verb::get, "/v1/models").result_int(), 200);
+  EXPECT_EQ(Complete(kGreedy)["usage"]["completion_tokens"], 8);  // nothing else harmed
+}
+
+TEST_F(CompletionsTest, AClientHangingUpMidStreamIsCountedAsAbort) {
+  {
+    HttpClient c(port_);
+    json body = {{"model", "tiny"},
+                 {"prompt", "long"},
+                 {"max_tokens", 1500},
+                 {"ignore_eos", true},
+                 {"stream", true}};
+    const std::string req =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+        "application/json\r\nContent-Length: " +
+        std::to_string(body.dump().size()) + "\r\n\r\n" + body.dump();
+    boost::asio::write(c.socket(), boost::asio::buffer(req));
+    char buf[256];
+    c.socket().read_some(boost::asio::buffer(buf));  // the stream has started
+  }                                                  // hang up
+  double aborted = 0, running = 1;
+  for (int i = 0; i < 50 && (aborted < 1 || running > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto p = Page();
+    aborted = p[Key("vllm:request_success_total", "finished_reason=\"abort\",")];
+    running = p[Key("vllm:num_requests_running")];
+  }
+  EXPECT_EQ(aborted, 1);
+  EXPECT_EQ(running, 0);
+}
+
+}  // namespace
+}  // namespace sightline::api

@@ -1,0 +1,125 @@
+#include "api_server_command.h"
+
+#include <csignal>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "sightline/api_server/admin_routes.h"
+#include "sightline/api_server/engine_client.h"
+#include "sightline/api_server/http_server.h"
+#include "sightline/api_server/openai_server.h"
+#include "sightline/api_server/request_metrics.h"
+#include "sightline/api_server/tokenizer.h"
+#include "sightline/shm_registry/registry.h"
+
+namespace sightline::cli {
+
+namespace {
+
+// Set by SIGTERM/SIGINT; global because a signal handler takes no argument.
+std::atomic<bool> g_stop{false};
+void OnSignal(int) {
+  g_stop.store(true);
+}
+
+struct ApiOptions {
+  std::string engine_input, engine_output, registry, host = "127.0.0.1", served_model_name;
+  std::string tokenizer = "byte";
+  int port = 8000, fd = -1, threads = 1;
+  std::uint32_t index = 0;
+  bool disable_log_stats = false;
+  std::size_t max_body_bytes = 4u << 20;
+};
+
+int Fail(const std::string& message) {
+  std::cerr << "sightline: error: " << message << "\n";
+  return 1;
+}
+
+int RunApiServer(const ApiOptions& o) {
+  if (!o.disable_log_stats && o.registry.empty())
+    return Fail("--registry is required unless --disable-log-stats");
+  std::unique_ptr<metrics::Registry> registry;
+  if (!o.registry.empty())
+    if (Status s = metrics::Registry::Attach(o.registry, "api-server-" + std::to_string(o.index),
+                                             &registry);
+        !s.ok())
+      return Fail(s.message());
+  std::unique_ptr<api::Tokenizer> tokenizer;
+  if (o.tokenizer == "byte")
+    tokenizer = api::MakeByteTokenizer();
+  else if (Status s = api::LoadSentencePieceTokenizer(o.tokenizer, &tokenizer); !s.ok())
+    return Fail(s.message());
+
+  api::EngineClient::Options eo;
+  eo.input_address = o.engine_input;
+  eo.output_address = o.engine_output;
+  eo.client_index = o.index;
+  eo.ready_timeout_s = 60;
+  api::EngineClient engine(eo);
+  api::EngineInfo info;
+  if (Status s = engine.Start(&info); !s.ok()) return Fail(s.message());
+  if (static_cast<std::uint32_t>(tokenizer->vocab_size()) > info.vocab_size)
+    return Fail("the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
+                " tokens, the model " + std::to_string(info.vocab_size));
+
+  api::OpenAiServerOptions so;
+  so.served_model_name = o.served_model_name.empty() ? info.model_name : o.served_model_name;
+  so.client_index = o.index;
+  so.engine = info;
+  std::unique_ptr<api::RequestMetrics> request_metrics;
+  if (registry) {
+    if (Status s =
+            api::RequestMetrics::Create(registry.get(), so.served_model_name, info.max_model_len,
+                                        o.disable_log_stats, &request_metrics);
+        !s.ok())
+      return Fail(s.message());
+  } else {
+    return Fail("--registry is required (metrics-free serving is not supported yet)");
+  }
+
+  api::HttpServerOptions ho;
+  ho.host = o.host;
+  ho.port = o.port;
+  ho.inherited_fd = o.fd;
+  ho.threads = o.threads;
+  ho.max_body_bytes = o.max_body_bytes;
+  api::HttpServer http(ho);
+  api::AddAdminRoutes(&http, registry.get(), [&engine] { return engine.alive(); });
+  api::OpenAiServer openai(so, &engine, tokenizer.get(), request_metrics.get());
+  openai.AddRoutes(&http);
+  if (Status s = http.Start(); !s.ok()) return Fail(s.message());
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  std::cerr << "INFO api-server " << o.index << ": serving " << so.served_model_name << " on port "
+            << http.port() << "\n";
+  while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  http.Stop();
+  return 0;
+}
+
+}  // namespace
+
+void AddApiServerCommand(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<ApiOptions>();
+  CLI::App* cmd = app.add_subcommand("api-server", "Run one OpenAI-compatible API server process");
+  cmd->add_option("--engine-input", o->engine_input, "The engine's request address")->required();
+  cmd->add_option("--engine-output", o->engine_output, "The engine's output address")->required();
+  cmd->add_option("--registry", o->registry, "Metric registry instance");
+  cmd->add_option("--host", o->host, "Address to bind")->capture_default_str();
+  cmd->add_option("--port", o->port, "Port to bind (SO_REUSEPORT)")->capture_default_str();
+  cmd->add_option("--fd", o->fd, "A listening socket inherited from the supervisor");
+  cmd->add_option("--api-server-index", o->index, "This server's index")->capture_default_str();
+  cmd->add_option("--served-model-name", o->served_model_name,
+                  "Model name (default: the engine's)");
+  cmd->add_option("--tokenizer", o->tokenizer, "byte, or a SentencePiece tokenizer.model")
+      ->capture_default_str();
+  cmd->add_flag("--disable-log-stats", o->disable_log_stats, "Only the HTTP metric families");
+  cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body")
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, "HTTP threads")->capture_default_str();
+  cmd->callback([o, exit_code] { *exit_code = RunApiServer(*o); });
+}
+
+}  // namespace sightline::cli
