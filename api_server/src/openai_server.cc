@@ -4,6 +4,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "completion_request.h"
 #include "sightline/api_server/detokenizer.h"
 
 namespace sightline::api {
@@ -39,157 +40,6 @@ const char* FinishName(ipc::FinishReason r) {
   }
 }
 
-// A validated /v1/completions body.
-struct CompletionParams {
-  std::vector<std::int32_t> prompt;
-  std::uint32_t max_tokens = 16;
-  bool max_tokens_set = false;
-  float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
-  std::int32_t top_k = 0, priority = 0;
-  std::uint32_t min_tokens = 0;
-  std::uint64_t seed = 0;
-  bool has_seed = false, ignore_eos = false, stream = false, include_usage = false;
-  std::vector<std::string> stop;
-  std::vector<std::int32_t> stop_token_ids;
-  std::string cache_salt;
-};
-
-// Parses and checks the body; a non-OK status carries the 400 message.
-Status ParseCompletion(const std::string& body, const Tokenizer& tok, const EngineInfo& engine,
-                       const std::string& served_model, CompletionParams* p, int* http_status) {
-  *http_status = 400;
-  const json j = json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return Status::InvalidArgument("the body is not a JSON object");
-  auto bad = [](const std::string& m) { return Status::InvalidArgument(m); };
-  if (j.contains("model") &&
-      (!j["model"].is_string() || j["model"].get<std::string>() != served_model)) {
-    *http_status = 404;
-    return Status::NotFound("the model '" +
-                            (j["model"].is_string() ? j["model"].get<std::string>() : "?") +
-                            "' does not exist; this server serves '" + served_model + "'");
-  }
-  for (const char* unsupported : {"echo", "suffix", "logprobs", "best_of"})
-    if (j.contains(unsupported) && !j[unsupported].is_null() && j[unsupported] != false &&
-        j[unsupported] != 1)
-      return bad(std::string("'") + unsupported + "' is unsupported");
-  if (j.contains("n") && j["n"] != 1) return bad("'n' other than 1 is not supported yet");
-  if (!j.contains("prompt")) return bad("'prompt' is required");
-  const json& prompt = j["prompt"];
-  if (prompt.is_string()) {
-    p->prompt = tok.Encode(prompt.get<std::string>());
-  } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number_integer()) {
-    for (const auto& t : prompt) {
-      if (!t.is_number_integer() || t.get<std::int64_t>() < 0 ||
-          t.get<std::int64_t>() >= engine.vocab_size)
-        return bad("'prompt' token ids must be integers in [0, " +
-                   std::to_string(engine.vocab_size) + ")");
-      p->prompt.push_back(t.get<std::int32_t>());
-    }
-  } else if (prompt.is_array() && prompt.size() == 1) {
-    return ParseCompletion(json{{"prompt", prompt[0]}}.dump(), tok, engine, served_model, p,
-                           http_status);
-  } else {
-    return bad(
-        "'prompt' must be a string or a list of token ids (several prompts are not supported yet)");
-  }
-  if (p->prompt.empty()) return bad("the prompt is empty");
-  auto number = [&](const char* key, auto* dst, double lo, double hi) -> Status {
-    if (!j.contains(key) || j[key].is_null()) return Status::Ok();
-    if (!j[key].is_number()) return bad(std::string("'") + key + "' must be a number");
-    const double v = j[key].get<double>();
-    if (!(v >= lo && v <= hi))
-      return bad(std::string("'") + key + "' must be in [" + json(lo).dump() + ", " +
-                 json(hi).dump() + "]");
-    *dst = static_cast<std::remove_pointer_t<decltype(dst)>>(v);
-    return Status::Ok();
-  };
-  Status s = number("max_tokens", &p->max_tokens, 1, 1e9);
-  if (s.ok() && j.contains("max_tokens") && !j["max_tokens"].is_null()) p->max_tokens_set = true;
-  if (s.ok()) s = number("temperature", &p->temperature, 0, 100);
-  if (s.ok()) s = number("top_p", &p->top_p, 1e-9, 1);
-  if (s.ok()) s = number("min_p", &p->min_p, 0, 1);
-  if (s.ok()) s = number("top_k", &p->top_k, -1, 1e9);
-  if (s.ok()) s = number("min_tokens", &p->min_tokens, 0, 1e9);
-  if (s.ok()) s = number("priority", &p->priority, -1e9, 1e9);
-  if (!s.ok()) return s;
-  if (p->top_k < 0) p->top_k = 0;  // -1 means off, as in vLLM
-  if (j.contains("seed") && !j["seed"].is_null()) {
-    if (!j["seed"].is_number_integer()) return bad("'seed' must be an integer");
-    p->seed = j["seed"].get<std::uint64_t>();
-    p->has_seed = true;
-  }
-  auto flag = [&](const char* key, bool* dst) -> Status {
-    if (!j.contains(key) || j[key].is_null()) return Status::Ok();
-    if (!j[key].is_boolean()) return bad(std::string("'") + key + "' must be a boolean");
-    *dst = j[key].get<bool>();
-    return Status::Ok();
-  };
-  if (s = flag("ignore_eos", &p->ignore_eos); !s.ok()) return s;
-  if (s = flag("stream", &p->stream); !s.ok()) return s;
-  if (j.contains("stream_options") && j["stream_options"].is_object())
-    p->include_usage = j["stream_options"].value("include_usage", false);
-  if (j.contains("stop") && !j["stop"].is_null()) {
-    const json& stop = j["stop"];
-    if (stop.is_string())
-      p->stop.push_back(stop.get<std::string>());
-    else if (stop.is_array()) {
-      for (const auto& x : stop) {
-        if (!x.is_string()) return bad("'stop' must be a string or a list of strings");
-        p->stop.push_back(x.get<std::string>());
-      }
-    } else {
-      return bad("'stop' must be a string or a list of strings");
-    }
-  }
-  if (j.contains("stop_token_ids") && j["stop_token_ids"].is_array())
-    for (const auto& x : j["stop_token_ids"])
-      if (x.is_number_integer()) p->stop_token_ids.push_back(x.get<std::int32_t>());
-  if (j.contains("cache_salt") && j["cache_salt"].is_string())
-    p->cache_salt = j["cache_salt"].get<std::string>();
-  const std::uint64_t len = p->prompt.size();
-  if (len >= engine.max_model_len)
-    return bad("the prompt has " + std::to_string(len) +
-               " tokens; this model's maximum context length is " +
-               std::to_string(engine.max_model_len));
-  if (len + p->max_tokens > engine.max_model_len)
-    return bad("the prompt (" + std::to_string(len) + " tokens) plus max_tokens (" +
-               std::to_string(p->max_tokens) + ") exceeds this model's maximum context length of " +
-               std::to_string(engine.max_model_len));
-  return Status::Ok();
-}
-
-std::vector<std::uint8_t> BuildAddRequest(const std::string& id, const CompletionParams& p,
-                                          std::uint32_t client) {
-  flatbuffers::FlatBufferBuilder b;
-  const auto id_off = b.CreateString(id);
-  const auto prompt = b.CreateVector(p.prompt);
-  const auto stops = b.CreateVector(p.stop_token_ids);
-  const auto salt = p.cache_salt.empty() ? 0 : b.CreateString(p.cache_salt);
-  ipc::SamplingParamsBuilder sp(b);
-  sp.add_temperature(p.temperature);
-  sp.add_top_p(p.top_p);
-  sp.add_top_k(p.top_k);
-  sp.add_min_p(p.min_p);
-  sp.add_seed(p.seed);
-  sp.add_has_seed(p.has_seed);
-  sp.add_max_tokens(p.max_tokens);
-  sp.add_max_tokens_set(p.max_tokens_set);
-  sp.add_min_tokens(p.min_tokens);
-  sp.add_stop_token_ids(stops);
-  sp.add_ignore_eos(p.ignore_eos);
-  const auto sampling = sp.Finish();
-  ipc::AddRequestBuilder r(b);
-  r.add_request_id(id_off);
-  r.add_prompt_token_ids(prompt);
-  r.add_sampling(sampling);
-  r.add_client_index(client);
-  r.add_priority(p.priority);
-  if (!p.cache_salt.empty()) r.add_cache_salt(salt);
-  const auto bytes = ipc::Seal(b, ipc::Body::AddRequest, r.Finish().Union());
-  return {bytes.begin(), bytes.end()};
-}
-
 // One in-flight completion: everything the output path needs, guarded by
 // `mu` (outputs arrive on the engine client's thread, hang-ups on the HTTP one).
 struct Completion {
@@ -209,16 +59,37 @@ struct Completion {
   Completion(const Tokenizer* t, std::vector<std::string> stop)
       : detok(t, true), stops(std::move(stop)) {}
 
-  json Chunk(const std::string& delta, const char* finish) const {
+  // A streamed chunk: text_completion, or chat.completion.chunk with a delta.
+  json Chunk(const std::string& delta, const char* finish, bool role = false) const {
+    json choice = {{"index", 0},
+                   {"logprobs", nullptr},
+                   {"finish_reason", finish[0] ? json(finish) : json(nullptr)}};
+    if (params.chat) {
+      choice["delta"] = json::object();
+      if (role) choice["delta"]["role"] = "assistant";
+      if (role || !delta.empty()) choice["delta"]["content"] = delta;
+    } else {
+      choice["text"] = delta;
+    }
     return {{"id", id},
-            {"object", "text_completion"},
+            {"object", params.chat ? "chat.completion.chunk" : "text_completion"},
             {"created", created},
             {"model", model},
-            {"choices",
-             {{{"index", 0},
-               {"text", delta},
-               {"logprobs", nullptr},
-               {"finish_reason", finish[0] ? json(finish) : json(nullptr)}}}}};
+            {"choices", {choice}}};
+  }
+  // The whole answer, for a non-streaming response.
+  json Final(const char* finish) const {
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
+    if (params.chat)
+      choice["message"] = {{"role", "assistant"}, {"content", text}};
+    else
+      choice["text"] = text;
+    return {{"id", id},
+            {"object", params.chat ? "chat.completion" : "text_completion"},
+            {"created", created},
+            {"model", model},
+            {"choices", {choice}},
+            {"usage", Usage()}};
   }
   json Usage() const {
     return {{"prompt_tokens", stats.prompt_tokens},
@@ -246,7 +117,11 @@ OpenAiServer::OpenAiServer(OpenAiServerOptions options, EngineClient* engine,
 void OpenAiServer::AddRoutes(HttpServer* server) {
   server->RouteAsync("POST", "/v1/completions",
                      [this](const HttpRequest& r, std::shared_ptr<Responder> out) {
-                       Completions(r, std::move(out));
+                       Generate(r, std::move(out), /*chat=*/false);
+                     });
+  server->RouteAsync("POST", "/v1/chat/completions",
+                     [this](const HttpRequest& r, std::shared_ptr<Responder> out) {
+                       Generate(r, std::move(out), /*chat=*/true);
                      });
   server->Route("GET", "/v1/models", [this](const HttpRequest&) {
     HttpResponse r;
@@ -262,25 +137,27 @@ void OpenAiServer::AddRoutes(HttpServer* server) {
   });
 }
 
-void OpenAiServer::Completions(const HttpRequest& request, std::shared_ptr<Responder> out) {
+void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responder> out, bool chat) {
+  const std::string handler = chat ? "/v1/chat/completions" : "/v1/completions";
   const double arrival = Now();  // read and parsed by the HTTP layer; before tokenization
-  auto answer = [this, &request, arrival](std::shared_ptr<Responder> o, HttpResponse r) {
-    metrics_->OnHttp("/v1/completions", request.method, r.status, request.body.size(),
-                     r.body.size(), Now() - arrival);
+  auto answer = [this, &request, arrival, &handler](std::shared_ptr<Responder> o, HttpResponse r) {
+    metrics_->OnHttp(handler, request.method, r.status, request.body.size(), r.body.size(),
+                     Now() - arrival);
     o->Send(std::move(r));
   };
   CompletionParams params;
   int status = 400;
-  if (Status s = ParseCompletion(request.body, *tokenizer_, options_.engine,
-                                 options_.served_model_name, &params, &status);
-      !s.ok())
+  const ParseContext ctx{tokenizer_, &options_.engine, options_.served_model_name,
+                         options_.chat_template};
+  if (Status s = ParseGeneration(request.body, chat, ctx, &params, &status); !s.ok())
     return answer(out, ErrorResponse(status, s.message(),
                                      status == 404 ? "NotFoundError" : "BadRequestError"));
   if (!engine_->alive())
     return answer(out, ErrorResponse(503, "the engine is not running", "ServiceUnavailableError"));
 
   auto c = std::make_shared<Completion>(tokenizer_, params.stop);
-  c->id = "cmpl-" + std::to_string(options_.client_index) + "-" + std::to_string(next_id_++);
+  c->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(options_.client_index) + "-" +
+          std::to_string(next_id_++);
   c->model = options_.served_model_name;
   c->created = UnixSeconds();
   c->params = std::move(params);
@@ -293,7 +170,7 @@ void OpenAiServer::Completions(const HttpRequest& request, std::shared_ptr<Respo
   const std::string method = request.method;
 
   // Ends the request once: response, metrics (HTTP and request-scoped).
-  auto finish = [this, c, method](const char* reason, bool engine_gone) {
+  auto finish = [this, c, method, handler](const char* reason, bool engine_gone) {
     if (c->done) return;
     c->done = true;
     c->stats.finished_reason = reason;
@@ -320,8 +197,12 @@ void OpenAiServer::Completions(const HttpRequest& request, std::shared_ptr<Respo
       if (c->params.stream) {
         std::string tail = "data: " + c->Chunk("", reason).dump() + "\n\n";
         if (c->params.include_usage) {
-          json usage = {{"id", c->id},       {"object", "text_completion"}, {"created", c->created},
-                        {"model", c->model}, {"choices", json::array()},    {"usage", c->Usage()}};
+          json usage = {{"id", c->id},
+                        {"object", c->params.chat ? "chat.completion.chunk" : "text_completion"},
+                        {"created", c->created},
+                        {"model", c->model},
+                        {"choices", json::array()},
+                        {"usage", c->Usage()}};
           tail += "data: " + usage.dump() + "\n\n";
         }
         tail += "data: [DONE]\n\n";
@@ -330,27 +211,24 @@ void OpenAiServer::Completions(const HttpRequest& request, std::shared_ptr<Respo
         c->out->End();
       } else {
         HttpResponse r;
-        r.body = json{{"id", c->id},
-                      {"object", "text_completion"},
-                      {"created", c->created},
-                      {"model", c->model},
-                      {"choices",
-                       {{{"index", 0},
-                         {"text", c->text},
-                         {"logprobs", nullptr},
-                         {"finish_reason", reason}}}},
-                      {"usage", c->Usage()}}
-                     .dump();
+        r.body = c->Final(reason).dump();
         c->response_bytes = r.body.size();
         c->out->Send(std::move(r));
       }
     }
     metrics_->OnFinished(c->stats);
-    metrics_->OnHttp("/v1/completions", method, http_status, c->request_bytes, c->response_bytes,
+    metrics_->OnHttp(handler, method, http_status, c->request_bytes, c->response_bytes,
                      c->stats.last_output - c->stats.arrival);
   };
 
-  if (c->params.stream) out->StartStream(200, "text/event-stream");
+  if (c->params.stream) {
+    out->StartStream(200, "text/event-stream");
+    if (chat) {  // chat streams open with the assistant's role
+      const std::string event = "data: " + c->Chunk("", "", /*role=*/true).dump() + "\n\n";
+      c->response_bytes += event.size();
+      out->Write(event);
+    }
+  }
   out->OnDisconnect([this, c, finish] {
     std::lock_guard<std::mutex> g(c->mu);
     if (c->done) return;

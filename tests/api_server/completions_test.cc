@@ -132,6 +132,54 @@ TEST_F(CompletionsTest, NonStreamingAndStreamingAgreeAndUsageIsExact) {
   EXPECT_EQ(usage["completion_tokens"], 8);
 }
 
+TEST_F(CompletionsTest, ChatCompletionsStreamingAndNot) {
+  const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  HttpClient c(port_);
+  auto r = c.Post("/v1/chat/completions", json{{"model", "tiny"},
+                                               {"messages", messages},
+                                               {"max_completion_tokens", 6},
+                                               {"temperature", 0},
+                                               {"ignore_eos", true}}
+                                              .dump());
+  ASSERT_EQ(r.result_int(), 200) << r.body();
+  const json plain = json::parse(r.body());
+  EXPECT_EQ(plain["object"], "chat.completion");
+  EXPECT_EQ(plain["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(plain["usage"]["prompt_tokens"],
+            std::string("user: Hi\nassistant: ").size());  // plain template
+  EXPECT_EQ(plain["usage"]["completion_tokens"], 6);
+  r = c.Post("/v1/chat/completions", json{{"model", "tiny"},
+                                          {"messages", messages},
+                                          {"max_tokens", 6},
+                                          {"temperature", 0},
+                                          {"ignore_eos", true},
+                                          {"stream", true}}
+                                         .dump());
+  std::string text;
+  bool saw_role = false;
+  for (std::size_t at = 0; (at = r.body().find("data: ", at)) != std::string::npos;) {
+    const std::size_t end = r.body().find("\n\n", at);
+    const std::string data = r.body().substr(at + 6, end - at - 6);
+    at = end;
+    if (data == "[DONE]") break;
+    const json e = json::parse(data);
+    EXPECT_EQ(e["object"], "chat.completion.chunk");
+    const json& delta = e["choices"][0]["delta"];
+    if (delta.contains("role")) saw_role = true;
+    if (delta.contains("content")) text += delta["content"].get<std::string>();
+  }
+  EXPECT_TRUE(saw_role);
+  EXPECT_EQ(text, plain["choices"][0]["message"]["content"]);
+  // A stream ends its connection; the next request takes a new one.
+  r = HttpClient(port_).Post("/v1/chat/completions",
+                             json{{"model", "tiny"}, {"messages", json::array()}}.dump());
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_EQ(
+      Page()
+          ["http_requests_total{handler=\"/v1/chat/completions\",method=\"POST\",status=\"4xx\"}"],
+      1);
+}
+
 TEST_F(CompletionsTest, RequestMetricsAreExact) {
   constexpr int kN = 3, kP = 16, kM = 8;
   for (int i = 0; i < kN; ++i) Complete(kGreedy);

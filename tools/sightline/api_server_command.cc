@@ -1,11 +1,15 @@
 #include "api_server_command.h"
 
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include "sightline/api_server/admin_routes.h"
+#include "sightline/api_server/chat_template.h"
 #include "sightline/api_server/engine_client.h"
 #include "sightline/api_server/http_server.h"
 #include "sightline/api_server/openai_server.h"
@@ -25,7 +29,7 @@ void OnSignal(int) {
 
 struct ApiOptions {
   std::string engine_input, engine_output, registry, host = "127.0.0.1", served_model_name;
-  std::string tokenizer = "byte";
+  std::string tokenizer = "byte", chat_template;
   int port = 8000, fd = -1, threads = 1;
   std::uint32_t index = 0;
   bool disable_log_stats = false;
@@ -64,7 +68,23 @@ int RunApiServer(const ApiOptions& o) {
     return Fail("the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
                 " tokens, the model " + std::to_string(info.vocab_size));
 
+  // The chat template: --chat-template, else the tokenizer directory's
+  // tokenizer_config.json, else `plain` for the built-in byte tokenizer.
+  std::string tokenizer_config;
+  if (o.tokenizer != "byte") {
+    std::ifstream in(std::filesystem::path(o.tokenizer).parent_path() / "tokenizer_config.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    tokenizer_config = text.str();
+  }
+  api::ChatTemplate chat_template;
+  if (Status s = api::ResolveChatTemplate(o.chat_template, tokenizer_config, o.tokenizer == "byte",
+                                          &chat_template);
+      !s.ok())
+    return Fail(s.message());
+
   api::OpenAiServerOptions so;
+  so.chat_template = chat_template;
   so.served_model_name = o.served_model_name.empty() ? info.model_name : o.served_model_name;
   so.client_index = o.index;
   so.engine = info;
@@ -115,6 +135,8 @@ void AddApiServerCommand(CLI::App& app, int* exit_code) {
                   "Model name (default: the engine's)");
   cmd->add_option("--tokenizer", o->tokenizer, "byte, or a SentencePiece tokenizer.model")
       ->capture_default_str();
+  cmd->add_option("--chat-template", o->chat_template,
+                  "chatml, llama-2, llama-3, plain, or a Jinja file");
   cmd->add_flag("--disable-log-stats", o->disable_log_stats, "Only the HTTP metric families");
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body")
       ->capture_default_str();

@@ -1,5 +1,6 @@
 // OpenAiServer: the OpenAI-compatible endpoints over one engine. So far
-// /v1/completions (one prompt, n = 1, streaming or not) and /v1/models; the
+// /v1/completions and /v1/chat/completions (one prompt, n = 1, streaming or
+// not) and /v1/models; the
 // output path detokenizes incrementally, applies stop strings (aborting the
 // engine request), and records the request-scoped and HTTP metrics.
 #pragma once
@@ -9,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "sightline/api_server/chat_template.h"
 #include "sightline/api_server/engine_client.h"
 #include "sightline/api_server/http_server.h"
 #include "sightline/api_server/request_metrics.h"
@@ -20,6 +22,7 @@ struct OpenAiServerOptions {
   std::string served_model_name;
   std::uint32_t client_index = 0;
   EngineInfo engine;
+  ChatTemplate chat_template = ChatTemplate::kPlain;
 };
 
 class OpenAiServer {
@@ -30,7 +33,8 @@ class OpenAiServer {
   void AddRoutes(HttpServer* server);
 
  private:
-  void Completions(const HttpRequest& request, std::shared_ptr<Responder> out);
+  // /v1/completions (chat = false) and /v1/chat/completions (chat = true).
+  void Generate(const HttpRequest& request, std::shared_ptr<Responder> out, bool chat);
 
   OpenAiServerOptions options_;
   EngineClient* engine_;

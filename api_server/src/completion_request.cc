@@ -1,0 +1,161 @@
+#include "completion_request.h"
+
+#include <nlohmann/json.hpp>
+
+namespace sightline::api {
+
+using nlohmann::json;
+
+Status ParseGeneration(const std::string& body, bool chat, const ParseContext& ctx,
+                       CompletionParams* p, int* http_status) {
+  const Tokenizer& tok = *ctx.tokenizer;
+  const EngineInfo& engine = *ctx.engine;
+  const std::string& served_model = ctx.served_model;
+  *http_status = 400;
+  p->chat = chat;
+  const json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return Status::InvalidArgument("the body is not a JSON object");
+  auto bad = [](const std::string& m) { return Status::InvalidArgument(m); };
+  if (j.contains("model") &&
+      (!j["model"].is_string() || j["model"].get<std::string>() != served_model)) {
+    *http_status = 404;
+    return Status::NotFound("the model '" +
+                            (j["model"].is_string() ? j["model"].get<std::string>() : "?") +
+                            "' does not exist; this server serves '" + served_model + "'");
+  }
+  for (const char* unsupported : {"echo", "suffix", "logprobs", "best_of"})
+    if (j.contains(unsupported) && !j[unsupported].is_null() && j[unsupported] != false &&
+        j[unsupported] != 1)
+      return bad(std::string("'") + unsupported + "' is unsupported");
+  if (j.contains("n") && j["n"] != 1) return bad("'n' other than 1 is not supported yet");
+  if (chat) {
+    if (!j.contains("messages")) return bad("'messages' is required");
+    std::vector<ChatMessage> messages;
+    if (Status s = ParseMessages(j["messages"].dump(), &messages); !s.ok()) return s;
+    const bool add_generation_prompt = j.value("add_generation_prompt", true);
+    p->prompt = tok.Encode(RenderChat(ctx.chat_template, messages, add_generation_prompt));
+  } else {
+    if (!j.contains("prompt")) return bad("'prompt' is required");
+    // A list holding one prompt is that prompt.
+    const json& prompt =
+        j["prompt"].is_array() && j["prompt"].size() == 1 && !j["prompt"][0].is_number()
+            ? j["prompt"][0]
+            : j["prompt"];
+    if (prompt.is_string()) {
+      p->prompt = tok.Encode(prompt.get<std::string>());
+    } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number_integer()) {
+      for (const auto& t : prompt) {
+        if (!t.is_number_integer() || t.get<std::int64_t>() < 0 ||
+            t.get<std::int64_t>() >= engine.vocab_size)
+          return bad("'prompt' token ids must be integers in [0, " +
+                     std::to_string(engine.vocab_size) + ")");
+        p->prompt.push_back(t.get<std::int32_t>());
+      }
+    } else {
+      return bad(
+          "'prompt' must be a string or a list of token ids (several prompts are not supported "
+          "yet)");
+    }
+  }
+  if (p->prompt.empty()) return bad("the prompt is empty");
+  auto number = [&](const char* key, auto* dst, double lo, double hi) -> Status {
+    if (!j.contains(key) || j[key].is_null()) return Status::Ok();
+    if (!j[key].is_number()) return bad(std::string("'") + key + "' must be a number");
+    const double v = j[key].get<double>();
+    if (!(v >= lo && v <= hi))
+      return bad(std::string("'") + key + "' must be in [" + json(lo).dump() + ", " +
+                 json(hi).dump() + "]");
+    *dst = static_cast<std::remove_pointer_t<decltype(dst)>>(v);
+    return Status::Ok();
+  };
+  // Chat clients may say max_completion_tokens (the newer OpenAI name).
+  const char* max_key =
+      chat && j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  Status s = number(max_key, &p->max_tokens, 1, 1e9);
+  if (s.ok() && j.contains(max_key) && !j[max_key].is_null()) p->max_tokens_set = true;
+  if (s.ok()) s = number("temperature", &p->temperature, 0, 100);
+  if (s.ok()) s = number("top_p", &p->top_p, 1e-9, 1);
+  if (s.ok()) s = number("min_p", &p->min_p, 0, 1);
+  if (s.ok()) s = number("top_k", &p->top_k, -1, 1e9);
+  if (s.ok()) s = number("min_tokens", &p->min_tokens, 0, 1e9);
+  if (s.ok()) s = number("priority", &p->priority, -1e9, 1e9);
+  if (!s.ok()) return s;
+  if (p->top_k < 0) p->top_k = 0;  // -1 means off, as in vLLM
+  if (j.contains("seed") && !j["seed"].is_null()) {
+    if (!j["seed"].is_number_integer()) return bad("'seed' must be an integer");
+    p->seed = j["seed"].get<std::uint64_t>();
+    p->has_seed = true;
+  }
+  auto flag = [&](const char* key, bool* dst) -> Status {
+    if (!j.contains(key) || j[key].is_null()) return Status::Ok();
+    if (!j[key].is_boolean()) return bad(std::string("'") + key + "' must be a boolean");
+    *dst = j[key].get<bool>();
+    return Status::Ok();
+  };
+  if (s = flag("ignore_eos", &p->ignore_eos); !s.ok()) return s;
+  if (s = flag("stream", &p->stream); !s.ok()) return s;
+  if (j.contains("stream_options") && j["stream_options"].is_object())
+    p->include_usage = j["stream_options"].value("include_usage", false);
+  if (j.contains("stop") && !j["stop"].is_null()) {
+    const json& stop = j["stop"];
+    if (stop.is_string())
+      p->stop.push_back(stop.get<std::string>());
+    else if (stop.is_array()) {
+      for (const auto& x : stop) {
+        if (!x.is_string()) return bad("'stop' must be a string or a list of strings");
+        p->stop.push_back(x.get<std::string>());
+      }
+    } else {
+      return bad("'stop' must be a string or a list of strings");
+    }
+  }
+  if (j.contains("stop_token_ids") && j["stop_token_ids"].is_array())
+    for (const auto& x : j["stop_token_ids"])
+      if (x.is_number_integer()) p->stop_token_ids.push_back(x.get<std::int32_t>());
+  if (j.contains("cache_salt") && j["cache_salt"].is_string())
+    p->cache_salt = j["cache_salt"].get<std::string>();
+  const std::uint64_t len = p->prompt.size();
+  if (len >= engine.max_model_len)
+    return bad("the prompt has " + std::to_string(len) +
+               " tokens; this model's maximum context length is " +
+               std::to_string(engine.max_model_len));
+  if (len + p->max_tokens > engine.max_model_len)
+    return bad("the prompt (" + std::to_string(len) + " tokens) plus max_tokens (" +
+               std::to_string(p->max_tokens) + ") exceeds this model's maximum context length of " +
+               std::to_string(engine.max_model_len));
+  return Status::Ok();
+}
+
+std::vector<std::uint8_t> BuildAddRequest(const std::string& id, const CompletionParams& p,
+                                          std::uint32_t client) {
+  flatbuffers::FlatBufferBuilder b;
+  const auto id_off = b.CreateString(id);
+  const auto prompt = b.CreateVector(p.prompt);
+  const auto stops = b.CreateVector(p.stop_token_ids);
+  const auto salt = p.cache_salt.empty() ? 0 : b.CreateString(p.cache_salt);
+  ipc::SamplingParamsBuilder sp(b);
+  sp.add_temperature(p.temperature);
+  sp.add_top_p(p.top_p);
+  sp.add_top_k(p.top_k);
+  sp.add_min_p(p.min_p);
+  sp.add_seed(p.seed);
+  sp.add_has_seed(p.has_seed);
+  sp.add_max_tokens(p.max_tokens);
+  sp.add_max_tokens_set(p.max_tokens_set);
+  sp.add_min_tokens(p.min_tokens);
+  sp.add_stop_token_ids(stops);
+  sp.add_ignore_eos(p.ignore_eos);
+  const auto sampling = sp.Finish();
+  ipc::AddRequestBuilder r(b);
+  r.add_request_id(id_off);
+  r.add_prompt_token_ids(prompt);
+  r.add_sampling(sampling);
+  r.add_client_index(client);
+  r.add_priority(p.priority);
+  if (!p.cache_salt.empty()) r.add_cache_salt(salt);
+  const auto bytes = ipc::Seal(b, ipc::Body::AddRequest, r.Finish().Union());
+  return {bytes.begin(), bytes.end()};
+}
+
+}  // namespace sightline::api

@@ -1,0 +1,48 @@
+// Parsing and validating OpenAI generation requests (/v1/completions and
+// /v1/chat/completions) into engine requests. Internal to the API server.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sightline/api_server/chat_template.h"
+#include "sightline/api_server/engine_client.h"
+#include "sightline/api_server/tokenizer.h"
+#include "sightline/status.h"
+
+namespace sightline::api {
+
+// A validated generation request.
+struct CompletionParams {
+  bool chat = false;
+  std::vector<std::int32_t> prompt;
+  std::uint32_t max_tokens = 16;
+  bool max_tokens_set = false;
+  float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
+  std::int32_t top_k = 0, priority = 0;
+  std::uint32_t min_tokens = 0;
+  std::uint64_t seed = 0;
+  bool has_seed = false, ignore_eos = false, stream = false, include_usage = false;
+  std::vector<std::string> stop;
+  std::vector<std::int32_t> stop_token_ids;
+  std::string cache_salt;
+};
+
+struct ParseContext {
+  const Tokenizer* tokenizer;
+  const EngineInfo* engine;
+  std::string served_model;
+  ChatTemplate chat_template = ChatTemplate::kPlain;
+};
+
+// Parses and checks a body; on error *http_status is 400 or 404 and the
+// status message is the OpenAI error message.
+Status ParseGeneration(const std::string& body, bool chat, const ParseContext& ctx,
+                       CompletionParams* p, int* http_status);
+
+// The engine request for `p`, routed back to `client`.
+std::vector<std::uint8_t> BuildAddRequest(const std::string& id, const CompletionParams& p,
+                                          std::uint32_t client);
+
+}  // namespace sightline::api
