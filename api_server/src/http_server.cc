@@ -66,6 +66,20 @@ struct HttpServer::Impl {
   std::vector<std::thread> threads;
   int bound_port = 0;
 
+  bool Authorized(const HttpRequest& req) const {
+    if (options.api_key.empty()) return true;
+    for (const auto& open : options.open_paths)
+      if (req.path == open) return true;
+    auto it = req.headers.find("authorization");
+    // Constant-time comparison: the key is a secret.
+    const std::string expected = "Bearer " + options.api_key;
+    if (it == req.headers.end() || it->second.size() != expected.size()) return false;
+    unsigned char diff = 0;
+    for (std::size_t i = 0; i < expected.size(); ++i)
+      diff |= static_cast<unsigned char>(it->second[i] ^ expected[i]);
+    return diff == 0;
+  }
+
   // The handler for a request, or an error response when there is none.
   const AsyncHandler* Find(const HttpRequest& req, HttpResponse* error) const {
     auto it = routes.find({req.method, req.path});
@@ -189,6 +203,9 @@ struct HttpServer::Impl {
       answered = false;
       stream.expires_never();  // the handler may take as long as generation does
       HttpResponse error;
+      if (!impl->Authorized(req))
+        return Finish(ErrorResponse(401, "missing or invalid API key", "AuthenticationError"),
+                      m.keep_alive(), m.version());
       const AsyncHandler* handler = impl->Find(req, &error);
       if (!handler) return Finish(std::move(error), m.keep_alive(), m.version());
       WatchForHangup();

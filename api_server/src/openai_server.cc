@@ -123,6 +123,8 @@ void OpenAiServer::AddRoutes(HttpServer* server) {
                      [this](const HttpRequest& r, std::shared_ptr<Responder> out) {
                        Generate(r, std::move(out), /*chat=*/true);
                      });
+  server->Route("POST", "/tokenize", [this](const HttpRequest& r) { return Tokenize(r); });
+  server->Route("POST", "/detokenize", [this](const HttpRequest& r) { return Detokenize(r); });
   server->Route("GET", "/v1/models", [this](const HttpRequest&) {
     HttpResponse r;
     r.body = json{{"object", "list"},
@@ -135,6 +137,52 @@ void OpenAiServer::AddRoutes(HttpServer* server) {
                  .dump();
     return r;
   });
+}
+
+HttpResponse OpenAiServer::Tokenize(const HttpRequest& request) const {
+  const json j = json::parse(request.body, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return ErrorResponse(400, "the body is not a JSON object", "BadRequestError");
+  std::string text;
+  if (j.contains("prompt") && j["prompt"].is_string()) {
+    text = j["prompt"].get<std::string>();
+  } else if (j.contains("messages")) {
+    std::vector<ChatMessage> messages;
+    if (Status s = ParseMessages(j["messages"].dump(), &messages); !s.ok())
+      return ErrorResponse(400, s.message(), "BadRequestError");
+    text = RenderChat(options_.chat_template, messages, j.value("add_generation_prompt", true));
+  } else {
+    return ErrorResponse(400, "'prompt' (a string) or 'messages' is required", "BadRequestError");
+  }
+  const std::vector<std::int32_t> tokens = tokenizer_->Encode(text);
+  HttpResponse r;
+  r.body = json{
+      {"count", tokens.size()},
+      {"max_model_len", options_.engine.max_model_len},
+      {"tokens",
+       tokens}}.dump();
+  return r;
+}
+
+HttpResponse OpenAiServer::Detokenize(const HttpRequest& request) const {
+  const json j = json::parse(request.body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("tokens") || !j["tokens"].is_array())
+    return ErrorResponse(400, "'tokens' (a list of token ids) is required", "BadRequestError");
+  std::vector<std::int32_t> tokens;
+  for (const auto& t : j["tokens"]) {
+    if (!t.is_number_integer() || t.get<std::int64_t>() < 0 ||
+        t.get<std::int64_t>() >= tokenizer_->vocab_size())
+      return ErrorResponse(
+          400,
+          "token ids must be integers in [0, " + std::to_string(tokenizer_->vocab_size()) + ")",
+          "BadRequestError");
+    tokens.push_back(t.get<std::int32_t>());
+  }
+  std::size_t pending = 0;
+  HttpResponse r;
+  r.body =
+      json{{"prompt", ValidUtf8Prefix(tokenizer_->Decode(tokens, false), true, &pending)}}.dump();
+  return r;
 }
 
 void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responder> out, bool chat) {

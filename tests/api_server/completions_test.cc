@@ -180,6 +180,21 @@ TEST_F(CompletionsTest, ChatCompletionsStreamingAndNot) {
       1);
 }
 
+TEST_F(CompletionsTest, TokenizeAndDetokenize) {
+  HttpClient c(port_);
+  auto r = c.Post("/tokenize", json{{"prompt", "héllo"}}.dump());
+  ASSERT_EQ(r.result_int(), 200);
+  const json t = json::parse(r.body());
+  EXPECT_EQ(t["count"], 6);  // é is two bytes
+  EXPECT_EQ(t["max_model_len"], 2048);
+  r = c.Post("/detokenize", json{{"tokens", t["tokens"]}}.dump());
+  EXPECT_EQ(json::parse(r.body())["prompt"], "héllo");
+  r = c.Post("/tokenize", json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}}.dump());
+  EXPECT_EQ(json::parse(r.body())["count"], std::string("user: Hi\nassistant: ").size());
+  EXPECT_EQ(c.Post("/detokenize", json{{"tokens", {1, 99999}}}.dump()).result_int(), 400);
+  EXPECT_EQ(c.Post("/tokenize", "[]").result_int(), 400);
+}
+
 TEST_F(CompletionsTest, RequestMetricsAreExact) {
   constexpr int kN = 3, kP = 16, kM = 8;
   for (int i = 0; i < kN; ++i) Complete(kGreedy);

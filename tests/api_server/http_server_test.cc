@@ -118,6 +118,32 @@ TEST_F(HttpServerTest, ErrorsUseTheOpenAiBodyAndKeepTheServerUp) {
   EXPECT_EQ(Client(server_->port()).Request(http::verb::get, "/health").result_int(), 200);
 }
 
+TEST(HttpServer, ApiKeyGuardsAllButLivenessAndScraping) {
+  std::unique_ptr<metrics::Registry> reg;
+  ASSERT_TRUE(metrics::Registry::Create(sightline::testing::UniqueInstance(), metrics::Capacity{},
+                                        "api", &reg)
+                  .ok());
+  HttpServerOptions o;
+  o.port = 0;
+  o.api_key = "s3cret";
+  HttpServer server(o);
+  AddAdminRoutes(&server, reg.get(), [] { return true; });
+  ASSERT_TRUE(server.Start().ok());
+  Client c(server.port());
+  auto denied = c.Request(http::verb::get, "/version");
+  EXPECT_EQ(denied.result_int(), 401);
+  EXPECT_NE(denied.body().find("AuthenticationError"), std::string::npos);
+  EXPECT_EQ(
+      c.Request(http::verb::get, "/version", {{"Authorization", "Bearer wrong!"}}).result_int(),
+      401);
+  EXPECT_EQ(
+      c.Request(http::verb::get, "/version", {{"Authorization", "Bearer s3cret"}}).result_int(),
+      200);
+  EXPECT_EQ(c.Request(http::verb::get, "/metrics").result_int(), 200);
+  EXPECT_EQ(c.Request(http::verb::get, "/health").result_int(), 200);
+  EXPECT_EQ(c.Request(http::verb::get, "/ping").result_int(), 200);
+}
+
 TEST(HttpServer, AsyncAnswersStreamsAndHangups) {
   HttpServerOptions o;
   o.port = 0;

@@ -29,7 +29,7 @@ void OnSignal(int) {
 
 struct ApiOptions {
   std::string engine_input, engine_output, registry, host = "127.0.0.1", served_model_name;
-  std::string tokenizer = "byte", chat_template;
+  std::string tokenizer = "byte", chat_template, api_key;
   int port = 8000, fd = -1, threads = 1;
   std::uint32_t index = 0;
   bool disable_log_stats = false;
@@ -105,6 +105,7 @@ int RunApiServer(const ApiOptions& o) {
   ho.inherited_fd = o.fd;
   ho.threads = o.threads;
   ho.max_body_bytes = o.max_body_bytes;
+  ho.api_key = o.api_key;
   api::HttpServer http(ho);
   api::AddAdminRoutes(&http, registry.get(), [&engine] { return engine.alive(); });
   api::OpenAiServer openai(so, &engine, tokenizer.get(), request_metrics.get());
@@ -137,6 +138,8 @@ void AddApiServerCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--chat-template", o->chat_template,
                   "chatml, llama-2, llama-3, plain, or a Jinja file");
+  cmd->add_option("--api-key", o->api_key,
+                  "Require 'Authorization: Bearer KEY' (not on /health, /ping, /metrics)");
   cmd->add_flag("--disable-log-stats", o->disable_log_stats, "Only the HTTP metric families");
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body")
       ->capture_default_str();

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sightline/status.h"
 
@@ -57,6 +58,10 @@ struct HttpServerOptions {
   int inherited_fd = -1;  // a listening socket from the supervisor, if any
   std::size_t max_body_bytes = 4u << 20;
   int threads = 1;
+  // --api-key: requests must carry "Authorization: Bearer <key>", except on
+  // these paths (liveness and scraping stay open).
+  std::string api_key;
+  std::vector<std::string> open_paths = {"/health", "/ping", "/metrics"};
 };
 
 class HttpServer {

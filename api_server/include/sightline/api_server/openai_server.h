@@ -35,6 +35,8 @@ class OpenAiServer {
  private:
   // /v1/completions (chat = false) and /v1/chat/completions (chat = true).
   void Generate(const HttpRequest& request, std::shared_ptr<Responder> out, bool chat);
+  HttpResponse Tokenize(const HttpRequest& request) const;    // vLLM's /tokenize
+  HttpResponse Detokenize(const HttpRequest& request) const;  // vLLM's /detokenize
 
   OpenAiServerOptions options_;
   EngineClient* engine_;
