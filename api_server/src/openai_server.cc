@@ -53,7 +53,7 @@ struct Completion {
   std::string text;  // non-streaming: the whole answer
   FinishedRequest stats;
   double last_engine_step = -1;
-  bool first_output = true, done = false;
+  bool first_output = true, done = false, per_request_metrics = false;
   std::size_t request_bytes = 0, response_bytes = 0;
 
   Completion(const Tokenizer* t, std::vector<std::string> stop)
@@ -77,6 +77,24 @@ struct Completion {
             {"model", model},
             {"choices", {choice}}};
   }
+  // METRICS.md §8, from engine timestamps; a field is null when its
+  // timestamps are missing.
+  json PerRequestMetrics() const {
+    const double first = stats.engine_first_token, last = stats.engine_last_token;
+    const double sched = stats.first_scheduled, queued = stats.queued;
+    const std::uint32_t n = stats.generation_tokens;
+    auto ms = [](double a, double b, bool ok) {
+      return ok ? json((b - a) * 1000.0) : json(nullptr);
+    };
+    json m = {{"time_to_first_token_ms", ms(sched, first, sched >= 0 && first >= 0)},
+              {"generation_time_ms", ms(first, last, first >= 0 && last >= 0)},
+              {"queue_time_ms", ms(queued, sched, queued >= 0 && sched >= 0)},
+              {"mean_itl_ms", nullptr},
+              {"tokens_per_second", nullptr}};
+    if (n > 1 && first >= 0 && last >= 0) m["mean_itl_ms"] = (last - first) * 1000.0 / (n - 1);
+    if (sched >= 0 && last > sched) m["tokens_per_second"] = n / (last - sched);
+    return m;
+  }
   // The whole answer, for a non-streaming response.
   json Final(const char* finish) const {
     json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
@@ -84,12 +102,14 @@ struct Completion {
       choice["message"] = {{"role", "assistant"}, {"content", text}};
     else
       choice["text"] = text;
-    return {{"id", id},
-            {"object", params.chat ? "chat.completion" : "text_completion"},
-            {"created", created},
-            {"model", model},
-            {"choices", {choice}},
-            {"usage", Usage()}};
+    json body = {{"id", id},
+                 {"object", params.chat ? "chat.completion" : "text_completion"},
+                 {"created", created},
+                 {"model", model},
+                 {"choices", {choice}},
+                 {"usage", Usage()}};
+    if (per_request_metrics) body["metrics"] = PerRequestMetrics();
+    return body;
   }
   json Usage() const {
     return {{"prompt_tokens", stats.prompt_tokens},
@@ -211,6 +231,7 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   c->params = std::move(params);
   c->out = out;
   c->request_bytes = request.body.size();
+  c->per_request_metrics = options_.per_request_metrics;
   c->stats.arrival = arrival;
   c->stats.prompt_tokens = static_cast<std::uint32_t>(c->params.prompt.size());
   c->stats.max_tokens_set = c->params.max_tokens_set;
@@ -244,13 +265,15 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
       c->Emit(c->stops.Flush());
       if (c->params.stream) {
         std::string tail = "data: " + c->Chunk("", reason).dump() + "\n\n";
-        if (c->params.include_usage) {
+        if (c->params.include_usage || options_.force_include_usage) {
           json usage = {{"id", c->id},
                         {"object", c->params.chat ? "chat.completion.chunk" : "text_completion"},
                         {"created", c->created},
                         {"model", c->model},
                         {"choices", json::array()},
                         {"usage", c->Usage()}};
+          // Per-request metrics ride on the final usage chunk only.
+          if (c->per_request_metrics) usage["metrics"] = c->PerRequestMetrics();
           tail += "data: " + usage.dump() + "\n\n";
         }
         tail += "data: [DONE]\n\n";

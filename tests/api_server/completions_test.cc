@@ -54,8 +54,11 @@ class CompletionsTest : public ::testing::Test {
     socklen_t len = sizeof addr;
     getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
     port_ = ntohs(addr.sin_port);
-    api_ = Exec({SIGHTLINE_CLI, "api-server", "--engine-input", in, "--engine-output", out,
-                 "--registry", reg_->instance(), "--fd", std::to_string(fd)});
+    std::vector<std::string> api = {
+        SIGHTLINE_CLI, "api-server", "--engine-input", in,     "--engine-output",
+        out,           "--registry", reg_->instance(), "--fd", std::to_string(fd)};
+    api.insert(api.end(), extra_api_args_.begin(), extra_api_args_.end());
+    api_ = Exec(api);
     close(fd);
     for (int i = 0; i < 100; ++i) {  // up within 10 s
       try {
@@ -88,6 +91,7 @@ class CompletionsTest : public ::testing::Test {
   std::unique_ptr<metrics::Registry> reg_;
   std::string base_;
   int port_ = 0;
+  std::vector<std::string> extra_api_args_;
   ChildProcess engine_, api_;
 };
 
@@ -289,6 +293,56 @@ TEST_F(CompletionsTest, AClientHangingUpMidStreamIsCountedAsAbort) {
   }
   EXPECT_EQ(aborted, 1);
   EXPECT_EQ(running, 0);
+}
+
+class PerRequestMetricsTest : public CompletionsTest {
+ protected:
+  void SetUp() override {
+    extra_api_args_ = {"--enable-per-request-metrics", "--enable-force-include-usage"};
+    CompletionsTest::SetUp();
+  }
+};
+
+TEST_F(PerRequestMetricsTest, OnBodiesAndOnTheFinalUsageChunkOnly) {
+  const json r = Complete(kGreedy);
+  ASSERT_TRUE(r.contains("metrics")) << r.dump();
+  const json& m = r["metrics"];
+  for (const char* field : {"time_to_first_token_ms", "generation_time_ms", "queue_time_ms",
+                            "mean_itl_ms", "tokens_per_second"})
+    EXPECT_TRUE(m[field].is_number()) << field;
+  EXPECT_NEAR(m["mean_itl_ms"].get<double>(), m["generation_time_ms"].get<double>() / 7, 1e-6);
+  EXPECT_GE(m["queue_time_ms"].get<double>(), 0);
+  json body = kGreedy;
+  body["model"] = "tiny";
+  body["stream"] = true;  // no include_usage asked: forced by the flag
+  const auto s = HttpClient(port_).Post("/v1/completions", body.dump());
+  int with_metrics = 0, usage_chunks = 0;
+  for (std::size_t at = 0; (at = s.body().find("data: ", at)) != std::string::npos;) {
+    const std::size_t end = s.body().find("\n\n", at);
+    const std::string data = s.body().substr(at + 6, end - at - 6);
+    at = end;
+    if (data == "[DONE]") break;
+    const json e = json::parse(data);
+    with_metrics += e.contains("metrics");
+    if (e.contains("usage")) {
+      ++usage_chunks;
+      EXPECT_TRUE(e.contains("metrics"));
+    }
+  }
+  EXPECT_EQ(usage_chunks, 1);
+  EXPECT_EQ(with_metrics, 1);
+}
+
+TEST(ApiServerCli, RefusesPerRequestMetricsWithoutStats) {
+  const std::string cmd = std::string(SIGHTLINE_CLI) +
+                          " api-server --engine-input ipc:///tmp/x --engine-output ipc:///tmp/y "
+                          "--enable-per-request-metrics --disable-log-stats 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[512] = {};
+  const std::size_t n = fread(buf, 1, sizeof buf - 1, p);
+  const int rc = WEXITSTATUS(pclose(p));
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(std::string(buf, n).find("--enable-per-request-metrics"), std::string::npos);
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ struct ApiOptions {
   std::string tokenizer = "byte", chat_template, api_key;
   int port = 8000, fd = -1, threads = 1;
   std::uint32_t index = 0;
-  bool disable_log_stats = false;
+  bool disable_log_stats = false, per_request_metrics = false, force_include_usage = false;
   std::size_t max_body_bytes = 4u << 20;
 };
 
@@ -42,6 +42,10 @@ int Fail(const std::string& message) {
 }
 
 int RunApiServer(const ApiOptions& o) {
+  if (o.per_request_metrics && o.disable_log_stats)
+    return Fail(
+        "--enable-per-request-metrics needs the stats that --disable-log-stats turns off; use one "
+        "or the other");
   if (!o.disable_log_stats && o.registry.empty())
     return Fail("--registry is required unless --disable-log-stats");
   std::unique_ptr<metrics::Registry> registry;
@@ -85,6 +89,8 @@ int RunApiServer(const ApiOptions& o) {
 
   api::OpenAiServerOptions so;
   so.chat_template = chat_template;
+  so.per_request_metrics = o.per_request_metrics;
+  so.force_include_usage = o.force_include_usage;
   so.served_model_name = o.served_model_name.empty() ? info.model_name : o.served_model_name;
   so.client_index = o.index;
   so.engine = info;
@@ -141,6 +147,10 @@ void AddApiServerCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--api-key", o->api_key,
                   "Require 'Authorization: Bearer KEY' (not on /health, /ping, /metrics)");
   cmd->add_flag("--disable-log-stats", o->disable_log_stats, "Only the HTTP metric families");
+  cmd->add_flag("--enable-per-request-metrics", o->per_request_metrics,
+                "A 'metrics' object (timings) on every response (METRICS.md §8)");
+  cmd->add_flag("--enable-force-include-usage", o->force_include_usage,
+                "Streams always end with a usage chunk");
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body")
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "HTTP threads")->capture_default_str();

@@ -23,6 +23,8 @@ struct OpenAiServerOptions {
   std::uint32_t client_index = 0;
   EngineInfo engine;
   ChatTemplate chat_template = ChatTemplate::kPlain;
+  bool per_request_metrics = false;  // --enable-per-request-metrics (METRICS.md §8)
+  bool force_include_usage = false;  // --enable-force-include-usage
 };
 
 class OpenAiServer {
