@@ -130,10 +130,15 @@ int RunEngine(EngineOptions o) {
   std::unique_ptr<metrics::Registry> registry;
   std::unique_ptr<engine::EngineMetrics> engine_metrics;
   if (!o.disable_log_stats) {
-    if (Status s = metrics::Registry::Attach(o.registry, "engine-" + std::to_string(o.engine_index),
-                                             &registry);
-        !s.ok())
-      return Fail(s.message());
+    // Under a supervisor the registry exists already; run on its own, the
+    // engine creates it (and removes it when it exits cleanly).
+    const std::string role = "engine-" + std::to_string(o.engine_index);
+    Status attached = metrics::Registry::Attach(o.registry, role, &registry);
+    if (attached.code() == Status::Code::kNotFound) {
+      attached = metrics::Registry::Create(o.registry, metrics::Capacity{}, role, &registry);
+      if (attached.ok()) std::cerr << "INFO engine: created metric registry '" << o.registry << "'\n";
+    }
+    if (!attached.ok()) return Fail(attached.message());
     metrics::CatalogueOptions catalogue;
     catalogue.model_name = o.served_model_name;
     catalogue.max_model_len = static_cast<std::uint32_t>(o.max_model_len);
