@@ -23,16 +23,6 @@ using sightline::testing::ChildProcess;
 using sightline::testing::HttpClient;
 using sightline::testing::ParseSamples;
 
-ChildProcess Exec(std::vector<std::string> args) {
-  return ChildProcess::Spawn([args](const ChildProcess::Control&) {
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    return 127;
-  });
-}
-
 class CompletionsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -41,9 +31,9 @@ class CompletionsTest : public ::testing::Test {
                     .ok());
     base_ = "/tmp/" + reg_->instance();
     const std::string in = "ipc://" + base_ + ".in", out = "ipc://" + base_ + ".out";
-    engine_ = Exec({SIGHTLINE_CLI, "engine", "--input", in, "--output", out, "--registry",
-                    reg_->instance(), "--served-model-name", "tiny", "--threads", "1",
-                    "--log-stats-interval", "60"});
+    engine_ = ChildProcess::Exec({SIGHTLINE_CLI, "engine", "--input", in, "--output", out,
+                                  "--registry", reg_->instance(), "--served-model-name", "tiny",
+                                  "--threads", "1", "--log-stats-interval", "60"});
     // The listening socket a supervisor would make, inherited by the API server.
     const int fd = socket(AF_INET, SOCK_STREAM, 0);  // no CLOEXEC: it crosses exec
     sockaddr_in addr{};
@@ -58,7 +48,7 @@ class CompletionsTest : public ::testing::Test {
         SIGHTLINE_CLI, "api-server", "--engine-input", in,     "--engine-output",
         out,           "--registry", reg_->instance(), "--fd", std::to_string(fd)};
     api.insert(api.end(), extra_api_args_.begin(), extra_api_args_.end());
-    api_ = Exec(api);
+    api_ = ChildProcess::Exec(api);
     close(fd);
     for (int i = 0; i < 100; ++i) {  // up within 10 s
       try {

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "support/child_process.h"
+#include "support/ipc_requests.h"
 #include "support/scrape.h"
 
 namespace sightline::api {
@@ -22,23 +23,9 @@ using sightline::testing::ChildProcess;
 
 constexpr std::uint32_t kClient = 3;
 
-std::vector<std::uint8_t> AddRequest(const std::string& id, std::vector<std::int32_t> prompt,
+std::vector<std::uint8_t> AddRequest(const std::string& id, const std::vector<std::int32_t>& prompt,
                                      std::uint32_t max_tokens, std::uint32_t client = kClient) {
-  flatbuffers::FlatBufferBuilder b;
-  const auto id_off = b.CreateString(id);
-  const auto prompt_off = b.CreateVector(prompt);
-  ipc::SamplingParamsBuilder sp(b);
-  sp.add_temperature(0);
-  sp.add_max_tokens(max_tokens);
-  sp.add_ignore_eos(true);
-  const auto sp_off = sp.Finish();
-  ipc::AddRequestBuilder r(b);
-  r.add_request_id(id_off);
-  r.add_prompt_token_ids(prompt_off);
-  r.add_sampling(sp_off);
-  r.add_client_index(client);
-  const auto bytes = ipc::Seal(b, ipc::Body::AddRequest, r.Finish().Union());
-  return {bytes.begin(), bytes.end()};
+  return sightline::testing::GreedyAddRequest(id, prompt, max_tokens, client);
 }
 
 // Collects one request's tokens and how it ended.
@@ -82,13 +69,7 @@ class EngineClientTest : public ::testing::Test {
                                      "--disable-log-stats",
                                      "--served-model-name",
                                      "tiny"};
-    engine_ = ChildProcess::Spawn([args](const ChildProcess::Control&) {
-      std::vector<char*> argv;
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      return 127;
-    });
+    engine_ = ChildProcess::Exec(args);
     EngineClient::Options o;
     o.input_address = "ipc://" + base_ + ".in";
     o.output_address = "ipc://" + base_ + ".out";

@@ -19,6 +19,7 @@
 #include "sightline/ipc/codec.h"
 #include "sightline/shm_registry/registry.h"
 #include "support/child_process.h"
+#include "support/ipc_requests.h"
 #include "support/scrape.h"
 
 namespace sightline::engine {
@@ -44,27 +45,14 @@ class FakeApiServer {
   void SendRaw(const void* data, std::size_t size) {
     in_.send(zmq::buffer(data, size), zmq::send_flags::none);
   }
+  void SendRaw(const std::vector<std::uint8_t>& bytes) { SendRaw(bytes.data(), bytes.size()); }
   void Heartbeat() {
     flatbuffers::FlatBufferBuilder b;
     Send(b, ipc::Seal(b, ipc::Body::Heartbeat, ipc::CreateHeartbeat(b, index_, !ready_).Union()));
   }
   void Add(const std::string& id, const std::vector<std::int32_t>& prompt,
            std::uint32_t max_tokens) {
-    flatbuffers::FlatBufferBuilder b;
-    ipc::SamplingParamsBuilder sp(b);
-    const auto prompt_off = b.CreateVector(prompt);
-    const auto id_off = b.CreateString(id);
-    ipc::SamplingParamsBuilder params(b);
-    params.add_temperature(0);
-    params.add_max_tokens(max_tokens);
-    params.add_ignore_eos(true);
-    const auto params_off = params.Finish();
-    ipc::AddRequestBuilder r(b);
-    r.add_request_id(id_off);
-    r.add_prompt_token_ids(prompt_off);
-    r.add_sampling(params_off);
-    r.add_client_index(index_);
-    Send(b, ipc::Seal(b, ipc::Body::AddRequest, r.Finish().Union()));
+    SendRaw(sightline::testing::GreedyAddRequest(id, prompt, max_tokens, index_));
   }
   void Utility(ipc::UtilityKind kind, std::uint64_t call_id) {
     flatbuffers::FlatBufferBuilder b;
@@ -148,13 +136,7 @@ class EngineProcessTest : public ::testing::Test {
                                      "--log-stats-interval",
                                      "0.5"};
     args.insert(args.end(), extra.begin(), extra.end());
-    engine_ = ChildProcess::Spawn([args](const ChildProcess::Control&) {
-      std::vector<char*> argv;
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      return 127;
-    });
+    engine_ = ChildProcess::Exec(args);
   }
   void TearDown() override {
     if (engine_.pid() > 0) engine_.KillAndWait(SIGTERM);  // a clean exit removes its sockets

@@ -8,7 +8,9 @@
 
 #include <functional>
 #include <stdexcept>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace sightline::testing {
 
@@ -48,6 +50,17 @@ class ChildProcess {
     p.from_child_ = up[0];
     p.to_child_ = down[1];
     return p;
+  }
+
+  // Forks and execs `args[0]` with `args` (a program under test, e.g. the CLI).
+  static ChildProcess Exec(const std::vector<std::string>& args) {
+    return Spawn([args](const Control&) {
+      std::vector<char*> argv;
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      return 127;
+    });
   }
 
   ChildProcess(ChildProcess&& o) noexcept { *this = std::move(o); }

@@ -136,7 +136,8 @@ int RunEngine(EngineOptions o) {
     Status attached = metrics::Registry::Attach(o.registry, role, &registry);
     if (attached.code() == Status::Code::kNotFound) {
       attached = metrics::Registry::Create(o.registry, metrics::Capacity{}, role, &registry);
-      if (attached.ok()) std::cerr << "INFO engine: created metric registry '" << o.registry << "'\n";
+      if (attached.ok())
+        std::cerr << "INFO engine: created metric registry '" << o.registry << "'\n";
     }
     if (!attached.ok()) return Fail(attached.message());
     metrics::CatalogueOptions catalogue;

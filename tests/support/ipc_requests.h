@@ -1,0 +1,34 @@
+// Engine requests for tests: a greedy AddRequest envelope that ignores EOS,
+// so it produces exactly `max_tokens` tokens.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sightline/ipc/codec.h"
+
+namespace sightline::testing {
+
+inline std::vector<std::uint8_t> GreedyAddRequest(const std::string& id,
+                                                  const std::vector<std::int32_t>& prompt,
+                                                  std::uint32_t max_tokens,
+                                                  std::uint32_t client_index) {
+  flatbuffers::FlatBufferBuilder b;
+  const auto id_off = b.CreateString(id);
+  const auto prompt_off = b.CreateVector(prompt);
+  ipc::SamplingParamsBuilder sampling(b);
+  sampling.add_temperature(0);
+  sampling.add_max_tokens(max_tokens);
+  sampling.add_ignore_eos(true);
+  const auto sampling_off = sampling.Finish();
+  ipc::AddRequestBuilder r(b);
+  r.add_request_id(id_off);
+  r.add_prompt_token_ids(prompt_off);
+  r.add_sampling(sampling_off);
+  r.add_client_index(client_index);
+  const auto bytes = ipc::Seal(b, ipc::Body::AddRequest, r.Finish().Union());
+  return {bytes.begin(), bytes.end()};
+}
+
+}  // namespace sightline::testing
