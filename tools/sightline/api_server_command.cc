@@ -1,5 +1,7 @@
 #include "api_server_command.h"
 
+#include "stop_signals.h"
+
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -20,12 +22,6 @@
 namespace sightline::cli {
 
 namespace {
-
-// Set by SIGTERM/SIGINT; global because a signal handler takes no argument.
-std::atomic<bool> g_stop{false};
-void OnSignal(int) {
-  g_stop.store(true);
-}
 
 struct ApiOptions {
   std::string engine_input, engine_output, registry, host = "127.0.0.1", served_model_name;
@@ -117,11 +113,10 @@ int RunApiServer(const ApiOptions& o) {
   api::OpenAiServer openai(so, &engine, tokenizer.get(), request_metrics.get());
   openai.AddRoutes(&http);
   if (Status s = http.Start(); !s.ok()) return Fail(s.message());
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
   std::cerr << "INFO api-server " << o.index << ": serving " << so.served_model_name << " on port "
             << http.port() << "\n";
-  while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::atomic<bool>& stop = InstallStopSignals();
+  while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   http.Stop();
   return 0;
 }

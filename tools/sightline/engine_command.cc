@@ -15,16 +15,11 @@
 #include "sightline/engine_core/safetensors.h"
 #include "sightline/kernels/cpu_ops.h"
 #include "sightline/shm_registry/registry.h"
+#include "stop_signals.h"
 
 namespace sightline::cli {
 
 namespace {
-
-// Set by SIGTERM/SIGINT; global because a signal handler takes no argument.
-std::atomic<bool> g_stop{false};
-void OnSignal(int) {
-  g_stop.store(true);
-}
 
 struct EngineOptions {
   std::string model = "sightline-tiny";
@@ -171,9 +166,7 @@ int RunEngine(EngineOptions o) {
   so.heartbeat_timeout_s = o.heartbeat_timeout;
   so.log_stats_interval_s = o.disable_log_stats ? 0 : o.log_stats_interval;
   so.kv_cache_size_tokens = tokens;
-  so.stop = &g_stop;
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
+  so.stop = &InstallStopSignals();
   return engine::EngineServer(so, &core, engine_metrics.get()).Run();
 }
 
