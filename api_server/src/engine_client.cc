@@ -193,9 +193,13 @@ EngineClient::EngineClient(Options options) : impl_(std::make_unique<Impl>()) {
 }
 
 EngineClient::~EngineClient() {
+  Stop();
+  if (impl_->wake_fd >= 0) close(impl_->wake_fd);
+}
+
+void EngineClient::Stop() {
   impl_->stop = true;
   if (impl_->io.joinable()) impl_->io.join();
-  if (impl_->wake_fd >= 0) close(impl_->wake_fd);
 }
 
 Status EngineClient::Start(EngineInfo* info) {

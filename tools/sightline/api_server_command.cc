@@ -117,7 +117,10 @@ int RunApiServer(const ApiOptions& o) {
             << http.port() << "\n";
   const std::atomic<bool>& stop = InstallStopSignals();
   while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Order matters: no HTTP handler and no engine output may reach the
+  // OpenAI server once it is being destroyed.
   http.Stop();
+  engine.Stop();
   return 0;
 }
 

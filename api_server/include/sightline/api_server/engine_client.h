@@ -52,6 +52,8 @@ class EngineClient {
 
   // Connects and waits for EngineReady.
   Status Start(EngineInfo* info);
+  // Stops the I/O thread (no handler runs after it returns); idempotent.
+  void Stop();
   bool alive() const;
 
   // Sends a request; `handler` runs on the client's I/O thread for each of
