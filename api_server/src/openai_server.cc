@@ -143,6 +143,12 @@ void OpenAiServer::AddRoutes(HttpServer* server) {
                      [this](const HttpRequest& r, std::shared_ptr<Responder> out) {
                        Generate(r, std::move(out), /*chat=*/true);
                      });
+  if (options_.load_tracking)
+    server->Route("GET", "/load", [this](const HttpRequest&) {
+      HttpResponse r;
+      r.body = json{{"server_load", in_flight_.load()}}.dump();
+      return r;
+    });
   server->Route("POST", "/tokenize", [this](const HttpRequest& r) { return Tokenize(r); });
   server->Route("POST", "/detokenize", [this](const HttpRequest& r) { return Detokenize(r); });
   server->Route("GET", "/v1/models", [this](const HttpRequest&) {
@@ -242,6 +248,7 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   auto finish = [this, c, method, handler](const char* reason, bool engine_gone) {
     if (c->done) return;
     c->done = true;
+    --in_flight_;
     c->stats.finished_reason = reason;
     c->stats.last_output = Now();
     int http_status = 200;
@@ -292,6 +299,7 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
                      c->stats.last_output - c->stats.arrival);
   };
 
+  ++in_flight_;  // until finish() (or a failed submission)
   if (c->params.stream) {
     out->StartStream(200, "text/event-stream");
     if (chat) {  // chat streams open with the assistant's role
@@ -354,6 +362,7 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   if (!submitted.ok()) {
     std::lock_guard<std::mutex> g(c->mu);
     c->done = true;
+    --in_flight_;
     if (c->params.stream) {
       out->Write(
           "data: " + json{{"error", {{"message", submitted.message()}, {"code", 503}}}}.dump() +

@@ -288,7 +288,8 @@ TEST_F(CompletionsTest, AClientHangingUpMidStreamIsCountedAsAbort) {
 class PerRequestMetricsTest : public CompletionsTest {
  protected:
   void SetUp() override {
-    extra_api_args_ = {"--enable-per-request-metrics", "--enable-force-include-usage"};
+    extra_api_args_ = {"--enable-per-request-metrics", "--enable-force-include-usage",
+                       "--enable-server-load-tracking"};
     CompletionsTest::SetUp();
   }
 };
@@ -321,6 +322,33 @@ TEST_F(PerRequestMetricsTest, OnBodiesAndOnTheFinalUsageChunkOnly) {
   }
   EXPECT_EQ(usage_chunks, 1);
   EXPECT_EQ(with_metrics, 1);
+}
+
+TEST_F(PerRequestMetricsTest, LoadCountsRequestsBeingAnswered) {
+  auto load = [&] {
+    return json::parse(
+        HttpClient(port_).Request(boost::beast::http::verb::get, "/load").body())["server_load"];
+  };
+  EXPECT_EQ(load(), 0);
+  HttpClient streaming(port_);
+  json body = {{"model", "tiny"},
+               {"prompt", "x"},
+               {"max_tokens", 1900},
+               {"ignore_eos", true},
+               {"stream", true}};
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                          std::to_string(body.dump().size()) + "\r\n\r\n" + body.dump();
+  boost::asio::write(streaming.socket(), boost::asio::buffer(req));
+  char buf[64];
+  streaming.socket().read_some(boost::asio::buffer(buf));
+  EXPECT_EQ(load(), 1);
+  streaming.socket().close();  // hang up: aborted, no longer in flight
+  int now = 1;
+  for (int i = 0; i < 30 && now != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    now = load();
+  }
+  EXPECT_EQ(now, 0);
 }
 
 TEST(ApiServerCli, RefusesPerRequestMetricsWithoutStats) {

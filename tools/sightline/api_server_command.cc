@@ -28,7 +28,8 @@ struct ApiOptions {
   std::string tokenizer = "byte", chat_template, api_key;
   int port = 8000, fd = -1, threads = 1;
   std::uint32_t index = 0;
-  bool disable_log_stats = false, per_request_metrics = false, force_include_usage = false;
+  bool disable_log_stats = false, per_request_metrics = false, force_include_usage = false,
+       load_tracking = false;
   std::size_t max_body_bytes = 4u << 20;
 };
 
@@ -87,6 +88,7 @@ int RunApiServer(const ApiOptions& o) {
   so.chat_template = chat_template;
   so.per_request_metrics = o.per_request_metrics;
   so.force_include_usage = o.force_include_usage;
+  so.load_tracking = o.load_tracking;
   so.served_model_name = o.served_model_name.empty() ? info.model_name : o.served_model_name;
   so.client_index = o.index;
   so.engine = info;
@@ -147,6 +149,8 @@ void AddApiServerCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--disable-log-stats", o->disable_log_stats, "Only the HTTP metric families");
   cmd->add_flag("--enable-per-request-metrics", o->per_request_metrics,
                 "A 'metrics' object (timings) on every response (METRICS.md §8)");
+  cmd->add_flag("--enable-server-load-tracking", o->load_tracking,
+                "GET /load: requests being answered");
   cmd->add_flag("--enable-force-include-usage", o->force_include_usage,
                 "Streams always end with a usage chunk");
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body")

@@ -25,6 +25,7 @@ struct OpenAiServerOptions {
   ChatTemplate chat_template = ChatTemplate::kPlain;
   bool per_request_metrics = false;  // --enable-per-request-metrics (METRICS.md §8)
   bool force_include_usage = false;  // --enable-force-include-usage
+  bool load_tracking = false;        // --enable-server-load-tracking: GET /load
 };
 
 class OpenAiServer {
@@ -45,6 +46,7 @@ class OpenAiServer {
   const Tokenizer* tokenizer_;
   RequestMetrics* metrics_;
   std::atomic<std::uint64_t> next_id_{0};
+  std::atomic<std::int64_t> in_flight_{0};  // generation requests being answered (GET /load)
 };
 
 }  // namespace sightline::api
