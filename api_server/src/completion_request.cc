@@ -28,37 +28,58 @@ Status ParseGeneration(const std::string& body, bool chat, const ParseContext& c
     if (j.contains(unsupported) && !j[unsupported].is_null() && j[unsupported] != false &&
         j[unsupported] != 1)
       return bad(std::string("'") + unsupported + "' is unsupported");
-  if (j.contains("n") && j["n"] != 1) return bad("'n' other than 1 is not supported yet");
+  if (j.contains("n") && !j["n"].is_null()) {
+    if (!j["n"].is_number_integer() || j["n"].get<std::int64_t>() < 1 ||
+        j["n"].get<std::int64_t>() > static_cast<std::int64_t>(kMaxChoices))
+      return bad("'n' must be an integer in [1, " + std::to_string(kMaxChoices) + "]");
+    p->n = j["n"].get<std::uint32_t>();
+  }
+  auto token_ids = [&](const json& list, std::vector<std::int32_t>* out) -> Status {
+    for (const auto& t : list) {
+      if (!t.is_number_integer() || t.get<std::int64_t>() < 0 ||
+          t.get<std::int64_t>() >= engine.vocab_size)
+        return bad("'prompt' token ids must be integers in [0, " +
+                   std::to_string(engine.vocab_size) + ")");
+      out->push_back(t.get<std::int32_t>());
+    }
+    return Status::Ok();
+  };
   if (chat) {
     if (!j.contains("messages")) return bad("'messages' is required");
     std::vector<ChatMessage> messages;
     if (Status s = ParseMessages(j["messages"].dump(), &messages); !s.ok()) return s;
     const bool add_generation_prompt = j.value("add_generation_prompt", true);
-    p->prompt = tok.Encode(RenderChat(ctx.chat_template, messages, add_generation_prompt));
+    p->prompts.push_back(
+        tok.Encode(RenderChat(ctx.chat_template, messages, add_generation_prompt)));
   } else {
     if (!j.contains("prompt")) return bad("'prompt' is required");
-    // A list holding one prompt is that prompt.
-    const json& prompt =
-        j["prompt"].is_array() && j["prompt"].size() == 1 && !j["prompt"][0].is_number()
-            ? j["prompt"][0]
-            : j["prompt"];
+    const json& prompt = j["prompt"];
+    // A string, a list of token ids, or a list of either (several prompts).
     if (prompt.is_string()) {
-      p->prompt = tok.Encode(prompt.get<std::string>());
-    } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number_integer()) {
-      for (const auto& t : prompt) {
-        if (!t.is_number_integer() || t.get<std::int64_t>() < 0 ||
-            t.get<std::int64_t>() >= engine.vocab_size)
-          return bad("'prompt' token ids must be integers in [0, " +
-                     std::to_string(engine.vocab_size) + ")");
-        p->prompt.push_back(t.get<std::int32_t>());
+      p->prompts.push_back(tok.Encode(prompt.get<std::string>()));
+    } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
+      p->prompts.emplace_back();
+      if (Status s = token_ids(prompt, &p->prompts.back()); !s.ok()) return s;
+    } else if (prompt.is_array() && !prompt.empty()) {
+      for (const auto& one : prompt) {
+        p->prompts.emplace_back();
+        if (one.is_string()) {
+          p->prompts.back() = tok.Encode(one.get<std::string>());
+        } else if (one.is_array()) {
+          if (Status s = token_ids(one, &p->prompts.back()); !s.ok()) return s;
+        } else {
+          return bad("each prompt must be a string or a list of token ids");
+        }
       }
     } else {
-      return bad(
-          "'prompt' must be a string or a list of token ids (several prompts are not supported "
-          "yet)");
+      return bad("'prompt' must be a string, a list of token ids, or a list of those");
     }
   }
-  if (p->prompt.empty()) return bad("the prompt is empty");
+  if (p->prompts.size() * p->n > kMaxChoices)
+    return bad("prompts x n is " + std::to_string(p->prompts.size() * p->n) + "; at most " +
+               std::to_string(kMaxChoices) + " choices per request");
+  for (const auto& one : p->prompts)
+    if (one.empty()) return bad("the prompt is empty");
   auto number = [&](const char* key, auto* dst, double lo, double hi) -> Status {
     if (!j.contains(key) || j[key].is_null()) return Status::Ok();
     if (!j[key].is_number()) return bad(std::string("'") + key + "' must be a number");
@@ -115,23 +136,27 @@ Status ParseGeneration(const std::string& body, bool chat, const ParseContext& c
       if (x.is_number_integer()) p->stop_token_ids.push_back(x.get<std::int32_t>());
   if (j.contains("cache_salt") && j["cache_salt"].is_string())
     p->cache_salt = j["cache_salt"].get<std::string>();
-  const std::uint64_t len = p->prompt.size();
-  if (len >= engine.max_model_len)
-    return bad("the prompt has " + std::to_string(len) +
-               " tokens; this model's maximum context length is " +
-               std::to_string(engine.max_model_len));
-  if (len + p->max_tokens > engine.max_model_len)
-    return bad("the prompt (" + std::to_string(len) + " tokens) plus max_tokens (" +
-               std::to_string(p->max_tokens) + ") exceeds this model's maximum context length of " +
-               std::to_string(engine.max_model_len));
+  for (const auto& one : p->prompts) {
+    const std::uint64_t len = one.size();
+    if (len >= engine.max_model_len)
+      return bad("the prompt has " + std::to_string(len) +
+                 " tokens; this model's maximum context length is " +
+                 std::to_string(engine.max_model_len));
+    if (len + p->max_tokens > engine.max_model_len)
+      return bad("the prompt (" + std::to_string(len) + " tokens) plus max_tokens (" +
+                 std::to_string(p->max_tokens) +
+                 ") exceeds this model's maximum context length of " +
+                 std::to_string(engine.max_model_len));
+  }
   return Status::Ok();
 }
 
 std::vector<std::uint8_t> BuildAddRequest(const std::string& id, const CompletionParams& p,
+                                          std::size_t prompt_index, std::uint32_t sample,
                                           std::uint32_t client) {
   flatbuffers::FlatBufferBuilder b;
   const auto id_off = b.CreateString(id);
-  const auto prompt = b.CreateVector(p.prompt);
+  const auto prompt = b.CreateVector(p.prompts[prompt_index]);
   const auto stops = b.CreateVector(p.stop_token_ids);
   const auto salt = p.cache_salt.empty() ? 0 : b.CreateString(p.cache_salt);
   ipc::SamplingParamsBuilder sp(b);
@@ -139,7 +164,7 @@ std::vector<std::uint8_t> BuildAddRequest(const std::string& id, const Completio
   sp.add_top_p(p.top_p);
   sp.add_top_k(p.top_k);
   sp.add_min_p(p.min_p);
-  sp.add_seed(p.seed);
+  sp.add_seed(p.seed + sample);
   sp.add_has_seed(p.has_seed);
   sp.add_max_tokens(p.max_tokens);
   sp.add_max_tokens_set(p.max_tokens_set);

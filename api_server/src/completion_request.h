@@ -13,10 +13,14 @@
 
 namespace sightline::api {
 
+// The most choices (prompts x n) one request may ask for.
+inline constexpr std::size_t kMaxChoices = 128;
+
 // A validated generation request.
 struct CompletionParams {
   bool chat = false;
-  std::vector<std::int32_t> prompt;
+  std::vector<std::vector<std::int32_t>> prompts;  // one per prompt given
+  std::uint32_t n = 1;                             // choices per prompt
   std::uint32_t max_tokens = 16;
   bool max_tokens_set = false;
   float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
@@ -41,8 +45,11 @@ struct ParseContext {
 Status ParseGeneration(const std::string& body, bool chat, const ParseContext& ctx,
                        CompletionParams* p, int* http_status);
 
-// The engine request for `p`, routed back to `client`.
+// The engine request for choice `sample` (of n) of prompt `prompt_index` of
+// `p`, routed back to `client`. With a seed, sample k uses seed + k (as vLLM
+// does), so n seeded samples differ from each other yet are reproducible.
 std::vector<std::uint8_t> BuildAddRequest(const std::string& id, const CompletionParams& p,
+                                          std::size_t prompt_index, std::uint32_t sample,
                                           std::uint32_t client);
 
 }  // namespace sightline::api

@@ -238,6 +238,7 @@ Status EngineClient::Submit(const std::string& request_id, std::vector<std::uint
 }
 
 void EngineClient::Abort(const std::vector<std::string>& request_ids) {
+  if (request_ids.empty()) return;
   {
     std::lock_guard<std::mutex> g(impl_->mu);
     for (const auto& id : request_ids) impl_->handlers.erase(id);

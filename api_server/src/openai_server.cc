@@ -40,43 +40,21 @@ const char* FinishName(ipc::FinishReason r) {
   }
 }
 
-// One in-flight completion: everything the output path needs, guarded by
-// `mu` (outputs arrive on the engine client's thread, hang-ups on the HTTP one).
-struct Completion {
-  std::mutex mu;
-  std::string id, model;
-  std::int64_t created = 0;
-  CompletionParams params;
-  std::shared_ptr<Responder> out;
+// One choice of a generation: one engine request (a prompt, once of n).
+struct Choice {
+  std::uint32_t index = 0;  // in the response's "choices"
+  std::string engine_id;
   IncrementalDetokenizer detok;
   StopMatcher stops;
   std::string text;  // non-streaming: the whole answer
   FinishedRequest stats;
   double last_engine_step = -1;
-  bool first_output = true, done = false, per_request_metrics = false;
-  std::size_t request_bytes = 0, response_bytes = 0;
+  bool first_output = true, done = false;
+  std::string finish;
 
-  Completion(const Tokenizer* t, std::vector<std::string> stop)
+  Choice(const Tokenizer* t, std::vector<std::string> stop)
       : detok(t, true), stops(std::move(stop)) {}
 
-  // A streamed chunk: text_completion, or chat.completion.chunk with a delta.
-  json Chunk(const std::string& delta, const char* finish, bool role = false) const {
-    json choice = {{"index", 0},
-                   {"logprobs", nullptr},
-                   {"finish_reason", finish[0] ? json(finish) : json(nullptr)}};
-    if (params.chat) {
-      choice["delta"] = json::object();
-      if (role) choice["delta"]["role"] = "assistant";
-      if (role || !delta.empty()) choice["delta"]["content"] = delta;
-    } else {
-      choice["text"] = delta;
-    }
-    return {{"id", id},
-            {"object", params.chat ? "chat.completion.chunk" : "text_completion"},
-            {"created", created},
-            {"model", model},
-            {"choices", {choice}}};
-  }
   // METRICS.md §8, from engine timestamps; a field is null when its
   // timestamps are missing.
   json PerRequestMetrics() const {
@@ -95,39 +73,113 @@ struct Completion {
     if (sched >= 0 && last > sched) m["tokens_per_second"] = n / (last - sched);
     return m;
   }
-  // The whole answer, for a non-streaming response.
-  json Final(const char* finish) const {
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
-    if (params.chat)
-      choice["message"] = {{"role", "assistant"}, {"content", text}};
-    else
-      choice["text"] = text;
-    json body = {{"id", id},
-                 {"object", params.chat ? "chat.completion" : "text_completion"},
-                 {"created", created},
-                 {"model", model},
-                 {"choices", {choice}},
-                 {"usage", Usage()}};
-    if (per_request_metrics) body["metrics"] = PerRequestMetrics();
-    return body;
+};
+
+// One in-flight generation request (all its choices), guarded by `mu`:
+// outputs arrive on the engine client's thread, hang-ups on the HTTP one.
+struct Generation {
+  std::mutex mu;
+  std::string id, model, handler, method;
+  std::int64_t created = 0;
+  CompletionParams params;
+  std::shared_ptr<Responder> out;
+  std::vector<std::unique_ptr<Choice>> choices;
+  std::size_t remaining = 0;
+  bool complete = false, per_request_metrics = false, force_usage = false;
+  double arrival = 0;
+  std::size_t request_bytes = 0, response_bytes = 0;
+
+  const char* Object(bool chunk) const {
+    return params.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+  }
+  // A streamed chunk for one choice.
+  json Chunk(const Choice& c, const std::string& delta, const char* finish,
+             bool role = false) const {
+    json choice = {{"index", c.index},
+                   {"logprobs", nullptr},
+                   {"finish_reason", finish[0] ? json(finish) : json(nullptr)}};
+    if (params.chat) {
+      choice["delta"] = json::object();
+      if (role) choice["delta"]["role"] = "assistant";
+      if (role || !delta.empty()) choice["delta"]["content"] = delta;
+    } else {
+      choice["text"] = delta;
+    }
+    return {{"id", id},
+            {"object", Object(true)},
+            {"created", created},
+            {"model", model},
+            {"choices", {choice}}};
   }
   json Usage() const {
-    return {{"prompt_tokens", stats.prompt_tokens},
-            {"completion_tokens", stats.generation_tokens},
-            {"total_tokens", stats.prompt_tokens + stats.generation_tokens}};
+    std::uint64_t prompt = 0, completion = 0;
+    for (const auto& p : params.prompts) prompt += p.size();  // each prompt once, whatever n is
+    for (const auto& c : choices) completion += c->stats.generation_tokens;
+    return {{"prompt_tokens", prompt},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt + completion}};
   }
-  void Emit(const std::string& delta) {
-    if (delta.empty()) return;
-    if (!params.stream) {
-      text += delta;
-      return;
-    }
-    const std::string event = "data: " + Chunk(delta, "").dump() + "\n\n";
+  // Per-request metrics exist for one prompt and n = 1 only (METRICS.md §8).
+  json Metrics() const {
+    return choices.size() == 1 ? choices[0]->PerRequestMetrics() : json(nullptr);
+  }
+  void Write(const std::string& event) {
     response_bytes += event.size();
     out->Write(event);
   }
+  void Emit(Choice& c, const std::string& delta) {
+    if (delta.empty()) return;
+    if (!params.stream)
+      c.text += delta;
+    else
+      Write("data: " + Chunk(c, delta, "").dump() + "\n\n");
+  }
 };
 
+// Applies one engine output to its choice: event timestamps, token metrics,
+// detokenized text through the stop strings to the client, and the end of
+// the choice (a stop string or the engine's finish reason).
+template <typename FinishChoice>
+void OnOutput(Generation& g, Choice& c, const RequestDelta& d, RequestMetrics* metrics,
+              EngineClient* engine, const FinishChoice& finish_choice) {
+  const ipc::RequestOutput* o = d.output;
+  if (o->events())
+    for (const ipc::RequestEvent* ev : *o->events()) {
+      if (ev->type() == ipc::EventType::Queued && c.stats.queued < 0)
+        c.stats.queued = ev->timestamp();
+      if (ev->type() == ipc::EventType::Scheduled && c.stats.first_scheduled < 0)
+        c.stats.first_scheduled = ev->timestamp();
+    }
+  if (c.first_output) {
+    c.first_output = false;
+    if (const auto* ps = o->prefill_stats()) c.stats.cached_tokens = ps->num_cached_tokens();
+    metrics->OnFirstOutput(c.stats.prompt_tokens, c.stats.cached_tokens);
+  }
+  const std::uint32_t n = o->new_token_ids() ? o->new_token_ids()->size() : 0;
+  if (n > 0) {
+    const double now = Now();
+    if (c.stats.first_token < 0) {
+      c.stats.first_token = now;
+      c.stats.engine_first_token = d.engine_timestamp;
+      metrics->OnTimeToFirstToken(now - c.stats.arrival);
+    }
+    metrics->OnTokens(n, c.last_engine_step >= 0 ? d.engine_timestamp - c.last_engine_step : -1);
+    c.last_engine_step = c.stats.engine_last_token = d.engine_timestamp;
+    c.stats.generation_tokens += n;
+    for (std::int32_t t : *o->new_token_ids()) {
+      StopMatcher::Result r = c.stops.Feed(c.detok.Add(t));
+      g.Emit(c, r.text);
+      if (r.stopped) {  // a stop string: this choice's engine request ends here
+        engine->Abort({c.engine_id});
+        return finish_choice(c, "stop", false);
+      }
+    }
+  }
+  if (o->finish_reason() != ipc::FinishReason::None) {
+    g.Emit(c, c.stops.Feed(c.detok.Flush()).text);
+    finish_choice(c, FinishName(o->finish_reason()), false);
+  }
+}
 }  // namespace
 
 OpenAiServer::OpenAiServer(OpenAiServerOptions options, EngineClient* engine,
@@ -212,164 +264,174 @@ HttpResponse OpenAiServer::Detokenize(const HttpRequest& request) const {
 }
 
 void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responder> out, bool chat) {
-  const std::string handler = chat ? "/v1/chat/completions" : "/v1/completions";
   const double arrival = Now();  // read and parsed by the HTTP layer; before tokenization
-  auto answer = [this, &request, arrival, &handler](std::shared_ptr<Responder> o, HttpResponse r) {
+  const std::string handler = chat ? "/v1/chat/completions" : "/v1/completions";
+  auto answer = [&](HttpResponse r) {
     metrics_->OnHttp(handler, request.method, r.status, request.body.size(), r.body.size(),
                      Now() - arrival);
-    o->Send(std::move(r));
+    out->Send(std::move(r));
   };
   CompletionParams params;
   int status = 400;
   const ParseContext ctx{tokenizer_, &options_.engine, options_.served_model_name,
                          options_.chat_template};
   if (Status s = ParseGeneration(request.body, chat, ctx, &params, &status); !s.ok())
-    return answer(out, ErrorResponse(status, s.message(),
-                                     status == 404 ? "NotFoundError" : "BadRequestError"));
+    return answer(
+        ErrorResponse(status, s.message(), status == 404 ? "NotFoundError" : "BadRequestError"));
   if (!engine_->alive())
-    return answer(out, ErrorResponse(503, "the engine is not running", "ServiceUnavailableError"));
+    return answer(ErrorResponse(503, "the engine is not running", "ServiceUnavailableError"));
 
-  auto c = std::make_shared<Completion>(tokenizer_, params.stop);
-  c->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(options_.client_index) + "-" +
+  auto g = std::make_shared<Generation>();
+  g->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(options_.client_index) + "-" +
           std::to_string(next_id_++);
-  c->model = options_.served_model_name;
-  c->created = UnixSeconds();
-  c->params = std::move(params);
-  c->out = out;
-  c->request_bytes = request.body.size();
-  c->per_request_metrics = options_.per_request_metrics;
-  c->stats.arrival = arrival;
-  c->stats.prompt_tokens = static_cast<std::uint32_t>(c->params.prompt.size());
-  c->stats.max_tokens_set = c->params.max_tokens_set;
-  c->stats.max_tokens = c->params.max_tokens;
-  const std::string method = request.method;
+  g->model = options_.served_model_name;
+  g->handler = handler;
+  g->method = request.method;
+  g->created = UnixSeconds();
+  g->params = std::move(params);
+  g->out = out;
+  g->arrival = arrival;
+  g->request_bytes = request.body.size();
+  g->per_request_metrics = options_.per_request_metrics;
+  g->force_usage = options_.force_include_usage;
+  // Choices in OpenAI's order: prompt by prompt, n each.
+  for (std::size_t p = 0; p < g->params.prompts.size(); ++p)
+    for (std::uint32_t k = 0; k < g->params.n; ++k) {
+      auto c = std::make_unique<Choice>(tokenizer_, g->params.stop);
+      c->index = static_cast<std::uint32_t>(g->choices.size());
+      c->engine_id = g->id + "-" + std::to_string(c->index);
+      c->stats.arrival = arrival;
+      c->stats.prompt_tokens = static_cast<std::uint32_t>(g->params.prompts[p].size());
+      c->stats.max_tokens_set = g->params.max_tokens_set;
+      c->stats.max_tokens = g->params.max_tokens;
+      g->choices.push_back(std::move(c));
+    }
+  g->remaining = g->choices.size();
 
-  // Ends the request once: response, metrics (HTTP and request-scoped).
-  auto finish = [this, c, method, handler](const char* reason, bool engine_gone) {
-    if (c->done) return;
-    c->done = true;
+  // The response is complete: final events or body, parent and HTTP metrics.
+  auto complete = [this, g](bool client_gone, bool engine_gone) {
+    g->complete = true;
     --in_flight_;
-    c->stats.finished_reason = reason;
-    c->stats.last_output = Now();
     int http_status = 200;
     if (engine_gone) {
       http_status = 503;
-      if (c->params.stream) {
-        const std::string event = "data: " +
-                                  json{{"error",
-                                        {{"message", "the engine stopped"},
-                                         {"type", "ServiceUnavailableError"},
-                                         {"code", 503}}}}
-                                      .dump() +
-                                  "\n\n";
-        c->response_bytes += event.size();
-        c->out->Write(event);
-        c->out->End();  // no [DONE]: the client must not take this for success
+      if (g->params.stream) {  // no [DONE]: the client must not take this for success
+        g->Write("data: " +
+                 json{{"error",
+                       {{"message", "the engine stopped"},
+                        {"type", "ServiceUnavailableError"},
+                        {"code", 503}}}}
+                     .dump() +
+                 "\n\n");
+        g->out->End();
       } else {
-        c->out->Send(ErrorResponse(503, "the engine stopped", "ServiceUnavailableError"));
+        g->out->Send(ErrorResponse(503, "the engine stopped", "ServiceUnavailableError"));
       }
-    } else if (std::string(reason) != "abort") {
-      c->Emit(c->stops.Flush());
-      if (c->params.stream) {
-        std::string tail = "data: " + c->Chunk("", reason).dump() + "\n\n";
-        if (c->params.include_usage || options_.force_include_usage) {
-          json usage = {{"id", c->id},
-                        {"object", c->params.chat ? "chat.completion.chunk" : "text_completion"},
-                        {"created", c->created},
-                        {"model", c->model},
-                        {"choices", json::array()},
-                        {"usage", c->Usage()}};
-          // Per-request metrics ride on the final usage chunk only.
-          if (c->per_request_metrics) usage["metrics"] = c->PerRequestMetrics();
-          tail += "data: " + usage.dump() + "\n\n";
-        }
-        tail += "data: [DONE]\n\n";
-        c->response_bytes += tail.size();
-        c->out->Write(tail);
-        c->out->End();
-      } else {
-        HttpResponse r;
-        r.body = c->Final(reason).dump();
-        c->response_bytes = r.body.size();
-        c->out->Send(std::move(r));
+    } else if (!client_gone && g->params.stream) {
+      std::string tail;
+      if (g->params.include_usage || g->force_usage) {
+        json usage = {{"id", g->id},       {"object", g->Object(true)}, {"created", g->created},
+                      {"model", g->model}, {"choices", json::array()},  {"usage", g->Usage()}};
+        if (g->per_request_metrics) usage["metrics"] = g->Metrics();  // the final usage chunk only
+        tail += "data: " + usage.dump() + "\n\n";
       }
+      g->Write(tail + "data: [DONE]\n\n");
+      g->out->End();
+    } else if (!client_gone) {
+      json choices = json::array();
+      for (const auto& c : g->choices) {
+        json choice = {{"index", c->index}, {"logprobs", nullptr}, {"finish_reason", c->finish}};
+        if (g->params.chat)
+          choice["message"] = {{"role", "assistant"}, {"content", c->text}};
+        else
+          choice["text"] = c->text;
+        choices.push_back(std::move(choice));
+      }
+      json body = {{"id", g->id},       {"object", g->Object(false)}, {"created", g->created},
+                   {"model", g->model}, {"choices", choices},         {"usage", g->Usage()}};
+      if (g->per_request_metrics) body["metrics"] = g->Metrics();
+      HttpResponse r;
+      r.body = body.dump();
+      g->response_bytes = r.body.size();
+      g->out->Send(std::move(r));
     }
-    metrics_->OnFinished(c->stats);
-    metrics_->OnHttp(handler, method, http_status, c->request_bytes, c->response_bytes,
-                     c->stats.last_output - c->stats.arrival);
+    // Each prompt is one parent request of n samples, as in vLLM.
+    for (std::size_t first = 0; first < g->choices.size(); first += g->params.n) {
+      std::uint32_t max_generated = 0;
+      for (std::size_t k = first; k < first + g->params.n; ++k)
+        max_generated = std::max(max_generated, g->choices[k]->stats.generation_tokens);
+      metrics_->OnParentFinished(g->params.n, max_generated);
+    }
+    metrics_->OnHttp(g->handler, g->method, http_status, g->request_bytes, g->response_bytes,
+                     Now() - g->arrival);
+  };
+  // Ends one choice once; the last one completes the response.
+  auto finish_choice = [this, g, complete](Choice& c, const char* reason, bool client_gone) {
+    if (c.done) return;
+    c.done = true;
+    c.finish = reason;
+    c.stats.finished_reason = reason;
+    c.stats.last_output = Now();
+    if (!client_gone && std::string(reason) != "error") {
+      g->Emit(c, c.stops.Flush());
+      if (g->params.stream) g->Write("data: " + g->Chunk(c, "", reason).dump() + "\n\n");
+    }
+    metrics_->OnFinished(c.stats);
+    if (--g->remaining == 0) complete(client_gone, false);
   };
 
-  ++in_flight_;  // until finish() (or a failed submission)
-  if (c->params.stream) {
+  ++in_flight_;  // until complete()
+  if (g->params.stream) {
     out->StartStream(200, "text/event-stream");
-    if (chat) {  // chat streams open with the assistant's role
-      const std::string event = "data: " + c->Chunk("", "", /*role=*/true).dump() + "\n\n";
-      c->response_bytes += event.size();
-      out->Write(event);
-    }
+    if (chat)  // chat streams open with the assistant's role, per choice
+      for (const auto& c : g->choices)
+        g->Write("data: " + g->Chunk(*c, "", "", /*role=*/true).dump() + "\n\n");
   }
-  out->OnDisconnect([this, c, finish] {
-    std::lock_guard<std::mutex> g(c->mu);
-    if (c->done) return;
-    engine_->Abort({c->id});
-    finish("abort", false);
+  out->OnDisconnect([this, g, finish_choice] {
+    std::lock_guard<std::mutex> lock(g->mu);
+    std::vector<std::string> running;
+    for (const auto& c : g->choices)
+      if (!c->done) running.push_back(c->engine_id);
+    engine_->Abort(running);
+    for (auto& c : g->choices) finish_choice(*c, "abort", /*client_gone=*/true);
   });
-  const Status submitted = engine_->Submit(
-      c->id, BuildAddRequest(c->id, c->params, options_.client_index),
-      [this, c, finish](const RequestDelta& d) {
-        std::lock_guard<std::mutex> g(c->mu);
-        if (c->done) return;
-        if (!d.output) return finish("error", /*engine_gone=*/true);
-        const ipc::RequestOutput* o = d.output;
-        if (o->events())
-          for (const ipc::RequestEvent* ev : *o->events()) {
-            if (ev->type() == ipc::EventType::Queued && c->stats.queued < 0)
-              c->stats.queued = ev->timestamp();
-            if (ev->type() == ipc::EventType::Scheduled && c->stats.first_scheduled < 0)
-              c->stats.first_scheduled = ev->timestamp();
-          }
-        if (c->first_output) {
-          c->first_output = false;
-          if (const auto* ps = o->prefill_stats()) c->stats.cached_tokens = ps->num_cached_tokens();
-          metrics_->OnFirstOutput(c->stats.prompt_tokens, c->stats.cached_tokens);
+  // The engine's outputs for choice `c`, on the engine client's thread.
+  auto on_delta = [this, g, finish_choice, complete](Choice* c) {
+    return [this, g, c, finish_choice, complete](const RequestDelta& d) {
+      std::lock_guard<std::mutex> lock(g->mu);
+      if (c->done || g->complete) return;
+      if (d.output) return OnOutput(*g, *c, d, metrics_, engine_, finish_choice);
+      for (auto& other : g->choices)  // the engine is gone: the whole response fails
+        if (!other->done) {
+          other->done = true;
+          other->stats.finished_reason = "error";
+          metrics_->OnFinished(other->stats);
         }
-        const std::uint32_t n = o->new_token_ids() ? o->new_token_ids()->size() : 0;
-        if (n > 0) {
-          const double now = Now();
-          if (c->stats.first_token < 0) {
-            c->stats.first_token = now;
-            c->stats.engine_first_token = d.engine_timestamp;
-            metrics_->OnTimeToFirstToken(now - c->stats.arrival);
-          }
-          metrics_->OnTokens(
-              n, c->last_engine_step >= 0 ? d.engine_timestamp - c->last_engine_step : -1);
-          c->last_engine_step = c->stats.engine_last_token = d.engine_timestamp;
-          c->stats.generation_tokens += n;
-          for (std::int32_t t : *o->new_token_ids()) {
-            StopMatcher::Result r = c->stops.Feed(c->detok.Add(t));
-            c->Emit(r.text);
-            if (r.stopped) {  // a stop string: the engine request ends here
-              engine_->Abort({c->id});
-              return finish("stop", false);
-            }
-          }
-        }
-        if (o->finish_reason() != ipc::FinishReason::None) {
-          c->Emit(c->stops.Feed(c->detok.Flush()).text);
-          finish(FinishName(o->finish_reason()), false);
-        }
-      });
-  if (!submitted.ok()) {
-    std::lock_guard<std::mutex> g(c->mu);
-    c->done = true;
-    --in_flight_;
-    if (c->params.stream) {
-      out->Write(
-          "data: " + json{{"error", {{"message", submitted.message()}, {"code", 503}}}}.dump() +
-          "\n\n");
-      out->End();
-    } else {
-      answer(out, ErrorResponse(503, submitted.message(), "ServiceUnavailableError"));
+      complete(false, /*engine_gone=*/true);
+    };
+  };
+  for (auto& choice : g->choices) {
+    Choice* c = choice.get();
+    {
+      std::lock_guard<std::mutex> lock(g->mu);
+      if (g->complete) return;  // the client left, or the engine failed, while submitting
+    }
+    const std::size_t prompt_index = c->index / g->params.n;
+    const std::uint32_t sample = c->index % g->params.n;
+    const Status submitted = engine_->Submit(
+        c->engine_id,
+        BuildAddRequest(c->engine_id, g->params, prompt_index, sample, options_.client_index),
+        on_delta(c));
+    if (!submitted.ok()) {  // the engine went away between the check and here
+      std::lock_guard<std::mutex> lock(g->mu);
+      if (g->complete) return;
+      std::vector<std::string> submitted_ids;
+      for (auto& other : g->choices) {
+        if (other->index < c->index && !other->done) submitted_ids.push_back(other->engine_id);
+        other->done = true;
+      }
+      engine_->Abort(submitted_ids);
+      return complete(false, /*engine_gone=*/true);
     }
   }
 }

@@ -118,8 +118,6 @@ void RequestMetrics::OnFinished(const FinishedRequest& r) {
       .Inc();
   req_prompt_.Observe(r.prompt_tokens);
   req_generation_.Observe(r.generation_tokens);
-  max_generation_.Observe(r.generation_tokens);  // n = 1: the request is its own parent
-  params_n_.Observe(1);
   if (r.max_tokens_set) params_max_tokens_.Observe(r.max_tokens);
   prefill_kv_.Observe(r.prompt_tokens - r.cached_tokens);
   if (r.last_output >= 0) e2e_.Observe(r.last_output - r.arrival);
@@ -133,6 +131,12 @@ void RequestMetrics::OnFinished(const FinishedRequest& r) {
   }
   if (r.first_scheduled >= 0 && r.engine_last_token >= 0)
     inference_.Observe(r.engine_last_token - r.first_scheduled);
+}
+
+void RequestMetrics::OnParentFinished(std::uint32_t n, std::uint32_t max_generation_tokens) {
+  if (!enabled_) return;
+  params_n_.Observe(n);
+  max_generation_.Observe(max_generation_tokens);
 }
 
 void RequestMetrics::OnHttp(const std::string& handler, const std::string& method, int status,

@@ -237,6 +237,92 @@ TEST_F(CompletionsTest, StopStringsEndTheRequestAndAreNotEmitted) {
   EXPECT_EQ(Page()[Key("vllm:request_success_total", "finished_reason=\"stop\",")], 1);
 }
 
+// The `data:` payloads of a server-sent event stream, in order.
+std::vector<std::string> SseEvents(const std::string& body) {
+  std::vector<std::string> events;
+  for (std::size_t at = 0; (at = body.find("data: ", at)) != std::string::npos;) {
+    const std::size_t end = body.find("\n\n", at);
+    events.push_back(body.substr(at + 6, end - at - 6));
+    at = end;
+  }
+  return events;
+}
+
+TEST_F(CompletionsTest, SeveralPromptsAndNSamplesFanOut) {
+  // Two prompts (5 and 10 byte tokens), two seeded samples each: four choices.
+  const json body = {{"prompt", {"Hello", "Sightline!"}},
+                     {"n", 2},
+                     {"max_tokens", 8},
+                     {"temperature", 1},
+                     {"seed", 11},
+                     {"ignore_eos", true}};
+  const json r = Complete(body);
+  ASSERT_EQ(r["choices"].size(), 4u) << r.dump();
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(r["choices"][i]["index"], i);
+    EXPECT_EQ(r["choices"][i]["finish_reason"], "length");
+  }
+  EXPECT_EQ(r["usage"]["prompt_tokens"], 15);  // each prompt once, whatever n is
+  EXPECT_EQ(r["usage"]["completion_tokens"], 32);
+  // Choice 3 is prompt 1's sample 1: seed + 1, reproducible on its own.
+  json alone = body;
+  alone["prompt"] = "Sightline!";
+  alone["n"] = 1;
+  alone["seed"] = 12;
+  EXPECT_EQ(Complete(alone)["choices"][0]["text"], r["choices"][3]["text"]);
+
+  // Streamed, the same choices arrive interleaved, each with its index.
+  json streamed = body;
+  streamed["model"] = "tiny";
+  streamed["stream"] = true;
+  const auto s = HttpClient(port_).Post("/v1/completions", streamed.dump());
+  const std::vector<std::string> events = SseEvents(s.body());
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::vector<std::string> text(4);
+  std::vector<int> finishes(4);
+  for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+    const json e = json::parse(events[i]);
+    ASSERT_EQ(e["choices"].size(), 1u) << events[i];
+    const std::size_t index = e["choices"][0]["index"];
+    ASSERT_LT(index, 4u);
+    text[index] += e["choices"][0]["text"].get<std::string>();
+    finishes[index] += !e["choices"][0]["finish_reason"].is_null();
+  }
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(text[i], r["choices"][i]["text"]) << i;
+    EXPECT_EQ(finishes[i], 1) << i;
+  }
+
+  // Metrics: each child is a finished request; each prompt is a parent of n.
+  auto p = Page();
+  EXPECT_EQ(p[Key("vllm:request_success_total", "finished_reason=\"length\",")], 4 + 1 + 4);
+  EXPECT_EQ(p[Key("vllm:request_params_n_count")], 2 + 1 + 2);
+  EXPECT_EQ(p[Key("vllm:request_params_n_sum")], 2 * 2 + 1 + 2 * 2);
+  EXPECT_EQ(p[Key("vllm:request_max_num_generation_tokens_sum")], 8 * (2 + 1 + 2));
+  EXPECT_EQ(p[Key("vllm:request_generation_tokens_count")], 4 + 1 + 4);
+  EXPECT_EQ(p[Key("vllm:generation_tokens_total")], 8 * (4 + 1 + 4));
+  EXPECT_EQ(p["http_requests_total{handler=\"/v1/completions\",method=\"POST\",status=\"2xx\"}"],
+            3);
+  EXPECT_EQ(p[Key("vllm:num_requests_running")], 0);
+
+  // Chat takes n too; a stream opens each choice with the assistant's role.
+  const json chat = {{"model", "tiny"},
+                     {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                     {"n", 2},
+                     {"max_tokens", 3},
+                     {"stream", true}};
+  const auto c = HttpClient(port_).Post("/v1/chat/completions", chat.dump());
+  std::vector<int> roles(2);
+  for (const std::string& e : SseEvents(c.body()))
+    if (e != "[DONE]") {
+      const json chunk = json::parse(e);
+      const json& choice = chunk["choices"][0];
+      if (choice["delta"].contains("role")) ++roles.at(choice["index"].get<std::size_t>());
+    }
+  EXPECT_EQ(roles, (std::vector<int>{1, 1}));
+}
+
 TEST_F(CompletionsTest, BadRequestsGetOpenAiErrors) {
   HttpClient c(port_);
   auto r = c.Post("/v1/completions", "{not json");
@@ -263,6 +349,7 @@ TEST_F(CompletionsTest, AClientHangingUpMidStreamIsCountedAsAbort) {
     HttpClient c(port_);
     json body = {{"model", "tiny"},
                  {"prompt", "long"},
+                 {"n", 2},  // both choices end when the client goes
                  {"max_tokens", 1500},
                  {"ignore_eos", true},
                  {"stream", true}};
@@ -275,14 +362,15 @@ TEST_F(CompletionsTest, AClientHangingUpMidStreamIsCountedAsAbort) {
     c.socket().read_some(boost::asio::buffer(buf));  // the stream has started
   }                                                  // hang up
   double aborted = 0, running = 1;
-  for (int i = 0; i < 50 && (aborted < 1 || running > 0); ++i) {
+  for (int i = 0; i < 50 && (aborted < 2 || running > 0); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     auto p = Page();
     aborted = p[Key("vllm:request_success_total", "finished_reason=\"abort\",")];
     running = p[Key("vllm:num_requests_running")];
   }
-  EXPECT_EQ(aborted, 1);
+  EXPECT_EQ(aborted, 2);
   EXPECT_EQ(running, 0);
+  EXPECT_EQ(Page()[Key("vllm:request_params_n_count")], 1);
 }
 
 class PerRequestMetricsTest : public CompletionsTest {
@@ -322,6 +410,13 @@ TEST_F(PerRequestMetricsTest, OnBodiesAndOnTheFinalUsageChunkOnly) {
   }
   EXPECT_EQ(usage_chunks, 1);
   EXPECT_EQ(with_metrics, 1);
+  // n > 1 or several prompts: no single request to describe (METRICS.md §8).
+  json several = kGreedy;
+  several["n"] = 2;
+  EXPECT_TRUE(Complete(several)["metrics"].is_null());
+  several["n"] = 1;
+  several["prompt"] = {"a", "b"};
+  EXPECT_TRUE(Complete(several)["metrics"].is_null());
 }
 
 TEST_F(PerRequestMetricsTest, LoadCountsRequestsBeingAnswered) {

@@ -56,7 +56,9 @@ TEST_F(RequestParsingTest, GoodBodiesMapOntoEngineParams) {
                                {"stream", true},
                                {"stream_options", {{"include_usage", true}}},
                                {"some_unknown_field", 1}});
-  EXPECT_EQ(p.prompt, (std::vector<std::int32_t>{'a', 'b', 'c'}));
+  ASSERT_EQ(p.prompts.size(), 1u);
+  EXPECT_EQ(p.prompts[0], (std::vector<std::int32_t>{'a', 'b', 'c'}));
+  EXPECT_EQ(p.n, 1u);
   EXPECT_EQ(p.max_tokens, 5u);
   EXPECT_TRUE(p.max_tokens_set);
   EXPECT_EQ(p.top_k, 0);  // -1 means off
@@ -64,13 +66,19 @@ TEST_F(RequestParsingTest, GoodBodiesMapOntoEngineParams) {
   EXPECT_EQ(p.stop, std::vector<std::string>{"x"});
   EXPECT_TRUE(p.stream && p.include_usage && p.ignore_eos);
   EXPECT_EQ(p.priority, -2);
-  EXPECT_EQ(Accept({{"prompt", {1, 2, 3}}}).prompt, (std::vector<std::int32_t>{1, 2, 3}));
-  EXPECT_EQ(Accept({{"prompt", {"ab"}}}).prompt.size(), 2u);  // a list holding one prompt
+  EXPECT_EQ(Accept({{"prompt", {1, 2, 3}}}).prompts,
+            (std::vector<std::vector<std::int32_t>>{{1, 2, 3}}));
+  EXPECT_EQ(Accept({{"prompt", {"ab"}}}).prompts[0].size(), 2u);  // a list holding one prompt
+  // Several prompts (strings or token lists, mixed) and n samples of each.
+  p = Accept({{"prompt", json::array({json("ab"), json::array({7, 8, 9})})}, {"n", 3}});
+  EXPECT_EQ(p.prompts, (std::vector<std::vector<std::int32_t>>{{'a', 'b'}, {7, 8, 9}}));
+  EXPECT_EQ(p.n, 3u);
+  EXPECT_EQ(Accept({{"prompt", "a"}, {"n", 128}}).n, 128u);
   EXPECT_FALSE(Accept({{"prompt", "a"}}).max_tokens_set);
   p = Accept({{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_completion_tokens", 3}},
              true);
   EXPECT_EQ(p.max_tokens, 3u);
-  EXPECT_EQ(p.prompt.size(), std::string("user: Hi\nassistant: ").size());
+  EXPECT_EQ(p.prompts.at(0).size(), std::string("user: Hi\nassistant: ").size());
 }
 
 TEST_F(RequestParsingTest, BadBodiesAreRefusedWithAReason) {
@@ -80,7 +88,11 @@ TEST_F(RequestParsingTest, BadBodiesAreRefusedWithAReason) {
       {"\"\xff\xfe\"", "not a JSON object"},  // invalid UTF-8
       {R"({})", "'prompt' is required"},
       {R"({"prompt": 5})", "'prompt' must be"},
-      {R"({"prompt": ["a", "b"]})", "several prompts"},
+      {R"({"prompt": []})", "'prompt' must be"},
+      {R"({"prompt": ["a", 5]})", "each prompt must be"},
+      {R"({"prompt": ["a", []]})", "empty"},
+      {R"({"prompt": ["a", [1, 999]]})", "token ids"},
+      {R"({"prompt": ["a", "bb"], "max_tokens": 63})", "prompt (2 tokens) plus max_tokens"},
       {R"({"prompt": [1, -2]})", "token ids"},
       {R"({"prompt": [1, 260]})", "token ids"},
       {R"({"prompt": ""})", "empty"},
@@ -93,7 +105,10 @@ TEST_F(RequestParsingTest, BadBodiesAreRefusedWithAReason) {
       {R"({"prompt": "a", "stream": "yes"})", "'stream' must be a boolean"},
       {R"({"prompt": "a", "stop": 3})", "'stop'"},
       {R"({"prompt": "a", "echo": true})", "'echo' is unsupported"},
-      {R"({"prompt": "a", "n": 2})", "'n'"},
+      {R"({"prompt": "a", "n": 0})", "'n' must be an integer in [1, 128]"},
+      {R"({"prompt": "a", "n": 129})", "'n' must be"},
+      {R"({"prompt": "a", "n": 1.5})", "'n' must be"},
+      {R"({"prompt": ["a", "b"], "n": 65})", "at most 128 choices"},
       {R"({"prompt": "a", "max_tokens": 64})", "exceeds this model's maximum context length of 64"},
   };
   for (const auto& [body, why] : cases) {

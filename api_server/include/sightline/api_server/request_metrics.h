@@ -40,7 +40,10 @@ class RequestMetrics {
   // first, the inter-token latency from engine step timestamps.
   void OnTokens(std::uint32_t count, double itl_seconds /* < 0: first output */);
   void OnTimeToFirstToken(double seconds);
+  // Per finished request (each of a parent's n children on its own).
   void OnFinished(const FinishedRequest& r);
+  // Once per parent request: its n and the most tokens any child generated.
+  void OnParentFinished(std::uint32_t n, std::uint32_t max_generation_tokens);
 
   // HTTP families (METRICS.md §6) for an instrumented handler.
   void OnHttp(const std::string& handler, const std::string& method, int status,
