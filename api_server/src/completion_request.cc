@@ -151,6 +151,68 @@ Status ParseGeneration(const std::string& body, bool chat, const ParseContext& c
   return Status::Ok();
 }
 
+Status ParseResponses(const std::string& body, const ParseContext& ctx, CompletionParams* p,
+                      int* http_status) {
+  *http_status = 400;
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return Status::InvalidArgument("the body is not a JSON object");
+  auto bad = [](const std::string& m) { return Status::InvalidArgument(m); };
+  for (const char* unsupported : {"previous_response_id", "tools", "background"})
+    if (j.contains(unsupported) && !j[unsupported].is_null() && j[unsupported] != false &&
+        j[unsupported] != json::array())
+      return bad(std::string("'") + unsupported + "' is unsupported");
+  if (j.contains("n") || j.contains("prompt") || j.contains("messages"))
+    return bad("/v1/responses takes 'input' (and 'instructions'), not 'prompt', 'messages' or 'n'");
+  json messages = json::array();
+  if (j.contains("instructions") && !j["instructions"].is_null()) {
+    if (!j["instructions"].is_string()) return bad("'instructions' must be a string");
+    messages.push_back({{"role", "system"}, {"content", j["instructions"]}});
+  }
+  if (!j.contains("input")) return bad("'input' is required");
+  const json& input = j["input"];
+  if (input.is_string()) {
+    messages.push_back({{"role", "user"}, {"content", input}});
+  } else if (input.is_array() && !input.empty()) {
+    for (json item : input) {
+      // Content parts are input_text (user) or output_text (earlier assistant turns).
+      if (item.is_object() && item.contains("content") && item["content"].is_array())
+        for (json& part : item["content"])
+          if (part.is_object() &&
+              (part.value("type", "") == "input_text" || part.value("type", "") == "output_text"))
+            part["type"] = "text";
+      if (item.is_object()) item.erase("type");  // {"type": "message", ...}
+      messages.push_back(std::move(item));
+    }
+  } else {
+    return bad("'input' must be a string or a non-empty list of messages");
+  }
+  j["messages"] = std::move(messages);
+  j.erase("input");
+  j.erase("instructions");
+  if (j.contains("max_output_tokens")) {
+    j["max_tokens"] = j["max_output_tokens"];
+    j.erase("max_output_tokens");
+  }
+  j.erase("max_completion_tokens");
+  j.erase("stream_options");  // usage is always part of a Responses answer
+  const Status s = ParseGeneration(j.dump(), /*chat=*/true, ctx, p, http_status);
+  if (!s.ok() && *http_status == 400) {  // name the Responses field, not the chat one it became
+    std::string m = s.message();
+    for (auto [from, to] :
+         {std::pair<std::string, std::string>{"'max_tokens'", "'max_output_tokens'"},
+          {"max_tokens (", "max_output_tokens ("},
+          {"messages[", "input["},
+          {"'messages'", "'input'"}})
+      for (std::size_t at; (at = m.find(from)) != std::string::npos;)
+        m.replace(at, from.size(), to);
+    return Status::InvalidArgument(m);
+  }
+  if (!s.ok()) return s;
+  p->responses = true;
+  return s;
+}
+
 std::vector<std::uint8_t> BuildAddRequest(const std::string& id, const CompletionParams& p,
                                           std::size_t prompt_index, std::uint32_t sample,
                                           std::uint32_t client) {

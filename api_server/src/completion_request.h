@@ -1,5 +1,5 @@
-// Parsing and validating OpenAI generation requests (/v1/completions and
-// /v1/chat/completions) into engine requests. Internal to the API server.
+// Parsing and validating OpenAI generation requests (/v1/completions,
+// /v1/chat/completions, /v1/responses) into engine requests. Internal to the API server.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,8 @@ inline constexpr std::size_t kMaxChoices = 128;
 
 // A validated generation request.
 struct CompletionParams {
-  bool chat = false;
+  bool chat = false;                               // the prompt is a rendered conversation
+  bool responses = false;                          // ... asked for through /v1/responses
   std::vector<std::vector<std::int32_t>> prompts;  // one per prompt given
   std::uint32_t n = 1;                             // choices per prompt
   std::uint32_t max_tokens = 16;
@@ -44,6 +45,13 @@ struct ParseContext {
 // status message is the OpenAI error message.
 Status ParseGeneration(const std::string& body, bool chat, const ParseContext& ctx,
                        CompletionParams* p, int* http_status);
+
+// /v1/responses: `input` (a string or a list of messages whose content is a
+// string or input_text parts) and `instructions` become a conversation;
+// `max_output_tokens` is max_tokens. Everything else as for chat. Features
+// that need server-side state or tools (previous_response_id, tools) get 400.
+Status ParseResponses(const std::string& body, const ParseContext& ctx, CompletionParams* p,
+                      int* http_status);
 
 // The engine request for choice `sample` (of n) of prompt `prompt_index` of
 // `p`, routed back to `client`. With a seed, sample k uses seed + k (as vLLM

@@ -323,6 +323,72 @@ TEST_F(CompletionsTest, SeveralPromptsAndNSamplesFanOut) {
   EXPECT_EQ(roles, (std::vector<int>{1, 1}));
 }
 
+TEST_F(CompletionsTest, ResponsesStreamingAndNotAgree) {
+  const json body = {{"model", "tiny"},
+                     {"input", "Hello"},
+                     {"max_output_tokens", 6},
+                     {"temperature", 0},
+                     {"ignore_eos", true}};
+  const auto r = HttpClient(port_).Post("/v1/responses", body.dump());
+  ASSERT_EQ(r.result_int(), 200) << r.body();
+  const json plain = json::parse(r.body());
+  EXPECT_EQ(plain["object"], "response");
+  EXPECT_EQ(plain["id"].get<std::string>().rfind("resp_", 0), 0u);
+  EXPECT_EQ(plain["status"], "incomplete");  // max_output_tokens reached
+  EXPECT_EQ(plain["incomplete_details"]["reason"], "max_output_tokens");
+  const std::string prompt = "user: Hello\nassistant: ";  // plain template, byte tokens
+  EXPECT_EQ(plain["usage"]["input_tokens"], prompt.size());
+  EXPECT_EQ(plain["usage"]["output_tokens"], 6);
+  EXPECT_EQ(plain["usage"]["total_tokens"], prompt.size() + 6);
+  ASSERT_EQ(plain["output"].size(), 1u);
+  EXPECT_EQ(plain["output"][0]["role"], "assistant");
+  const std::string answer = plain["output"][0]["content"][0]["text"];
+
+  json streamed = body;
+  streamed["stream"] = true;
+  const auto s = HttpClient(port_).Post("/v1/responses", streamed.dump());
+  ASSERT_EQ(s.result_int(), 200);
+  std::vector<std::string> types;
+  std::string deltas;
+  json completed;
+  const std::vector<std::string> events = SseEvents(s.body());
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    ASSERT_NE(events[i], "[DONE]");  // Responses streams end with response.completed
+    const json e = json::parse(events[i]);
+    EXPECT_EQ(e["sequence_number"], i);
+    types.push_back(e["type"]);
+    if (e["type"] == "response.output_text.delta") deltas += e["delta"].get<std::string>();
+    if (e["type"] == "response.output_text.done") {
+      EXPECT_EQ(e["text"], answer);
+    }
+    if (e["type"] == "response.completed") completed = e["response"];
+  }
+  ASSERT_GE(types.size(), 9u);
+  const std::vector<std::string> opening = {"response.created", "response.in_progress",
+                                            "response.output_item.added",
+                                            "response.content_part.added"};
+  const std::vector<std::string> closing = {"response.output_text.done",
+                                            "response.content_part.done",
+                                            "response.output_item.done", "response.completed"};
+  EXPECT_EQ(std::vector<std::string>(types.begin(), types.begin() + 4), opening);
+  EXPECT_EQ(std::vector<std::string>(types.end() - 4, types.end()), closing);
+  EXPECT_EQ(deltas, answer);
+  for (const char* field : {"input_tokens", "output_tokens", "total_tokens"})
+    EXPECT_EQ(completed["usage"][field], plain["usage"][field]) << field;
+  // The same prompt again: its full KV blocks come from the prefix cache.
+  EXPECT_EQ(plain["usage"]["input_tokens_details"]["cached_tokens"], 0);
+  EXPECT_GT(completed["usage"]["input_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(completed["status"], "incomplete");
+  EXPECT_FALSE(completed.contains("metrics"));  // not asked for
+
+  auto p = Page();
+  EXPECT_EQ(p[Key("vllm:request_success_total", "finished_reason=\"length\",")], 2);
+  EXPECT_EQ(p["http_requests_total{handler=\"/v1/responses\",method=\"POST\",status=\"2xx\"}"], 2);
+  const auto bad = HttpClient(port_).Post("/v1/responses", json{{"input", 5}}.dump());
+  EXPECT_EQ(bad.result_int(), 400);
+  EXPECT_EQ(json::parse(bad.body())["error"]["type"], "BadRequestError");
+}
+
 TEST_F(CompletionsTest, BadRequestsGetOpenAiErrors) {
   HttpClient c(port_);
   auto r = c.Post("/v1/completions", "{not json");
@@ -417,6 +483,20 @@ TEST_F(PerRequestMetricsTest, OnBodiesAndOnTheFinalUsageChunkOnly) {
   several["n"] = 1;
   several["prompt"] = {"a", "b"};
   EXPECT_TRUE(Complete(several)["metrics"].is_null());
+
+  // Responses: on the body, and on the response.completed event only.
+  json responses = {
+      {"model", "tiny"}, {"input", "Hi"}, {"max_output_tokens", 4}, {"ignore_eos", true}};
+  const json answer = json::parse(HttpClient(port_).Post("/v1/responses", responses.dump()).body());
+  EXPECT_TRUE(answer["metrics"]["generation_time_ms"].is_number()) << answer.dump();
+  responses["stream"] = true;
+  const auto events = SseEvents(HttpClient(port_).Post("/v1/responses", responses.dump()).body());
+  ASSERT_FALSE(events.empty());
+  for (std::size_t i = 0; i + 1 < events.size(); ++i)
+    EXPECT_EQ(events[i].find("\"metrics\""), std::string::npos) << events[i];
+  const json completed = json::parse(events.back());
+  EXPECT_EQ(completed["type"], "response.completed");
+  EXPECT_TRUE(completed["response"]["metrics"]["time_to_first_token_ms"].is_number());
 }
 
 TEST_F(PerRequestMetricsTest, LoadCountsRequestsBeingAnswered) {

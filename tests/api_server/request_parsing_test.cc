@@ -126,5 +126,60 @@ TEST_F(RequestParsingTest, BadBodiesAreRefusedWithAReason) {
             std::string::npos);
 }
 
+// /v1/responses bodies become conversations; errors name the Responses fields.
+TEST_F(RequestParsingTest, ResponsesBodiesBecomeConversations) {
+  auto parse = [&](const json& body, CompletionParams* p) {
+    int status = 0;
+    const Status s = ParseResponses(body.dump(), ctx_, p, &status);
+    return std::make_pair(status, s.ok() ? std::string("ok") : s.message());
+  };
+  auto text = [](const CompletionParams& p) {
+    return std::string(p.prompts.at(0).begin(), p.prompts.at(0).end());  // byte tokens
+  };
+  CompletionParams p;
+  ASSERT_EQ(parse({{"input", "Hi"},
+                   {"instructions", "Be brief"},
+                   {"max_output_tokens", 4},
+                   {"stream", true}},
+                  &p)
+                .second,
+            "ok");
+  EXPECT_TRUE(p.responses && p.chat && p.stream);
+  EXPECT_EQ(p.max_tokens, 4u);
+  EXPECT_EQ(text(p), "system: Be brief\nuser: Hi\nassistant: ");
+  CompletionParams q;
+  ASSERT_EQ(parse({{"input",
+                    {{{"type", "message"},
+                      {"role", "user"},
+                      {"content", {{{"type", "input_text"}, {"text", "Hi"}}}}}}}},
+                  &q)
+                .second,
+            "ok");
+  EXPECT_EQ(text(q), "user: Hi\nassistant: ");
+
+  const std::vector<std::pair<json, std::string>> bad = {
+      {json::object(), "'input' is required"},
+      {{{"input", 5}}, "'input' must be"},
+      {{{"input", json::array()}}, "'input' must be"},
+      {{{"input", {{{"role", "robot"}, {"content", "x"}}}}}, "input[0].role"},
+      {{{"input", "x"}, {"instructions", 3}}, "'instructions' must be a string"},
+      {{{"input", "x"}, {"max_output_tokens", 0}}, "'max_output_tokens' must be in"},
+      {{{"input", "x"}, {"max_output_tokens", 60}}, "plus max_output_tokens"},
+      {{{"input", "x"}, {"previous_response_id", "resp_1"}},
+       "'previous_response_id' is unsupported"},
+      {{{"input", "x"}, {"tools", {{{"type", "function"}}}}}, "'tools' is unsupported"},
+      {{{"input", "x"}, {"n", 2}}, "not 'prompt', 'messages' or 'n'"},
+  };
+  for (const auto& [body, why] : bad) {
+    CompletionParams r;
+    const auto [status, message] = parse(body, &r);
+    EXPECT_EQ(status, 400) << body.dump();
+    EXPECT_NE(message.find(why), std::string::npos) << body.dump() << " -> " << message;
+  }
+  CompletionParams r;
+  EXPECT_EQ(parse({{"input", "x"}, {"model", "gpt-4"}}, &r).first, 404);
+  EXPECT_EQ(parse({{"input", "x"}, {"tools", json::array()}}, &r).second, "ok");
+}
+
 }  // namespace
 }  // namespace sightline::api

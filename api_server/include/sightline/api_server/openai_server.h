@@ -1,8 +1,9 @@
-// OpenAiServer: the OpenAI-compatible endpoints over one engine. So far
-// /v1/completions and /v1/chat/completions (one prompt, n = 1, streaming or
-// not) and /v1/models; the
-// output path detokenizes incrementally, applies stop strings (aborting the
-// engine request), and records the request-scoped and HTTP metrics.
+// OpenAiServer: the OpenAI-compatible endpoints over one engine:
+// /v1/completions (several prompts, n samples), /v1/chat/completions,
+// /v1/responses (streaming or not), /v1/models, /tokenize, /detokenize and
+// /load. The output path detokenizes incrementally, applies stop strings
+// (aborting the engine request), and records the request-scoped and HTTP
+// metrics.
 #pragma once
 
 #include <atomic>
@@ -36,8 +37,9 @@ class OpenAiServer {
   void AddRoutes(HttpServer* server);
 
  private:
-  // /v1/completions (chat = false) and /v1/chat/completions (chat = true).
-  void Generate(const HttpRequest& request, std::shared_ptr<Responder> out, bool chat);
+  enum class Api { kCompletions, kChat, kResponses };
+  // The three generation endpoints: one output path, three renderings.
+  void Generate(const HttpRequest& request, std::shared_ptr<Responder> out, Api api);
   HttpResponse Tokenize(const HttpRequest& request) const;    // vLLM's /tokenize
   HttpResponse Detokenize(const HttpRequest& request) const;  // vLLM's /detokenize
 

@@ -1,0 +1,226 @@
+#include "generation.h"
+
+#include <chrono>
+
+namespace sightline::api {
+
+using nlohmann::json;
+double MonotonicSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+namespace {
+
+const char* FinishName(ipc::FinishReason r) {
+  switch (r) {
+    case ipc::FinishReason::Stop:
+      return "stop";
+    case ipc::FinishReason::Length:
+      return "length";
+    case ipc::FinishReason::Abort:
+      return "abort";
+    case ipc::FinishReason::Error:
+      return "error";
+    case ipc::FinishReason::Repetition:
+      return "repetition";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+json Choice::PerRequestMetrics() const {
+  const double first = stats.engine_first_token, last = stats.engine_last_token;
+  const double sched = stats.first_scheduled, queued = stats.queued;
+  const std::uint32_t n = stats.generation_tokens;
+  auto ms = [](double a, double b, bool ok) { return ok ? json((b - a) * 1000.0) : json(nullptr); };
+  json m = {{"time_to_first_token_ms", ms(sched, first, sched >= 0 && first >= 0)},
+            {"generation_time_ms", ms(first, last, first >= 0 && last >= 0)},
+            {"queue_time_ms", ms(queued, sched, queued >= 0 && sched >= 0)},
+            {"mean_itl_ms", nullptr},
+            {"tokens_per_second", nullptr}};
+  if (n > 1 && first >= 0 && last >= 0) m["mean_itl_ms"] = (last - first) * 1000.0 / (n - 1);
+  if (sched >= 0 && last > sched) m["tokens_per_second"] = n / (last - sched);
+  return m;
+}
+
+ResponseView Generation::View() const {
+  const Choice& c = *choices.at(0);
+  return {id,
+          model,
+          created,
+          c.text,
+          c.done ? c.finish : "",
+          c.stats.prompt_tokens,
+          c.stats.generation_tokens,
+          c.stats.cached_tokens};
+}
+
+const char* Generation::Object(bool chunk) const {
+  return params.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+}
+
+json Generation::Chunk(const Choice& c, const std::string& delta, const char* finish,
+                       bool role) const {
+  json choice = {{"index", c.index},
+                 {"logprobs", nullptr},
+                 {"finish_reason", finish[0] ? json(finish) : json(nullptr)}};
+  if (params.chat) {
+    choice["delta"] = json::object();
+    if (role) choice["delta"]["role"] = "assistant";
+    if (role || !delta.empty()) choice["delta"]["content"] = delta;
+  } else {
+    choice["text"] = delta;
+  }
+  return {{"id", id},
+          {"object", Object(true)},
+          {"created", created},
+          {"model", model},
+          {"choices", {choice}}};
+}
+
+json Generation::Usage() const {
+  std::uint64_t prompt = 0, completion = 0;
+  for (const auto& p : params.prompts) prompt += p.size();  // each prompt once, whatever n is
+  for (const auto& c : choices) completion += c->stats.generation_tokens;
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion}};
+}
+
+json Generation::Metrics() const {
+  return choices.size() == 1 ? choices[0]->PerRequestMetrics() : json(nullptr);
+}
+
+void Generation::Write(const std::string& event) {
+  response_bytes += event.size();
+  out->Write(event);
+}
+
+void Generation::Fail(int status, const std::string& message, const char* type) {
+  if (!params.stream) {
+    HttpResponse r = ErrorResponse(status, message, type);
+    response_bytes = r.body.size();
+    return out->Send(std::move(r));
+  }
+  const json error = {{"message", message}, {"type", type}, {"code", status}};
+  if (params.responses) {
+    json event = error;
+    event["type"] = "error";
+    event["sequence_number"] = sequence++;
+    Write("event: error\ndata: " + event.dump() + "\n\n");
+  } else {
+    Write("data: " + json{{"error", error}}.dump() + "\n\n");
+  }
+  out->End();
+}
+
+void Generation::Finish() {
+  const json metrics = Metrics();
+  if (params.stream) {
+    std::string tail;
+    if (params.responses) {  // metrics on response.completed only
+      tail = ResponseStreamEnd(View(), per_request_metrics ? &metrics : nullptr, &sequence);
+    } else {
+      if (params.include_usage || force_usage) {
+        json usage = {{"id", id},       {"object", Object(true)},   {"created", created},
+                      {"model", model}, {"choices", json::array()}, {"usage", Usage()}};
+        if (per_request_metrics) usage["metrics"] = metrics;  // the final usage chunk only
+        tail += "data: " + usage.dump() + "\n\n";
+      }
+      tail += "data: [DONE]\n\n";
+    }
+    Write(tail);
+    return out->End();
+  }
+  json body;
+  if (params.responses) {
+    body = ResponseObject(View());
+  } else {
+    json all = json::array();
+    for (const auto& c : choices) {
+      json choice = {{"index", c->index}, {"logprobs", nullptr}, {"finish_reason", c->finish}};
+      if (params.chat)
+        choice["message"] = {{"role", "assistant"}, {"content", c->text}};
+      else
+        choice["text"] = c->text;
+      all.push_back(std::move(choice));
+    }
+    body = {{"id", id},       {"object", Object(false)}, {"created", created},
+            {"model", model}, {"choices", all},          {"usage", Usage()}};
+  }
+  if (per_request_metrics) body["metrics"] = metrics;
+  HttpResponse r;
+  r.body = body.dump();
+  response_bytes = r.body.size();
+  out->Send(std::move(r));
+}
+
+void Generation::Emit(Choice& c, const std::string& delta) {
+  if (delta.empty()) return;
+  if (!params.stream || params.responses) c.text += delta;  // Responses repeat it at the end
+  if (!params.stream) return;
+  if (params.responses)
+    Write(ResponseTextDelta(View(), delta, &sequence));
+  else
+    Write("data: " + Chunk(c, delta, "").dump() + "\n\n");
+}
+
+void Generation::StartStream() {
+  out->StartStream(200, "text/event-stream");
+  if (params.responses) {
+    Write(ResponseStreamStart(View(), &sequence));
+  } else if (params.chat) {  // chat streams open with the assistant's role, per choice
+    for (const auto& c : choices)
+      Write("data: " + Chunk(*c, "", "", /*role=*/true).dump() + "\n\n");
+  }
+}
+
+void Generation::EndChoice(const Choice& c) {
+  if (params.stream && !params.responses)
+    Write("data: " + Chunk(c, "", c.finish.c_str()).dump() + "\n\n");
+}
+
+void OnOutput(Generation& g, Choice& c, const RequestDelta& d, RequestMetrics* metrics,
+              EngineClient* engine, const FinishChoice& finish_choice) {
+  const ipc::RequestOutput* o = d.output;
+  if (o->events())
+    for (const ipc::RequestEvent* ev : *o->events()) {
+      if (ev->type() == ipc::EventType::Queued && c.stats.queued < 0)
+        c.stats.queued = ev->timestamp();
+      if (ev->type() == ipc::EventType::Scheduled && c.stats.first_scheduled < 0)
+        c.stats.first_scheduled = ev->timestamp();
+    }
+  if (c.first_output) {
+    c.first_output = false;
+    if (const auto* ps = o->prefill_stats()) c.stats.cached_tokens = ps->num_cached_tokens();
+    metrics->OnFirstOutput(c.stats.prompt_tokens, c.stats.cached_tokens);
+  }
+  const std::uint32_t n = o->new_token_ids() ? o->new_token_ids()->size() : 0;
+  if (n > 0) {
+    const double now = MonotonicSeconds();
+    if (c.stats.first_token < 0) {
+      c.stats.first_token = now;
+      c.stats.engine_first_token = d.engine_timestamp;
+      metrics->OnTimeToFirstToken(now - c.stats.arrival);
+    }
+    metrics->OnTokens(n, c.last_engine_step >= 0 ? d.engine_timestamp - c.last_engine_step : -1);
+    c.last_engine_step = c.stats.engine_last_token = d.engine_timestamp;
+    c.stats.generation_tokens += n;
+    for (std::int32_t t : *o->new_token_ids()) {
+      StopMatcher::Result r = c.stops.Feed(c.detok.Add(t));
+      g.Emit(c, r.text);
+      if (r.stopped) {  // a stop string: this choice's engine request ends here
+        engine->Abort({c.engine_id});
+        return finish_choice(c, "stop", false);
+      }
+    }
+  }
+  if (o->finish_reason() != ipc::FinishReason::None) {
+    g.Emit(c, c.stops.Feed(c.detok.Flush()).text);
+    finish_choice(c, FinishName(o->finish_reason()), false);
+  }
+}
+
+}  // namespace sightline::api

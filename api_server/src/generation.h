@@ -1,0 +1,98 @@
+// Generation: one in-flight /v1/completions, /v1/chat/completions or
+// /v1/responses request and its choices (prompts x n engine requests), and
+// how it is rendered to the client. Internal to the API server.
+//
+// Threading: outputs arrive on the engine client's thread and hang-ups on
+// the HTTP one; every member is guarded by `mu`, which callers hold.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "completion_request.h"
+#include "responses_format.h"
+#include "sightline/api_server/detokenizer.h"
+#include "sightline/api_server/engine_client.h"
+#include "sightline/api_server/http_server.h"
+#include "sightline/api_server/request_metrics.h"
+
+namespace sightline::api {
+
+// Seconds on the monotonic clock, the clock of every request-side timestamp.
+double MonotonicSeconds();
+
+// One choice of a generation: one engine request (a prompt, once of n).
+struct Choice {
+  std::uint32_t index = 0;  // in the response's "choices"
+  std::string engine_id;
+  IncrementalDetokenizer detok;
+  StopMatcher stops;
+  std::string text;  // the answer, kept when the end repeats it (bodies, Responses events)
+  FinishedRequest stats;
+  double last_engine_step = -1;
+  bool first_output = true, done = false;
+  std::string finish;  // the finish reason once done
+
+  Choice(const Tokenizer* t, std::vector<std::string> stop)
+      : detok(t, true), stops(std::move(stop)) {}
+
+  // METRICS.md §8 from engine timestamps; a field is null when its
+  // timestamps are missing.
+  nlohmann::json PerRequestMetrics() const;
+};
+
+struct Generation {
+  std::mutex mu;
+  std::string id, model, handler, method;
+  std::int64_t created = 0;
+  CompletionParams params;
+  std::shared_ptr<Responder> out;
+  std::vector<std::unique_ptr<Choice>> choices;  // prompt by prompt, n each
+  std::size_t remaining = 0;                     // choices not done
+  bool complete = false, per_request_metrics = false, force_usage = false;
+  double arrival = 0;
+  std::size_t request_bytes = 0, response_bytes = 0;
+  std::uint64_t sequence = 0;  // Responses stream events
+
+  // Opens a stream: the chat role chunks or the Responses opening events.
+  void StartStream();
+  // Sends `delta` of choice `c` (streaming) or keeps it for the body.
+  void Emit(Choice& c, const std::string& delta);
+  // The closing chunk of one choice (chat and completions streams).
+  void EndChoice(const Choice& c);
+  // The request succeeded: the closing events, or the whole body.
+  void Finish();
+  // The request failed: an error body, or (headers already sent) an error
+  // event and the end of the stream without [DONE] or response.completed,
+  // so that no client takes it for success.
+  void Fail(int status, const std::string& message, const char* type);
+
+ private:
+  const char* Object(bool chunk) const;
+  nlohmann::json Chunk(const Choice& c, const std::string& delta, const char* finish,
+                       bool role = false) const;
+  nlohmann::json Usage() const;
+  // Per-request metrics exist for one prompt and n = 1 only (METRICS.md §8).
+  nlohmann::json Metrics() const;
+  // A Responses request has one choice; what its response object shows now.
+  ResponseView View() const;
+  void Write(const std::string& event);
+};
+
+// Ends choice `c` with a finish reason; `client_gone` when nothing more can
+// be sent.
+using FinishChoice = std::function<void(Choice& c, const char* reason, bool client_gone)>;
+
+// Applies one engine output to its choice: event timestamps, token metrics,
+// detokenized text through the stop strings to the client, and the end of
+// the choice (a stop string, which aborts the engine request, or the
+// engine's finish reason).
+void OnOutput(Generation& g, Choice& c, const RequestDelta& d, RequestMetrics* metrics,
+              EngineClient* engine, const FinishChoice& finish_choice);
+
+}  // namespace sightline::api

@@ -1,0 +1,39 @@
+// The Responses API's (/v1/responses) response object and stream events for a
+// one-message answer. Internal to the API server; the generation itself is
+// the same as for chat.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace sightline::api {
+
+// What the response object shows at some point of a generation.
+struct ResponseView {
+  std::string id, model;
+  std::int64_t created = 0;
+  std::string text;    // the answer so far
+  std::string finish;  // the engine's finish reason; empty while running
+  std::uint64_t input_tokens = 0, output_tokens = 0, cached_tokens = 0;
+
+  std::string item_id() const { return "msg_" + id.substr(id.find('_') + 1); }
+};
+
+// The response object: status in_progress (no finish yet), completed, or
+// incomplete (max_output_tokens reached).
+nlohmann::json ResponseObject(const ResponseView& r);
+
+// Server-sent events, numbered by *sequence (OpenAI's sequence_number).
+// The opening events: response.created, response.in_progress, the message
+// item and its output_text part added.
+std::string ResponseStreamStart(const ResponseView& r, std::uint64_t* sequence);
+// One response.output_text.delta.
+std::string ResponseTextDelta(const ResponseView& r, const std::string& delta,
+                              std::uint64_t* sequence);
+// The closing events: text, part and item done, then response.completed
+// carrying the final object, with `metrics` added when it is not absent.
+std::string ResponseStreamEnd(const ResponseView& r, const nlohmann::json* metrics,
+                              std::uint64_t* sequence);
+
+}  // namespace sightline::api
