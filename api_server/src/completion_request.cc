@@ -99,6 +99,9 @@ Status ParseGeneration(const std::string& body, bool chat, const ParseContext& c
   if (s.ok()) s = number("top_p", &p->top_p, 1e-9, 1);
   if (s.ok()) s = number("min_p", &p->min_p, 0, 1);
   if (s.ok()) s = number("top_k", &p->top_k, -1, 1e9);
+  if (s.ok()) s = number("repetition_penalty", &p->repetition_penalty, 1e-6, 100);
+  if (s.ok()) s = number("presence_penalty", &p->presence_penalty, -2, 2);
+  if (s.ok()) s = number("frequency_penalty", &p->frequency_penalty, -2, 2);
   if (s.ok()) s = number("min_tokens", &p->min_tokens, 0, 1e9);
   if (s.ok()) s = number("priority", &p->priority, -1e9, 1e9);
   if (!s.ok()) return s;
@@ -233,6 +236,9 @@ std::vector<std::uint8_t> BuildAddRequest(const std::string& id, const Completio
   sp.add_min_tokens(p.min_tokens);
   sp.add_stop_token_ids(stops);
   sp.add_ignore_eos(p.ignore_eos);
+  sp.add_repetition_penalty(p.repetition_penalty);
+  sp.add_presence_penalty(p.presence_penalty);
+  sp.add_frequency_penalty(p.frequency_penalty);
   const auto sampling = sp.Finish();
   ipc::AddRequestBuilder r(b);
   r.add_request_id(id_off);

@@ -25,6 +25,7 @@ struct CompletionParams {
   std::uint32_t max_tokens = 16;
   bool max_tokens_set = false;
   float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
+  float repetition_penalty = 1.0f, presence_penalty = 0.0f, frequency_penalty = 0.0f;
   std::int32_t top_k = 0, priority = 0;
   std::uint32_t min_tokens = 0;
   std::uint64_t seed = 0;

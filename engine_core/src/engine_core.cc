@@ -91,9 +91,12 @@ StepOutputs EngineCore::Step() {
     std::size_t row = 0;
     for (std::size_t i = 0; i < sched.scheduled.size(); ++i) {
       Request* r = sched.scheduled[i].request;
-      if (sched.scheduled[i].samples)
-        sampled[i] =
-            SampleToken(std::span(logits_).subspan(row++ * vocab, vocab), r->sampling, r->rng);
+      if (!sched.scheduled[i].samples) continue;
+      const std::span<float> row_logits = std::span(logits_).subspan(row++ * vocab, vocab);
+      ApplyPenalties(row_logits, r->sampling,
+                     std::span(r->tokens).first(static_cast<std::size_t>(r->num_prompt_tokens)),
+                     r->output());
+      sampled[i] = SampleToken(row_logits, r->sampling, r->rng);
     }
     stats.ran_model = out.ran_model = true;
     stats.prompt_tokens_computed = sched.num_prompt_tokens;

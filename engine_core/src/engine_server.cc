@@ -110,6 +110,9 @@ std::unique_ptr<Request> FromWire(const ipc::AddRequest& m, int block_size) {
     r->sampling.max_tokens = s->max_tokens();
     r->sampling.min_tokens = s->min_tokens();
     r->sampling.ignore_eos = s->ignore_eos();
+    r->sampling.repetition_penalty = s->repetition_penalty();
+    r->sampling.presence_penalty = s->presence_penalty();
+    r->sampling.frequency_penalty = s->frequency_penalty();
     if (s->stop_token_ids())
       r->sampling.stop_token_ids.assign(s->stop_token_ids()->begin(), s->stop_token_ids()->end());
   }

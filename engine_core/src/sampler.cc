@@ -11,6 +11,31 @@ namespace {
 constexpr float kGreedyTemperature = 1e-5f;
 }  // namespace
 
+void ApplyPenalties(std::span<float> logits, const SamplingParams& p,
+                    std::span<const std::int32_t> prompt, std::span<const std::int32_t> output) {
+  if (!p.has_penalties()) return;
+  const auto vocab = static_cast<std::int64_t>(logits.size());
+  auto valid = [&](std::int32_t t) { return t >= 0 && t < vocab; };
+  if (p.repetition_penalty != 1.0f) {
+    std::vector<bool> seen(logits.size());
+    for (auto part : {prompt, output})
+      for (std::int32_t t : part)
+        if (valid(t)) seen[static_cast<std::size_t>(t)] = true;
+    for (std::size_t t = 0; t < logits.size(); ++t)
+      if (seen[t])
+        logits[t] =
+            logits[t] > 0 ? logits[t] / p.repetition_penalty : logits[t] * p.repetition_penalty;
+  }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    std::vector<std::uint32_t> count(logits.size());
+    for (std::int32_t t : output)
+      if (valid(t)) ++count[static_cast<std::size_t>(t)];
+    for (std::size_t t = 0; t < logits.size(); ++t)
+      if (count[t] > 0)
+        logits[t] -= p.frequency_penalty * static_cast<float>(count[t]) + p.presence_penalty;
+  }
+}
+
 std::int32_t SampleToken(std::span<const float> logits, const SamplingParams& p,
                          std::mt19937_64& rng) {
   const auto argmax =

@@ -389,6 +389,19 @@ TEST_F(CompletionsTest, ResponsesStreamingAndNotAgree) {
   EXPECT_EQ(json::parse(bad.body())["error"]["type"], "BadRequestError");
 }
 
+TEST_F(CompletionsTest, PenaltiesReachTheSampler) {
+  // Greedy decoding of the seeded dummy model is deterministic; a huge
+  // repetition penalty (on every prompt and output byte) changes its picks.
+  json body = kGreedy;
+  body["max_tokens"] = 16;
+  const std::string plain = Complete(body)["choices"][0]["text"];
+  body["repetition_penalty"] = 100;
+  const std::string penalized = Complete(body)["choices"][0]["text"];
+  EXPECT_NE(penalized, plain);
+  body["repetition_penalty"] = 1;
+  EXPECT_EQ(Complete(body)["choices"][0]["text"], plain);  // 1 is off
+}
+
 TEST_F(CompletionsTest, BadRequestsGetOpenAiErrors) {
   HttpClient c(port_);
   auto r = c.Post("/v1/completions", "{not json");

@@ -53,6 +53,9 @@ TEST_F(RequestParsingTest, GoodBodiesMapOntoEngineParams) {
                                {"min_tokens", 1},
                                {"cache_salt", "s"},
                                {"priority", -2},
+                               {"repetition_penalty", 1.3},
+                               {"presence_penalty", 0.5},
+                               {"frequency_penalty", -0.5},
                                {"stream", true},
                                {"stream_options", {{"include_usage", true}}},
                                {"some_unknown_field", 1}});
@@ -66,6 +69,9 @@ TEST_F(RequestParsingTest, GoodBodiesMapOntoEngineParams) {
   EXPECT_EQ(p.stop, std::vector<std::string>{"x"});
   EXPECT_TRUE(p.stream && p.include_usage && p.ignore_eos);
   EXPECT_EQ(p.priority, -2);
+  EXPECT_FLOAT_EQ(p.repetition_penalty, 1.3f);
+  EXPECT_FLOAT_EQ(p.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(p.frequency_penalty, -0.5f);
   EXPECT_EQ(Accept({{"prompt", {1, 2, 3}}}).prompts,
             (std::vector<std::vector<std::int32_t>>{{1, 2, 3}}));
   EXPECT_EQ(Accept({{"prompt", {"ab"}}}).prompts[0].size(), 2u);  // a list holding one prompt
@@ -102,6 +108,9 @@ TEST_F(RequestParsingTest, BadBodiesAreRefusedWithAReason) {
       {R"({"prompt": "a", "top_p": 0})", "'top_p'"},
       {R"({"prompt": "a", "top_p": 1e300})", "'top_p'"},
       {R"({"prompt": "a", "seed": 1.5})", "'seed'"},
+      {R"({"prompt": "a", "repetition_penalty": 0})", "'repetition_penalty' must be in"},
+      {R"({"prompt": "a", "presence_penalty": 3})", "'presence_penalty' must be in [-2.0, 2.0]"},
+      {R"({"prompt": "a", "frequency_penalty": "x"})", "'frequency_penalty' must be a number"},
       {R"({"prompt": "a", "stream": "yes"})", "'stream' must be a boolean"},
       {R"({"prompt": "a", "stop": 3})", "'stop'"},
       {R"({"prompt": "a", "echo": true})", "'echo' is unsupported"},

@@ -85,6 +85,38 @@ TEST(Sampler, GreedySeededAndFilters) {
   EXPECT_LT(ones, 5500);
 }
 
+TEST(Sampler, PenaltiesFollowVllmAndOpenAi) {
+  SamplingParams none;
+  std::vector<float> logits = {2, -2, 1, 0.5f};
+  const std::vector<std::int32_t> prompt = {0},
+                                  output = {1, 2, 2, 99};  // 99: out of range, ignored
+  ApplyPenalties(logits, none, prompt, output);
+  EXPECT_EQ(logits, (std::vector<float>{2, -2, 1, 0.5f}));  // no penalty: untouched
+
+  SamplingParams rep;
+  rep.repetition_penalty = 2;
+  ApplyPenalties(logits, rep, prompt, output);
+  // Seen in the prompt or the output: positive logits halved, negative doubled; 3 unseen.
+  EXPECT_EQ(logits, (std::vector<float>{1, -4, 0.5f, 0.5f}));
+
+  SamplingParams openai;
+  openai.presence_penalty = 0.25f;
+  openai.frequency_penalty = 0.5f;
+  logits = {2, -2, 1, 0.5f};
+  ApplyPenalties(logits, openai, prompt, output);
+  // Output tokens only: 1 once (-0.75), 2 twice (-1.25); the prompt's 0 untouched.
+  EXPECT_EQ(logits, (std::vector<float>{2, -2.75f, -0.25f, 0.5f}));
+
+  // Greedy sampling sees the penalty: token 0 (seen) loses to token 3.
+  SamplingParams greedy = rep;
+  greedy.temperature = 0;
+  greedy.repetition_penalty = 5;
+  logits = {2, -2, 1, 0.5f};
+  ApplyPenalties(logits, greedy, prompt, output);
+  std::mt19937_64 rng(1);
+  EXPECT_EQ(SampleToken(logits, greedy, rng), 3);
+}
+
 // Scheduler + batch builder + CPU runner + greedy sampler: the engine's step
 // loop without IPC.
 class MiniEngine {

@@ -29,6 +29,13 @@ struct SamplingParams {
   std::uint32_t min_tokens = 0;
   std::vector<std::int32_t> stop_token_ids;
   bool ignore_eos = false;
+  float repetition_penalty = 1.0f;  // 1 = off
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+
+  bool has_penalties() const {
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
 };
 
 struct RequestEvent {

@@ -11,6 +11,14 @@
 
 namespace sightline::engine {
 
+// Penalties on one row of logits, before sampling (greedy included), with
+// vLLM's and OpenAI's semantics: a token seen in the prompt or the output has
+// its logit divided by repetition_penalty when positive and multiplied by it
+// otherwise; a token generated c times loses frequency_penalty * c plus
+// presence_penalty. No-op when no penalty is set.
+void ApplyPenalties(std::span<float> logits, const SamplingParams& params,
+                    std::span<const std::int32_t> prompt, std::span<const std::int32_t> output);
+
 // Greedy ties go to the lowest token id.
 std::int32_t SampleToken(std::span<const float> logits, const SamplingParams& params,
                          std::mt19937_64& rng);
