@@ -1,0 +1,108 @@
+// The API server's output path, per streamed token: an engine output holding
+// one token -> OnOutput (event stamps, request metrics in the shared-memory
+// registry, incremental detokenization, stop-string matching) -> the SSE
+// chunk (JSON) handed to the HTTP layer. The HTTP layer's socket write and
+// the engine client's ZeroMQ receive are not included; see RESULTS.md.
+//
+// Arguments: concurrent streams, API (0 completions, 1 chat, 2 responses),
+// per-request metrics on/off.
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include "generation.h"
+#include "sightline/shm_registry/registry.h"
+
+namespace sightline::api {
+namespace {
+
+// Counts what the HTTP layer would send.
+class CountingResponder : public Responder {
+ public:
+  void Send(HttpResponse r) override { bytes += r.body.size(); }
+  void StartStream(int, std::string, std::map<std::string, std::string>) override {}
+  void Write(std::string chunk) override { bytes += chunk.size(); }
+  void End() override {}
+  void OnDisconnect(std::function<void()>) override {}
+  std::size_t bytes = 0;
+};
+
+// A one-token RequestOutput as the engine sends it.
+struct Output {
+  flatbuffers::FlatBufferBuilder b;
+  const ipc::RequestOutput* Build(const std::string& id, std::int32_t token) {
+    b.Clear();
+    const auto id_off = b.CreateString(id);
+    const auto tokens = b.CreateVector(std::vector<std::int32_t>{token});
+    ipc::RequestOutputBuilder o(b);
+    o.add_request_id(id_off);
+    o.add_new_token_ids(tokens);
+    b.Finish(o.Finish());
+    return flatbuffers::GetRoot<ipc::RequestOutput>(b.GetBufferPointer());
+  }
+};
+
+void BM_StreamedToken(benchmark::State& state) {
+  const auto streams = static_cast<std::size_t>(state.range(0));
+  const auto api = state.range(1);
+  const bool per_request = state.range(2) != 0;
+  std::unique_ptr<metrics::Registry> registry;
+  const std::string instance = "apibench" + std::to_string(getpid());
+  if (!metrics::Registry::Create(instance, metrics::Capacity{}, "bench", &registry).ok())
+    return state.SkipWithError("no registry");
+  std::unique_ptr<RequestMetrics> metrics;
+  if (!RequestMetrics::Create(registry.get(), "tiny", 4096, false, &metrics).ok())
+    return state.SkipWithError("no metrics");
+  const auto tokenizer = MakeByteTokenizer();
+  auto responder = std::make_shared<CountingResponder>();
+
+  std::vector<std::unique_ptr<Generation>> gens;
+  for (std::size_t i = 0; i < streams; ++i) {
+    auto g = std::make_unique<Generation>();
+    g->id = "cmpl-0-" + std::to_string(i);
+    g->model = "tiny";
+    g->params.stream = true;
+    g->params.chat = api != 0;
+    g->params.responses = api == 2;
+    g->params.stop = {"\x01never"};  // a stop string is checked on every token
+    g->params.prompts = {std::vector<std::int32_t>(16, 'a')};
+    g->per_request_metrics = per_request;
+    g->out = responder;
+    auto c = std::make_unique<Choice>(tokenizer.get(), g->params.stop);
+    c->engine_id = g->id + "-0";
+    c->stats.prompt_tokens = 16;
+    g->choices.push_back(std::move(c));
+    g->remaining = 1;
+    gens.push_back(std::move(g));
+  }
+  const FinishChoice never = [](Choice&, const char*, bool) {};  // streams never end here
+  Output output;
+  double step = 0;
+  std::int32_t token = 'a';
+  for (auto _ : state) {
+    step += 0.01;
+    token = token == 'z' ? 'a' : token + 1;
+    for (auto& g : gens) {
+      const RequestDelta d{step, output.Build(g->choices[0]->engine_id, token)};
+      std::lock_guard<std::mutex> lock(g->mu);  // as the engine client's handler does
+      OnOutput(*g, *g->choices[0], d, metrics.get(), /*engine=*/nullptr, never);
+    }
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * streams));
+  state.counters["us_per_token"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * streams),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert, benchmark::Counter::kIs1000);
+  benchmark::DoNotOptimize(responder->bytes);
+}
+BENCHMARK(BM_StreamedToken)
+    ->ArgNames({"streams", "api", "per_request_metrics"})
+    ->Args({256, 0, 0})
+    ->Args({256, 0, 1})
+    ->Args({256, 1, 0})
+    ->Args({256, 2, 0})
+    ->Args({1, 0, 0})
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace sightline::api
+
+BENCHMARK_MAIN();
