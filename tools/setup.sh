@@ -23,7 +23,7 @@ packages=(
   prometheus-cpp-dev zlib1g-dev               # Prometheus data model
   libgtest-dev libgmock-dev libbenchmark-dev  # tests, benchmarks
   libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
-  libopenblas-dev libsentencepiece-dev libxxhash-dev
+  libopenblas-dev libsentencepiece-dev libpcre2-dev libxxhash-dev
   clang-format
   prometheus                                  # promtool, for the exposition tests
   python3 python3-prometheus-client           # the reference in tools/bench/

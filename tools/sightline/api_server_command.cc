@@ -54,7 +54,9 @@ int RunApiServer(const ApiOptions& o) {
   std::unique_ptr<api::Tokenizer> tokenizer;
   if (o.tokenizer == "byte")
     tokenizer = api::MakeByteTokenizer();
-  else if (Status s = api::LoadSentencePieceTokenizer(o.tokenizer, &tokenizer); !s.ok())
+  else if (o.tokenizer.size() >= 5 && o.tokenizer.ends_with(".json")) {
+    if (Status s = api::LoadHfTokenizer(o.tokenizer, &tokenizer); !s.ok()) return Fail(s.message());
+  } else if (Status s = api::LoadSentencePieceTokenizer(o.tokenizer, &tokenizer); !s.ok())
     return Fail(s.message());
 
   api::EngineClient::Options eo;
@@ -140,7 +142,9 @@ void AddApiServerCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--api-server-index", o->index, "This server's index")->capture_default_str();
   cmd->add_option("--served-model-name", o->served_model_name,
                   "Model name (default: the engine's)");
-  cmd->add_option("--tokenizer", o->tokenizer, "byte, or a SentencePiece tokenizer.model")
+  cmd->add_option(
+         "--tokenizer", o->tokenizer,
+         "byte, a SentencePiece tokenizer.model, or a Hugging Face tokenizer.json (byte-level BPE)")
       ->capture_default_str();
   cmd->add_option("--chat-template", o->chat_template,
                   "chatml, llama-2, llama-3, plain, or a Jinja file");

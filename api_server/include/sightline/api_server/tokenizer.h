@@ -1,6 +1,7 @@
 // Tokenizer: text <-> token ids for the API server. Implementations: the
 // built-in byte-level tokenizer (dummy models such as sightline-tiny) and
-// SentencePiece (`tokenizer.model`); Hugging Face tokenizer.json BPE is to come.
+// SentencePiece (`tokenizer.model`) and Hugging Face byte-level BPE
+// (`tokenizer.json`).
 #pragma once
 
 #include <cstdint>
@@ -34,5 +35,11 @@ std::unique_ptr<Tokenizer> MakeByteTokenizer();
 
 // A SentencePiece model file (tokenizer.model).
 Status LoadSentencePieceTokenizer(const std::string& path, std::unique_ptr<Tokenizer>* out);
+
+// A Hugging Face tokenizer.json holding a byte-level BPE model; BOS/EOS come
+// from tokenizer_config.json in the same folder if present. Configurations
+// it cannot reproduce exactly (normalizers, other models or pre-tokenizers)
+// are refused with a message naming them.
+Status LoadHfTokenizer(const std::string& path, std::unique_ptr<Tokenizer>* out);
 
 }  // namespace sightline::api
