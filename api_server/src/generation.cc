@@ -162,7 +162,7 @@ void Generation::Emit(Choice& c, const std::string& delta) {
   if (!params.stream || params.responses) c.text += delta;  // Responses repeat it at the end
   if (!params.stream) return;
   if (params.responses)
-    Write(ResponseTextDelta(View(), delta, &sequence));
+    Write(ResponseTextDelta(ResponseItemId(id), delta, &sequence));
   else
     Write("data: " + Chunk(c, delta, "").dump() + "\n\n");
 }

@@ -107,8 +107,8 @@ HttpResponse OpenAiServer::Detokenize(const HttpRequest& request) const {
 }
 
 void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responder> out, Api api) {
-  const double arrival =
-      MonotonicSeconds();  // read and parsed by the HTTP layer; before tokenization
+  // Arrival: the body is read and parsed by the HTTP layer; before tokenization.
+  const double arrival = MonotonicSeconds();
   const bool chat = api != Api::kCompletions;
   const std::string handler = api == Api::kCompletions ? "/v1/completions"
                               : api == Api::kChat      ? "/v1/chat/completions"

@@ -26,6 +26,14 @@ std::string Event(const char* type, json body, std::uint64_t* sequence) {
 
 }  // namespace
 
+std::string ResponseItemId(const std::string& response_id) {
+  return "msg_" + response_id.substr(response_id.find('_') + 1);
+}
+
+std::string ResponseView::item_id() const {
+  return ResponseItemId(id);
+}
+
 json ResponseObject(const ResponseView& r) {
   const bool done = !r.finish.empty();
   const bool truncated = r.finish == "length";
@@ -64,12 +72,11 @@ std::string ResponseStreamStart(const ResponseView& r, std::uint64_t* sequence) 
   return events;
 }
 
-std::string ResponseTextDelta(const ResponseView& r, const std::string& delta,
+std::string ResponseTextDelta(const std::string& item_id, const std::string& delta,
                               std::uint64_t* sequence) {
-  return Event(
-      "response.output_text.delta",
-      {{"item_id", r.item_id()}, {"output_index", 0}, {"content_index", 0}, {"delta", delta}},
-      sequence);
+  return Event("response.output_text.delta",
+               {{"item_id", item_id}, {"output_index", 0}, {"content_index", 0}, {"delta", delta}},
+               sequence);
 }
 
 std::string ResponseStreamEnd(const ResponseView& r, const json* metrics, std::uint64_t* sequence) {

@@ -17,8 +17,11 @@ struct ResponseView {
   std::string finish;  // the engine's finish reason; empty while running
   std::uint64_t input_tokens = 0, output_tokens = 0, cached_tokens = 0;
 
-  std::string item_id() const { return "msg_" + id.substr(id.find('_') + 1); }
+  std::string item_id() const;
 };
+
+// The id of a response's message item: "resp_X" -> "msg_X".
+std::string ResponseItemId(const std::string& response_id);
 
 // The response object: status in_progress (no finish yet), completed, or
 // incomplete (max_output_tokens reached).
@@ -28,8 +31,8 @@ nlohmann::json ResponseObject(const ResponseView& r);
 // The opening events: response.created, response.in_progress, the message
 // item and its output_text part added.
 std::string ResponseStreamStart(const ResponseView& r, std::uint64_t* sequence);
-// One response.output_text.delta.
-std::string ResponseTextDelta(const ResponseView& r, const std::string& delta,
+// One response.output_text.delta of item `item_id`.
+std::string ResponseTextDelta(const std::string& item_id, const std::string& delta,
                               std::uint64_t* sequence);
 // The closing events: text, part and item done, then response.completed
 // carrying the final object, with `metrics` added when it is not absent.
