@@ -539,17 +539,5 @@ TEST_F(PerRequestMetricsTest, LoadCountsRequestsBeingAnswered) {
   EXPECT_EQ(now, 0);
 }
 
-TEST(ApiServerCli, RefusesPerRequestMetricsWithoutStats) {
-  const std::string cmd = std::string(SIGHTLINE_CLI) +
-                          " api-server --engine-input ipc:///tmp/x --engine-output ipc:///tmp/y "
-                          "--enable-per-request-metrics --disable-log-stats 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[512] = {};
-  const std::size_t n = fread(buf, 1, sizeof buf - 1, p);
-  const int rc = WEXITSTATUS(pclose(p));
-  EXPECT_EQ(rc, 1);
-  EXPECT_NE(std::string(buf, n).find("--enable-per-request-metrics"), std::string::npos);
-}
-
 }  // namespace
 }  // namespace sightline::api

@@ -2,6 +2,7 @@
 
 #include "stop_signals.h"
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -46,11 +47,17 @@ int RunApiServer(const ApiOptions& o) {
   if (!o.disable_log_stats && o.registry.empty())
     return Fail("--registry is required unless --disable-log-stats");
   std::unique_ptr<metrics::Registry> registry;
-  if (!o.registry.empty())
-    if (Status s = metrics::Registry::Attach(o.registry, "api-server-" + std::to_string(o.index),
-                                             &registry);
-        !s.ok())
-      return Fail(s.message());
+  if (!o.registry.empty()) {
+    // The engine creates the registry when started on its own: started
+    // together with it, wait for the registry as for the engine's READY.
+    Status s;
+    for (int waited_ms = 0;; waited_ms += 100) {
+      s = metrics::Registry::Attach(o.registry, "api-server-" + std::to_string(o.index), &registry);
+      if (s.code() != Status::Code::kNotFound || waited_ms >= 60'000) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!s.ok()) return Fail(s.message());
+  }
   std::unique_ptr<api::Tokenizer> tokenizer;
   if (o.tokenizer == "byte")
     tokenizer = api::MakeByteTokenizer();

@@ -1,0 +1,73 @@
+// `sightline api-server` start-up: refusals with a one-line reason, and the
+// order of starting next to an engine it does not depend on.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "support/child_process.h"
+#include "support/http_client.h"
+#include "support/scrape.h"
+
+namespace sightline::api {
+namespace {
+
+using sightline::testing::ChildProcess;
+using sightline::testing::HttpClient;
+
+TEST(ApiServerCli, RefusesPerRequestMetricsWithoutStats) {
+  const std::string cmd = std::string(SIGHTLINE_CLI) +
+                          " api-server --engine-input ipc:///tmp/x --engine-output ipc:///tmp/y "
+                          "--enable-per-request-metrics --disable-log-stats 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[512] = {};
+  const std::size_t n = fread(buf, 1, sizeof buf - 1, p);
+  const int rc = WEXITSTATUS(pclose(p));
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(std::string(buf, n).find("--enable-per-request-metrics"), std::string::npos);
+}
+
+// Started by hand (README) the API server may come up before the engine has
+// created the registry; it waits for it as it waits for the engine.
+TEST(ApiServerCli, StartedBeforeTheEngineItWaitsForItsRegistry) {
+  const std::string name = sightline::testing::UniqueInstance();
+  const std::string in = "ipc:///tmp/" + name + ".in", out = "ipc:///tmp/" + name + ".out";
+  const int probe = socket(AF_INET, SOCK_STREAM, 0);  // a free loopback port
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(probe);
+  const int port = ntohs(addr.sin_port);
+
+  ChildProcess api =
+      ChildProcess::Exec({SIGHTLINE_CLI, "api-server", "--engine-input", in, "--engine-output", out,
+                          "--registry", name, "--port", std::to_string(port)});
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // no registry yet
+  ChildProcess engine = ChildProcess::Exec({SIGHTLINE_CLI, "engine", "--input", in, "--output", out,
+                                            "--registry", name, "--threads", "1"});
+  bool healthy = false;
+  for (int i = 0; i < 150 && !healthy; ++i) {  // up within 15 s
+    try {
+      healthy =
+          HttpClient(port).Request(boost::beast::http::verb::get, "/health").result_int() == 200;
+    } catch (const std::exception&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  EXPECT_TRUE(healthy);
+  api.KillAndWait(SIGTERM);
+  engine.KillAndWait(SIGTERM);
+  std::filesystem::remove("/tmp/" + name + ".in");
+  std::filesystem::remove("/tmp/" + name + ".out");
+}
+
+}  // namespace
+}  // namespace sightline::api

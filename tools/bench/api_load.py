@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""End-to-end API-server load: N concurrent streamed completions against a real
+engine (the built-in tiny model) and one API server on loopback, while /metrics
+is scraped in a loop. Reports streamed tokens/s, the API server's whole-process
+CPU time per streamed token (from /proc, so HTTP, sockets and ZeroMQ included),
+and /metrics latency percentiles during the load.
+
+Usage: tools/bench/api_load.py [--cli build/tools/sightline] [--streams 256]
+       [--tokens 64] [--rounds 2] [--per-request-metrics]
+Python standard library only; starts and stops every process it uses.
+"""
+import argparse, asyncio, json, os, signal, socket, statistics, subprocess, sys, time
+
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK  # utime + stime
+
+
+async def http(port, method, path, body=b"", stream_tokens=False):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    await writer.drain()
+    data = await reader.read()  # until the server closes
+    writer.close()
+    head, _, payload = data.partition(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200"):
+        raise RuntimeError(head[:200])
+    return payload.count(b'"text"') if stream_tokens else len(payload)
+
+
+async def scraper(port, stop, latencies):
+    while not stop.is_set():
+        t = time.perf_counter()
+        await http(port, "GET", "/metrics")
+        latencies.append(time.perf_counter() - t)
+        await asyncio.sleep(0.05)
+
+
+async def round_(port, streams, tokens):
+    body = json.dumps({"prompt": "Hello, Sightline", "max_tokens": tokens, "ignore_eos": True,
+                       "temperature": 0, "stream": True}).encode()
+    chunks = await asyncio.gather(*[http(port, "POST", "/v1/completions", body, True)
+                                    for _ in range(streams)])
+    return sum(chunks)
+
+
+async def main(a, port, api_pid):
+    results = []
+    for _ in range(a.rounds):
+        stop, lat = asyncio.Event(), []
+        scrape = asyncio.create_task(scraper(port, stop, lat))
+        cpu0, t0 = cpu_seconds(api_pid), time.perf_counter()
+        chunks = await round_(port, a.streams, a.tokens)
+        wall, cpu = time.perf_counter() - t0, cpu_seconds(api_pid) - cpu0
+        stop.set()
+        await scrape
+        tokens = a.streams * a.tokens
+        lat.sort()
+        results.append((tokens / wall, cpu * 1e6 / tokens, lat[len(lat) // 2] * 1e3,
+                        lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3, len(lat), chunks))
+    for tps, us, p50, p99, n, chunks in results:
+        print(f"streams={a.streams} tokens/stream={a.tokens}: {tps:,.0f} tokens/s, "
+              f"API-server CPU {us:.2f} us/token, /metrics p50 {p50:.2f} ms p99 {p99:.2f} ms "
+              f"({n} scrapes), {chunks} text chunks")
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--cli", default="build/tools/sightline")
+    p.add_argument("--streams", type=int, default=256)
+    p.add_argument("--tokens", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--per-request-metrics", action="store_true")
+    a = p.parse_args()
+    name = f"apiload{os.getpid()}"
+    base = f"ipc:///tmp/{name}"
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    procs = []
+    try:
+        procs.append(subprocess.Popen([a.cli, "engine", "--input", base + ".in", "--output", base + ".out",
+                                       "--registry", name, "--threads", "1", "--max-num-seqs", "256"]))
+        extra = ["--enable-per-request-metrics"] if a.per_request_metrics else []
+        procs.append(subprocess.Popen([a.cli, "api-server", "--engine-input", base + ".in",
+                                       "--engine-output", base + ".out", "--registry", name,
+                                       "--port", str(port)] + extra))
+        for _ in range(100):
+            try:
+                if asyncio.run(http(port, "GET", "/health")) >= 0:
+                    break
+            except Exception:
+                time.sleep(0.1)
+        asyncio.run(main(a, port, procs[1].pid))
+    finally:
+        for proc in reversed(procs):
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
