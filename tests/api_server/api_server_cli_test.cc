@@ -12,6 +12,7 @@
 
 #include "support/child_process.h"
 #include "support/http_client.h"
+#include "support/loopback.h"
 #include "support/scrape.h"
 
 namespace sightline::api {
@@ -37,15 +38,10 @@ TEST(ApiServerCli, RefusesPerRequestMetricsWithoutStats) {
 TEST(ApiServerCli, StartedBeforeTheEngineItWaitsForItsRegistry) {
   const std::string name = sightline::testing::UniqueInstance();
   const std::string in = "ipc:///tmp/" + name + ".in", out = "ipc:///tmp/" + name + ".out";
-  const int probe = socket(AF_INET, SOCK_STREAM, 0);  // a free loopback port
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  socklen_t len = sizeof addr;
-  getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = 0;  // a free loopback port, bound by the API server itself
+  const int probe = sightline::testing::ListenLoopback(&port);
+  ASSERT_GE(probe, 0);
   close(probe);
-  const int port = ntohs(addr.sin_port);
 
   ChildProcess api =
       ChildProcess::Exec({SIGHTLINE_CLI, "api-server", "--engine-input", in, "--engine-output", out,

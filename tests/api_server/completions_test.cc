@@ -13,6 +13,7 @@
 #include "sightline/shm_registry/registry.h"
 #include "support/child_process.h"
 #include "support/http_client.h"
+#include "support/loopback.h"
 #include "support/scrape.h"
 
 namespace sightline::api {
@@ -35,15 +36,8 @@ class CompletionsTest : public ::testing::Test {
                                   "--registry", reg_->instance(), "--served-model-name", "tiny",
                                   "--threads", "1", "--log-stats-interval", "60"});
     // The listening socket a supervisor would make, inherited by the API server.
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);  // no CLOEXEC: it crosses exec
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    ASSERT_EQ(listen(fd, 64), 0);
-    socklen_t len = sizeof addr;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    const int fd = sightline::testing::ListenLoopback(&port_);
+    ASSERT_GE(fd, 0);
     std::vector<std::string> api = {
         SIGHTLINE_CLI, "api-server", "--engine-input", in,     "--engine-output",
         out,           "--registry", reg_->instance(), "--fd", std::to_string(fd)};

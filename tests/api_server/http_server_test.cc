@@ -16,6 +16,7 @@
 #include "sightline/api_server/admin_routes.h"
 #include "sightline/api_server/http_server.h"
 #include "support/http_client.h"
+#include "support/loopback.h"
 #include "support/scrape.h"
 
 namespace sightline::api {
@@ -207,12 +208,9 @@ TEST(HttpServer, SharesAPortWithSoReuseportAndAdoptsAnInheritedSocket) {
   EXPECT_EQ(answered.size(), 2u);  // the kernel spread new connections over both
 
   // A listening socket made by "the supervisor", handed over by fd.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(fd, 16), 0);
+  int port = 0;
+  const int fd = sightline::testing::ListenLoopback(&port);
+  ASSERT_GE(fd, 0);
   HttpServerOptions inherited;
   inherited.inherited_fd = fd;
   HttpServer third(inherited);
