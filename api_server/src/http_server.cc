@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <zlib.h>
+#include <atomic>
 #include <cctype>
 #include <cstring>
 
@@ -65,6 +66,8 @@ struct HttpServer::Impl {
   std::map<std::pair<std::string, std::string>, AsyncHandler> routes;  // (method, path)
   std::vector<std::thread> threads;
   int bound_port = 0;
+  std::atomic<bool> draining{false};  // StopAccepting() was called
+  std::atomic<int> answering{0};      // requests read whose answer is not fully written
 
   bool Authorized(const HttpRequest& req) const {
     if (options.api_key.empty()) return true;
@@ -164,7 +167,14 @@ struct HttpServer::Impl {
     std::unique_ptr<http::response_serializer<http::empty_body>> serializer;
     std::deque<std::pair<std::string, bool>> pending;  // (chunk in wire form, is the last one)
     bool writing = false, ending = false, gone = false, answered = false;
+    bool counted = false;  // this session's request is in impl->answering
     std::function<void()> on_disconnect;
+
+    ~Session() { AnswerDone(); }
+    void AnswerDone() {
+      if (counted) --impl->answering;
+      counted = false;
+    }
 
     void Read() {
       parser = std::make_unique<http::request_parser<http::string_body>>();
@@ -201,11 +211,16 @@ struct HttpServer::Impl {
       }
       req.body = m.body();
       answered = false;
+      counted = true;
+      ++impl->answering;
       stream.expires_never();  // the handler may take as long as generation does
       HttpResponse error;
       if (!impl->Authorized(req))
         return Finish(ErrorResponse(401, "missing or invalid API key", "AuthenticationError"),
                       m.keep_alive(), m.version());
+      if (impl->draining && req.path != "/metrics")
+        return Finish(ErrorResponse(503, "the server is shutting down", "ServiceUnavailableError"),
+                      false, m.version());
       const AsyncHandler* handler = impl->Find(req, &error);
       if (!handler) return Finish(std::move(error), m.keep_alive(), m.version());
       WatchForHangup();
@@ -231,6 +246,7 @@ struct HttpServer::Impl {
     void Hangup() {
       if (gone) return;
       gone = true;
+      AnswerDone();
       if (on_disconnect) std::exchange(on_disconnect, nullptr)();
       Close();
     }
@@ -249,8 +265,9 @@ struct HttpServer::Impl {
       res.prepare_payload();
       http::async_write(stream, res,
                         [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
+                          self->AnswerDone();
                           if (ec) return self->Hangup();
-                          if (!keep_alive) return self->Close();
+                          if (!keep_alive || self->impl->draining) return self->Close();
                           self->Read();
                         });
     }
@@ -303,7 +320,10 @@ struct HttpServer::Impl {
                           self->writing = false;
                           self->pending.pop_front();
                           if (ec) return self->Hangup();
-                          if (last) return self->Close();
+                          if (last) {
+                            self->AnswerDone();
+                            return self->Close();
+                          }
                           self->Pump();
                         });
     }
@@ -343,7 +363,13 @@ Status HttpServer::Start() {
   Impl& m = *impl_;
   beast::error_code ec;
   if (m.options.inherited_fd >= 0) {
-    m.acceptor.assign(tcp::v4(), m.options.inherited_fd, ec);
+    sockaddr_storage local{};
+    socklen_t length = sizeof local;
+    if (getsockname(m.options.inherited_fd, reinterpret_cast<sockaddr*>(&local), &length) != 0)
+      return Status::IoError("listening fd " + std::to_string(m.options.inherited_fd) +
+                             " is not a socket: " + std::strerror(errno));
+    m.acceptor.assign(local.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), m.options.inherited_fd,
+                      ec);
     if (ec)
       return Status::IoError("cannot adopt listening fd " + std::to_string(m.options.inherited_fd) +
                              ": " + ec.message());
@@ -369,6 +395,25 @@ Status HttpServer::Start() {
   for (int i = 0; i < std::max(1, m.options.threads); ++i)
     m.threads.emplace_back([&m] { m.io.run(); });
   return Status::Ok();
+}
+
+void HttpServer::StopAccepting() {
+  Impl& m = *impl_;
+  m.draining = true;
+  asio::post(m.io, [&m] {
+    beast::error_code ignored;
+    m.acceptor.close(ignored);
+  });
+}
+
+bool HttpServer::Drain(double timeout_s) {
+  StopAccepting();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (impl_->answering.load() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 void HttpServer::Stop() {

@@ -418,6 +418,7 @@ int EngineServer::Run() {
   std::thread input_thread([&] { s.InputLoop(in); });
   std::thread output_thread([&] { s.OutputLoop(out); });
   Log("INFO", "serving " + s.options.served_model_name + " on " + s.options.input_address);
+  if (s.options.on_serving) s.options.on_serving();
 
   int rc = 0;
   try {

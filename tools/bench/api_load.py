@@ -76,6 +76,7 @@ if __name__ == "__main__":
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--per-request-metrics", action="store_true")
+    p.add_argument("--api-threads", type=int, default=1, help="the API server's HTTP threads")
     a = p.parse_args()
     name = f"apiload{os.getpid()}"
     base = f"ipc:///tmp/{name}"
@@ -90,7 +91,7 @@ if __name__ == "__main__":
         extra = ["--enable-per-request-metrics"] if a.per_request_metrics else []
         procs.append(subprocess.Popen([a.cli, "api-server", "--engine-input", base + ".in",
                                        "--engine-output", base + ".out", "--registry", name,
-                                       "--port", str(port)] + extra))
+                                       "--port", str(port), "--threads", str(a.api_threads)] + extra))
         for _ in range(100):
             try:
                 if asyncio.run(http(port, "GET", "/health")) >= 0:

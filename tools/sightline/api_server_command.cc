@@ -1,5 +1,7 @@
 #include "api_server_command.h"
 
+#include "api_server_options.h"
+#include "ready_fd.h"
 #include "stop_signals.h"
 
 #include <chrono>
@@ -24,26 +26,13 @@ namespace sightline::cli {
 
 namespace {
 
-struct ApiOptions {
-  std::string engine_input, engine_output, registry, host = "127.0.0.1", served_model_name;
-  std::string tokenizer = "byte", chat_template, api_key;
-  int port = 8000, fd = -1, threads = 1;
-  std::uint32_t index = 0;
-  bool disable_log_stats = false, per_request_metrics = false, force_include_usage = false,
-       load_tracking = false;
-  std::size_t max_body_bytes = 4u << 20;
-};
-
 int Fail(const std::string& message) {
   std::cerr << "sightline: error: " << message << "\n";
   return 1;
 }
 
 int RunApiServer(const ApiOptions& o) {
-  if (o.per_request_metrics && o.disable_log_stats)
-    return Fail(
-        "--enable-per-request-metrics needs the stats that --disable-log-stats turns off; use one "
-        "or the other");
+  if (Status s = CheckApiOptions(o); !s.ok()) return Fail(s.message());
   if (!o.disable_log_stats && o.registry.empty())
     return Fail("--registry is required unless --disable-log-stats");
   std::unique_ptr<metrics::Registry> registry;
@@ -126,8 +115,15 @@ int RunApiServer(const ApiOptions& o) {
   if (Status s = http.Start(); !s.ok()) return Fail(s.message());
   std::cerr << "INFO api-server " << o.index << ": serving " << so.served_model_name << " on port "
             << http.port() << "\n";
+  NotifyReady(o.ready_fd);
   const std::atomic<bool>& stop = InstallStopSignals();
   while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // SIGTERM drains: no new connections, answers under way complete (up to
+  // --shutdown-timeout). Requests still running after that are aborted by
+  // the engine when this process's heartbeats stop.
+  if (!http.Drain(o.shutdown_timeout))
+    std::cerr << "WARNING api-server " << o.index << ": answers still under way after "
+              << o.shutdown_timeout << " s; stopping anyway\n";
   // Order matters: no HTTP handler and no engine output may reach the
   // OpenAI server once it is being destroyed.
   http.Stop();
@@ -149,23 +145,10 @@ void AddApiServerCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--api-server-index", o->index, "This server's index")->capture_default_str();
   cmd->add_option("--served-model-name", o->served_model_name,
                   "Model name (default: the engine's)");
-  cmd->add_option(
-         "--tokenizer", o->tokenizer,
-         "byte, a SentencePiece tokenizer.model, or a Hugging Face tokenizer.json (byte-level BPE)")
-      ->capture_default_str();
-  cmd->add_option("--chat-template", o->chat_template,
-                  "chatml, llama-2, llama-3, plain, or a Jinja file");
-  cmd->add_option("--api-key", o->api_key,
-                  "Require 'Authorization: Bearer KEY' (not on /health, /ping, /metrics)");
   cmd->add_flag("--disable-log-stats", o->disable_log_stats, "Only the HTTP metric families");
-  cmd->add_flag("--enable-per-request-metrics", o->per_request_metrics,
-                "A 'metrics' object (timings) on every response (METRICS.md §8)");
-  cmd->add_flag("--enable-server-load-tracking", o->load_tracking,
-                "GET /load: requests being answered");
-  cmd->add_flag("--enable-force-include-usage", o->force_include_usage,
-                "Streams always end with a usage chunk");
-  cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body")
-      ->capture_default_str();
+  cmd->add_option("--ready-fd", o->ready_fd,
+                  "Write one byte to this fd once serving (supervisors)");
+  AddApiServingFlags(cmd, o.get());
   cmd->add_option("--threads", o->threads, "HTTP threads")->capture_default_str();
   cmd->callback([o, exit_code] { *exit_code = RunApiServer(*o); });
 }

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include "engine_options.h"
+#include "ready_fd.h"
 #include "registry_flags.h"
 #include "sightline/engine_core/engine_core.h"
 #include "sightline/engine_core/engine_metrics.h"
@@ -21,89 +23,26 @@ namespace sightline::cli {
 
 namespace {
 
-struct EngineOptions {
-  std::string model = "sightline-tiny";
-  std::string input, output, registry, served_model_name;
-  std::string load_format = "auto";
-  std::uint32_t engine_index = 0;
-  std::uint64_t seed = 0;
-  int max_model_len = 0;  // 0: the model's max_position_embeddings
-  int max_num_seqs = 256;
-  int max_num_batched_tokens = 2048;
-  int block_size = 16;
-  std::uint64_t num_gpu_blocks_override = 0;
-  std::uint64_t kv_cache_memory = 64ull << 20;
-  bool prefix_caching = true;
-  bool chunked_prefill = true;
-  std::string scheduling_policy = "fcfs";
-  bool disable_log_stats = false;
-  double log_stats_interval = 5;
-  bool kv_cache_metrics = false;
-  double kv_cache_metrics_sample = 0.01;
-  int threads = 0;
-  double heartbeat_timeout = 2.0;
-};
-
 int Fail(const std::string& message) {
   std::cerr << "sightline: error: " << message << "\n";
   return 1;
 }
 
-// MODEL is a built-in preset (weights: dummy) or a Hugging Face directory
-// (weights: its safetensors, or dummy with --load-format dummy).
-Status LoadModel(const EngineOptions& o, engine::ModelConfig* config,
-                 engine::ModelWeights* weights) {
-  if (o.load_format != "auto" && o.load_format != "dummy" && o.load_format != "safetensors")
-    return Status::InvalidArgument("--load-format must be auto, dummy or safetensors");
-  Status s = engine::PresetModelConfig(o.model, config);
-  const bool preset = s.ok();
-  if (!preset) {
-    if (!std::filesystem::is_directory(o.model))
-      return Status::NotFound("model '" + o.model +
-                              "' is neither a built-in preset (sightline-tiny) nor a directory");
-    if (s = engine::LoadModelConfig(o.model, config); !s.ok()) return s;
-  }
-  if (o.load_format == "dummy" || (preset && o.load_format == "auto")) {
-    *weights = engine::DummyWeights(*config, o.seed);
-    return Status::Ok();
-  }
-  if (preset) return Status::InvalidArgument("--load-format safetensors needs a model directory");
-  return engine::LoadSafetensorsWeights(o.model, *config, weights);
-}
-
-int RunEngine(EngineOptions o) {
+int RunEngine(EngineOptions o, int ready_fd) {
   engine::ModelConfig model;
-  engine::ModelWeights weights;
-  if (Status s = LoadModel(o, &model, &weights); !s.ok()) return Fail(s.message());
-  if (o.max_model_len <= 0) o.max_model_len = model.max_position_embeddings;
-  if (o.max_model_len > model.max_position_embeddings)
-    return Fail("--max-model-len " + std::to_string(o.max_model_len) + " exceeds the model's " +
-                std::to_string(model.max_position_embeddings) + " positions");
-  if (o.block_size <= 0 || o.block_size > 1024) return Fail("--block-size must be in [1, 1024]");
-  if (o.max_num_seqs <= 0 || o.max_num_batched_tokens <= 0)
-    return Fail("--max-num-seqs and --max-num-batched-tokens must be positive");
-  if (!o.chunked_prefill && o.max_num_batched_tokens < o.max_model_len)
-    return Fail("without chunked prefill --max-num-batched-tokens (" +
-                std::to_string(o.max_num_batched_tokens) + ") must be at least --max-model-len (" +
-                std::to_string(o.max_model_len) + "), or long prompts could never be scheduled");
-  if (o.scheduling_policy != "fcfs" && o.scheduling_policy != "priority")
-    return Fail("--scheduling-policy must be fcfs or priority");
-  if (!engine::KvResidencyCollector::ValidSampleRate(o.kv_cache_metrics_sample))
-    return Fail("--kv-cache-metrics-sample must be in (0, 1]");
+  bool preset = false;
+  KvPlan plan;
+  if (Status s = ResolveModelConfig(o, &model, &preset); !s.ok()) return Fail(s.message());
+  if (Status s = CheckEngineOptions(model, &o, &plan); !s.ok()) return Fail(s.message());
   if (!o.disable_log_stats && o.registry.empty())
     return Fail("--registry is required unless --disable-log-stats");
-
-  const std::uint64_t bytes_per_block =
-      2ull * model.num_layers * o.block_size * model.kv_size() * sizeof(float);
-  const std::uint64_t num_blocks =
-      o.num_gpu_blocks_override ? o.num_gpu_blocks_override : o.kv_cache_memory / bytes_per_block;
-  const std::uint64_t tokens =
-      num_blocks > 1 ? (num_blocks - 1) * static_cast<std::uint64_t>(o.block_size) : 0;
-  if (tokens < static_cast<std::uint64_t>(o.max_model_len) || num_blocks > (1u << 30))
-    return Fail("the KV cache holds " + std::to_string(tokens) + " tokens (" +
-                std::to_string(num_blocks) + " blocks), fewer than max_model_len " +
-                std::to_string(o.max_model_len) +
-                "; raise --kv-cache-memory or lower --max-model-len");
+  engine::ModelWeights weights;
+  if (o.load_format == "dummy" || preset) {
+    weights = engine::DummyWeights(model, o.seed);
+  } else if (Status s = engine::LoadSafetensorsWeights(o.model, model, &weights); !s.ok()) {
+    return Fail(s.message());
+  }
+  const std::uint64_t num_blocks = plan.num_blocks, tokens = plan.tokens;
 
   engine::EngineCoreConfig c;
   c.block_size = o.block_size;
@@ -120,7 +59,6 @@ int RunEngine(EngineOptions o) {
                                                          : engine::SchedulingPolicy::kFcfs;
   c.scheduler.log_stats = !o.disable_log_stats;
   c.scheduler.eos_token_ids = model.eos_token_ids;
-  if (o.served_model_name.empty()) o.served_model_name = model.name;
 
   std::unique_ptr<metrics::Registry> registry;
   std::unique_ptr<engine::EngineMetrics> engine_metrics;
@@ -167,6 +105,7 @@ int RunEngine(EngineOptions o) {
   so.log_stats_interval_s = o.disable_log_stats ? 0 : o.log_stats_interval;
   so.kv_cache_size_tokens = tokens;
   so.stop = &InstallStopSignals();
+  so.on_serving = [ready_fd] { NotifyReady(ready_fd); };
   return engine::EngineServer(so, &core, engine_metrics.get()).Run();
 }
 
@@ -174,46 +113,19 @@ int RunEngine(EngineOptions o) {
 
 void AddEngineCommand(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<EngineOptions>();
+  auto ready_fd = std::make_shared<int>(-1);
   CLI::App* cmd = app.add_subcommand("engine", "Run one engine-core process");
-  cmd->add_option("model", o->model,
-                  "Built-in preset (sightline-tiny) or a Hugging Face model directory")
-      ->capture_default_str();
+  AddEngineFlags(cmd, o.get());
   cmd->add_option("--input", o->input, "ZeroMQ address the engine binds for requests")->required();
   cmd->add_option("--output", o->output, "ZeroMQ address the engine binds for outputs")->required();
   cmd->add_option("--registry", o->registry, "Metric registry instance to write into");
   cmd->add_option("--engine-index", o->engine_index, "Data-parallel rank")->capture_default_str();
-  cmd->add_option("--served-model-name", o->served_model_name, "Model name in metrics and READY");
-  cmd->add_option("--load-format", o->load_format, "dummy: seeded random weights")
-      ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed for dummy weights and unseeded sampling")
-      ->capture_default_str();
-  cmd->add_option("--max-model-len", o->max_model_len, "Context length (default: the model's)");
-  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Running requests at most")
-      ->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Token budget per step")
-      ->capture_default_str();
-  cmd->add_option("--block-size", o->block_size, "Tokens per KV block")->capture_default_str();
-  cmd->add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override,
-                  "KV blocks, overriding the memory budget");
-  cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache bytes")->capture_default_str();
-  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o->prefix_caching,
-                "Prefix caching");
-  cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o->chunked_prefill,
-                "Chunked prefill");
-  cmd->add_option("--scheduling-policy", o->scheduling_policy, "fcfs or priority")
-      ->capture_default_str();
-  cmd->add_flag("--disable-log-stats", o->disable_log_stats, "No metrics, no events, no log line");
-  cmd->add_option("--log-stats-interval", o->log_stats_interval, "Seconds between stats lines")
-      ->capture_default_str();
-  cmd->add_flag("--kv-cache-metrics", o->kv_cache_metrics, "Sampled KV block residency histograms");
-  cmd->add_option("--kv-cache-metrics-sample", o->kv_cache_metrics_sample,
-                  "Sampled fraction in (0, 1]")
-      ->capture_default_str();
+  cmd->add_option("--ready-fd", *ready_fd, "Write one byte to this fd once serving (supervisors)");
   cmd->add_option("--threads", o->threads, "BLAS threads (0: library default)");
   cmd->add_option("--heartbeat-timeout", o->heartbeat_timeout,
                   "Seconds before a silent API server is gone")
       ->capture_default_str();
-  cmd->callback([o, exit_code] { *exit_code = RunEngine(*o); });
+  cmd->callback([o, ready_fd, exit_code] { *exit_code = RunEngine(*o, *ready_fd); });
 }
 
 void AddMakeModelCommand(CLI::App& app, int* exit_code) {

@@ -4,6 +4,7 @@
 #include "api_server_command.h"
 #include "engine_command.h"
 #include "metrics_command.h"
+#include "serve_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Sightline: an LLM inference server with metrics you can trust", "sightline"};
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   sightline::cli::AddEngineCommand(app, &exit_code);
   sightline::cli::AddMakeModelCommand(app, &exit_code);
   sightline::cli::AddApiServerCommand(app, &exit_code);
+  sightline::cli::AddServeCommand(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

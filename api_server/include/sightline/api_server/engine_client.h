@@ -42,7 +42,7 @@ class EngineClient {
     std::string input_address, output_address;
     std::uint32_t client_index = 0;
     double ready_timeout_s = 30;
-    double engine_gone_after_s = 2;  // output connection down this long = engine gone
+    double engine_gone_after_s = 1;  // output connection down this long = engine gone
   };
 
   explicit EngineClient(Options options);

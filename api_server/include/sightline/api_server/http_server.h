@@ -75,6 +75,13 @@ class HttpServer {
   void Route(const std::string& method, const std::string& path, HttpHandler handler);
   void RouteAsync(const std::string& method, const std::string& path, AsyncHandler handler);
   Status Start();  // binds (or adopts the fd) and serves on background threads
+  // Draining: closes the listening socket (this process's copy) and answers
+  // every new request except /metrics with 503 and Connection: close, while
+  // answers already under way complete.
+  void StopAccepting();
+  // StopAccepting(), then waits until every answer under way has been written
+  // (true) or `timeout_s` has passed (false).
+  bool Drain(double timeout_s);
   void Stop();
   int port() const;
 

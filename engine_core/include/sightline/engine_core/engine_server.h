@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -32,6 +33,7 @@ struct EngineServerOptions {
   std::uint64_t kv_cache_size_tokens = 0;
   const std::atomic<bool>* stop = nullptr;  // set (e.g. by SIGTERM) to shut down cleanly
   bool debug = false;                       // also print DEBUG lines (the idle stats line)
+  std::function<void()> on_serving;         // once the sockets are bound (a supervisor's cue)
 };
 
 // The routing id an API server with this index uses on both sockets.

@@ -1,0 +1,84 @@
+#include "api_server_options.h"
+
+#include <filesystem>
+#include <sstream>
+
+namespace sightline::cli {
+
+void AddApiServingFlags(CLI::App* cmd, ApiOptions* o) {
+  cmd->add_option(
+         "--tokenizer", o->tokenizer,
+         "byte, a SentencePiece tokenizer.model, or a Hugging Face tokenizer.json (byte-level BPE)")
+      ->capture_default_str();
+  cmd->add_option("--chat-template", o->chat_template,
+                  "chatml, llama-2, llama-3, plain, or a Jinja file");
+  cmd->add_option("--api-key", o->api_key,
+                  "Require 'Authorization: Bearer KEY' (not on /health, /ping, /metrics)")
+      ->envname("SIGHTLINE_API_KEY");
+  cmd->add_flag("--enable-per-request-metrics", o->per_request_metrics,
+                "A 'metrics' object (timings) on every response (METRICS.md §8)");
+  cmd->add_flag("--enable-server-load-tracking", o->load_tracking,
+                "GET /load: requests being answered");
+  cmd->add_flag("--enable-force-include-usage", o->force_include_usage,
+                "Streams always end with a usage chunk");
+  cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body")
+      ->capture_default_str();
+  cmd->add_option("--shutdown-timeout", o->shutdown_timeout,
+                  "Seconds SIGTERM waits for answers under way before stopping")
+      ->capture_default_str();
+}
+
+Status CheckApiOptions(const ApiOptions& o) {
+  if (o.per_request_metrics && o.disable_log_stats)
+    return Status::InvalidArgument(
+        "--enable-per-request-metrics needs the stats that --disable-log-stats turns off; use one "
+        "or the other");
+  if (!(o.shutdown_timeout >= 0)) return Status::InvalidArgument("--shutdown-timeout must be >= 0");
+  if (o.max_body_bytes < 1024) return Status::InvalidArgument("--max-body-bytes must be >= 1024");
+  if (o.tokenizer != "byte" && !std::filesystem::is_regular_file(o.tokenizer))
+    return Status::NotFound("--tokenizer '" + o.tokenizer + "' is not a file");
+  if (o.threads < 1 || o.threads > 64)
+    return Status::InvalidArgument("--threads must be in [1, 64]");
+  return Status::Ok();
+}
+
+std::vector<std::string> ApiServerArgs(const ApiOptions& o) {
+  std::ostringstream timeout;
+  timeout << o.shutdown_timeout;
+  std::vector<std::string> a = {"--engine-input",
+                                o.engine_input,
+                                "--engine-output",
+                                o.engine_output,
+                                "--host",
+                                o.host,
+                                "--port",
+                                std::to_string(o.port),
+                                "--api-server-index",
+                                std::to_string(o.index),
+                                "--tokenizer",
+                                o.tokenizer,
+                                "--max-body-bytes",
+                                std::to_string(o.max_body_bytes),
+                                "--threads",
+                                std::to_string(o.threads),
+                                "--shutdown-timeout",
+                                timeout.str()};
+  auto add = [&a](std::string flag, std::string value) {
+    a.push_back(std::move(flag));
+    a.push_back(std::move(value));
+  };
+  if (!o.registry.empty()) add("--registry", o.registry);
+  if (o.fd >= 0) add("--fd", std::to_string(o.fd));
+  if (o.ready_fd >= 0) add("--ready-fd", std::to_string(o.ready_fd));
+  if (!o.served_model_name.empty()) add("--served-model-name", o.served_model_name);
+  if (!o.chat_template.empty()) add("--chat-template", o.chat_template);
+  // Never --api-key: argv is world-readable in /proc; the key travels in
+  // SIGHTLINE_API_KEY, which the spawner sets in the child's environment.
+  if (o.disable_log_stats) a.push_back("--disable-log-stats");
+  if (o.per_request_metrics) a.push_back("--enable-per-request-metrics");
+  if (o.load_tracking) a.push_back("--enable-server-load-tracking");
+  if (o.force_include_usage) a.push_back("--enable-force-include-usage");
+  return a;
+}
+
+}  // namespace sightline::cli

@@ -1,0 +1,161 @@
+#include "engine_options.h"
+
+#include <filesystem>
+#include <sstream>
+
+#include "sightline/engine_core/kv_residency.h"
+#include "sightline/engine_core/safetensors.h"
+
+namespace sightline::cli {
+
+void AddEngineFlags(CLI::App* cmd, EngineOptions* o) {
+  cmd->add_option("model", o->model,
+                  "Built-in preset (sightline-tiny) or a Hugging Face model directory")
+      ->capture_default_str();
+  cmd->add_option("--served-model-name", o->served_model_name,
+                  "Model name in the API and the metrics (default: the model's)");
+  cmd->add_option("--load-format", o->load_format,
+                  "auto, dummy (seeded random weights) or safetensors")
+      ->capture_default_str();
+  cmd->add_option("--device", o->device, "auto, cpu or cuda (auto: the CPU in this build)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed for dummy weights and unseeded sampling")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", o->max_model_len, "Context length (default: the model's)");
+  cmd->add_option("--max-num-seqs", o->max_num_seqs, "Running requests at most")
+      ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Token budget per step")
+      ->capture_default_str();
+  cmd->add_option("--block-size", o->block_size, "Tokens per KV block")->capture_default_str();
+  cmd->add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override,
+                  "KV blocks, overriding the memory budget");
+  cmd->add_option("--kv-cache-memory", o->kv_cache_memory, "KV cache bytes")->capture_default_str();
+  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o->prefix_caching,
+                "Prefix caching");
+  cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", o->chunked_prefill,
+                "Chunked prefill");
+  cmd->add_option("--scheduling-policy", o->scheduling_policy, "fcfs or priority")
+      ->capture_default_str();
+  cmd->add_flag("--disable-log-stats", o->disable_log_stats,
+                "No engine or request metrics, no stats line (HTTP metrics stay)");
+  cmd->add_option("--log-stats-interval", o->log_stats_interval, "Seconds between stats lines")
+      ->capture_default_str();
+  cmd->add_flag("--kv-cache-metrics", o->kv_cache_metrics, "Sampled KV block residency histograms");
+  cmd->add_option("--kv-cache-metrics-sample", o->kv_cache_metrics_sample,
+                  "Sampled fraction in (0, 1]")
+      ->capture_default_str();
+}
+
+Status ResolveModelConfig(const EngineOptions& o, engine::ModelConfig* config, bool* is_preset) {
+  if (o.load_format != "auto" && o.load_format != "dummy" && o.load_format != "safetensors")
+    return Status::InvalidArgument("--load-format must be auto, dummy or safetensors");
+  *is_preset = engine::PresetModelConfig(o.model, config).ok();
+  if (*is_preset) {
+    if (o.load_format == "safetensors")
+      return Status::InvalidArgument("--load-format safetensors needs a model directory");
+    return Status::Ok();
+  }
+  if (!std::filesystem::is_directory(o.model))
+    return Status::NotFound("model '" + o.model +
+                            "' is neither a built-in preset (sightline-tiny) nor a directory");
+  return engine::LoadModelConfig(o.model, config);
+}
+
+Status CheckEngineOptions(const engine::ModelConfig& model, EngineOptions* o, KvPlan* plan) {
+  auto invalid = [](const std::string& m) { return Status::InvalidArgument(m); };
+  if (o->device == "cuda")
+    return invalid("--device cuda: this build has no CUDA execution path yet; use --device cpu");
+  if (o->device != "auto" && o->device != "cpu")
+    return invalid("--device must be auto, cpu or cuda");
+  if (o->max_model_len < 0) return invalid("--max-model-len must be positive");
+  if (o->max_model_len == 0) o->max_model_len = model.max_position_embeddings;
+  if (o->max_model_len > model.max_position_embeddings)
+    return invalid("--max-model-len " + std::to_string(o->max_model_len) + " exceeds the model's " +
+                   std::to_string(model.max_position_embeddings) + " positions");
+  if (o->block_size <= 0 || o->block_size > 1024)
+    return invalid("--block-size must be in [1, 1024]");
+  if (o->max_num_seqs <= 0 || o->max_num_batched_tokens <= 0)
+    return invalid("--max-num-seqs and --max-num-batched-tokens must be positive");
+  if (!o->chunked_prefill && o->max_num_batched_tokens < o->max_model_len)
+    return invalid("without chunked prefill --max-num-batched-tokens (" +
+                   std::to_string(o->max_num_batched_tokens) +
+                   ") must be at least --max-model-len (" + std::to_string(o->max_model_len) +
+                   "), or long prompts could never be scheduled");
+  if (o->scheduling_policy != "fcfs" && o->scheduling_policy != "priority")
+    return invalid("--scheduling-policy must be fcfs or priority");
+  if (!engine::KvResidencyCollector::ValidSampleRate(o->kv_cache_metrics_sample))
+    return invalid("--kv-cache-metrics-sample must be in (0, 1]");
+  if (!(o->log_stats_interval > 0)) return invalid("--log-stats-interval must be positive");
+  if (!(o->heartbeat_timeout > 0)) return invalid("--heartbeat-timeout must be positive");
+
+  const std::uint64_t bytes_per_block =
+      2ull * model.num_layers * o->block_size * model.kv_size() * sizeof(float);
+  plan->num_blocks = o->num_gpu_blocks_override ? o->num_gpu_blocks_override
+                                                : o->kv_cache_memory / bytes_per_block;
+  plan->tokens =
+      plan->num_blocks > 1 ? (plan->num_blocks - 1) * static_cast<std::uint64_t>(o->block_size) : 0;
+  if (plan->tokens < static_cast<std::uint64_t>(o->max_model_len) || plan->num_blocks > (1u << 30))
+    return invalid("the KV cache holds " + std::to_string(plan->tokens) + " tokens (" +
+                   std::to_string(plan->num_blocks) + " blocks), fewer than max_model_len " +
+                   std::to_string(o->max_model_len) +
+                   "; raise --kv-cache-memory or lower --max-model-len");
+  if (o->served_model_name.empty()) o->served_model_name = model.name;
+  return Status::Ok();
+}
+
+std::vector<std::string> EngineArgs(const EngineOptions& o) {
+  auto str = [](auto v) {
+    std::ostringstream s;
+    s.precision(17);
+    s << v;
+    return s.str();
+  };
+  std::vector<std::string> a = {
+      o.model,
+      "--input",
+      o.input,
+      "--output",
+      o.output,
+      "--engine-index",
+      str(o.engine_index),
+      "--load-format",
+      o.load_format,
+      "--device",
+      o.device,
+      "--seed",
+      str(o.seed),
+      "--max-num-seqs",
+      str(o.max_num_seqs),
+      "--max-num-batched-tokens",
+      str(o.max_num_batched_tokens),
+      "--block-size",
+      str(o.block_size),
+      "--kv-cache-memory",
+      str(o.kv_cache_memory),
+      "--scheduling-policy",
+      o.scheduling_policy,
+      "--log-stats-interval",
+      str(o.log_stats_interval),
+      "--kv-cache-metrics-sample",
+      str(o.kv_cache_metrics_sample),
+      "--threads",
+      str(o.threads),
+      "--heartbeat-timeout",
+      str(o.heartbeat_timeout),
+      o.prefix_caching ? "--enable-prefix-caching" : "--no-enable-prefix-caching",
+      o.chunked_prefill ? "--enable-chunked-prefill" : "--no-enable-chunked-prefill"};
+  auto add = [&a](std::string flag, std::string value) {
+    a.push_back(std::move(flag));
+    a.push_back(std::move(value));
+  };
+  if (!o.registry.empty()) add("--registry", o.registry);
+  if (!o.served_model_name.empty()) add("--served-model-name", o.served_model_name);
+  if (o.max_model_len > 0) add("--max-model-len", str(o.max_model_len));
+  if (o.num_gpu_blocks_override > 0)
+    add("--num-gpu-blocks-override", str(o.num_gpu_blocks_override));
+  if (o.disable_log_stats) a.push_back("--disable-log-stats");
+  if (o.kv_cache_metrics) a.push_back("--kv-cache-metrics");
+  return a;
+}
+
+}  // namespace sightline::cli

@@ -1,0 +1,62 @@
+// The engine's flags, shared by `sightline engine` and `sightline serve` so
+// both spell and check them the same way. Serve checks them before it starts
+// anything, then hands them to its engine child as argv (EngineArgs).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sightline/engine_core/model_config.h"
+#include "sightline/status.h"
+
+namespace sightline::cli {
+
+struct EngineOptions {
+  std::string model = "sightline-tiny";
+  std::string input, output, registry, served_model_name;
+  std::string load_format = "auto";
+  std::string device = "auto";  // auto | cpu | cuda
+  std::uint32_t engine_index = 0;
+  std::uint64_t seed = 0;
+  int max_model_len = 0;  // 0: the model's max_position_embeddings
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  int block_size = 16;
+  std::uint64_t num_gpu_blocks_override = 0;
+  std::uint64_t kv_cache_memory = 64ull << 20;
+  bool prefix_caching = true;
+  bool chunked_prefill = true;
+  std::string scheduling_policy = "fcfs";
+  bool disable_log_stats = false;
+  double log_stats_interval = 5;
+  bool kv_cache_metrics = false;
+  double kv_cache_metrics_sample = 0.01;
+  int threads = 0;
+  double heartbeat_timeout = 2.0;
+};
+
+// What CheckEngineOptions derives: the KV cache's size.
+struct KvPlan {
+  std::uint64_t num_blocks = 0;
+  std::uint64_t tokens = 0;  // (num_blocks - 1) * block_size: the null block holds none
+};
+
+// The model, scheduling and metrics flags (not the addresses, the registry
+// or the thread count, which each command adds for itself).
+void AddEngineFlags(CLI::App* cmd, EngineOptions* o);
+
+// MODEL's config: a built-in preset, or a Hugging Face directory's config.json.
+// `*is_preset` says which (presets have no files, so dummy weights).
+Status ResolveModelConfig(const EngineOptions& o, engine::ModelConfig* config, bool* is_preset);
+
+// Every check that needs no weights; fills in max_model_len (the model's when
+// 0) and served_model_name (the model's when empty).
+Status CheckEngineOptions(const engine::ModelConfig& model, EngineOptions* o, KvPlan* plan);
+
+// argv (after "sightline engine") that reproduces `o`.
+std::vector<std::string> EngineArgs(const EngineOptions& o);
+
+}  // namespace sightline::cli

@@ -1,0 +1,186 @@
+#include "serve_command.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <regex>
+
+#include "api_server_options.h"
+#include "engine_options.h"
+#include "listening_socket.h"
+#include "registry_flags.h"
+#include "sightline/shm_registry/registry.h"
+#include "stop_signals.h"
+#include "supervisor.h"
+
+namespace sightline::cli {
+
+namespace {
+
+struct ServeOptions {
+  EngineOptions engine;
+  ApiOptions api;
+  std::string registry;  // default: sightline-<port>
+  std::uint32_t api_server_count = 1;
+  int engine_threads = 0;
+  double startup_timeout = 300;
+  int max_restarts_per_minute = 5;
+  std::string show_hidden_metrics_for_version;
+  metrics::Capacity capacity;
+};
+
+int Fail(const std::string& message) {
+  std::cerr << "sightline: error: " << message << "\n";
+  return 1;
+}
+
+// The private directory for the engine's ZeroMQ ipc:// sockets (0700),
+// removed with everything in it when the instance stops.
+class RunDirectory {
+ public:
+  Status Create() {
+    const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+    std::string pattern =
+        (runtime && *runtime ? std::string(runtime) : std::string("/tmp")) + "/sightline-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr)
+      return Status::IoError("cannot create a run directory from " + pattern);
+    path_ = pattern;
+    return Status::Ok();
+  }
+  ~RunDirectory() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// MODEL's tokenizer when --tokenizer is left at auto: a Hugging Face
+// directory's tokenizer.json, else its tokenizer.model, else the byte one.
+std::string DefaultTokenizer(const std::string& model, bool preset) {
+  if (preset) return "byte";
+  for (const char* name : {"tokenizer.json", "tokenizer.model"}) {
+    const auto path = std::filesystem::path(model) / name;
+    if (std::filesystem::is_regular_file(path)) return path.string();
+  }
+  std::cerr << "WARNING sightline serve: " << model
+            << " has no tokenizer.json or tokenizer.model; using the byte tokenizer\n";
+  return "byte";
+}
+
+int RunServe(ServeOptions o) {
+  // Every check first: nothing starts with a bad flag.
+  engine::ModelConfig model;
+  bool preset = false;
+  KvPlan plan;
+  if (Status s = ResolveModelConfig(o.engine, &model, &preset); !s.ok()) return Fail(s.message());
+  if (Status s = CheckEngineOptions(model, &o.engine, &plan); !s.ok()) return Fail(s.message());
+  if (o.api_server_count < 1 || o.api_server_count > 64)
+    return Fail("--api-server-count must be in [1, 64]");
+  if (o.max_restarts_per_minute < 0) return Fail("--api-server-max-restarts must be >= 0");
+  if (!(o.startup_timeout > 0)) return Fail("--startup-timeout must be positive");
+  if (!o.show_hidden_metrics_for_version.empty() &&
+      !std::regex_match(o.show_hidden_metrics_for_version, std::regex(R"(\d+\.\d+)")))
+    return Fail("--show-hidden-metrics-for-version must look like X.Y");
+  if (o.api.tokenizer == "auto") o.api.tokenizer = DefaultTokenizer(o.engine.model, preset);
+  o.api.disable_log_stats = o.engine.disable_log_stats;
+  o.api.served_model_name = o.engine.served_model_name;
+  if (Status s = CheckApiOptions(o.api); !s.ok()) return Fail(s.message());
+
+  ListeningSocket listener;
+  if (Status s = listener.Bind(o.api.host, o.api.port); !s.ok()) return Fail(s.message());
+  if (o.registry.empty()) o.registry = "sightline-" + std::to_string(listener.port());
+  std::unique_ptr<metrics::Registry> registry;
+  if (Status s = metrics::Registry::Create(o.registry, o.capacity, "supervisor", &registry);
+      !s.ok())
+    return Fail(s.message());
+  RunDirectory run_dir;
+  if (Status s = run_dir.Create(); !s.ok()) return Fail(s.message());
+
+  char exe[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return Fail("cannot find this executable (/proc/self/exe)");
+  const std::string self(exe, static_cast<std::size_t>(n));
+
+  o.engine.input = "ipc://" + run_dir.path() + "/engine.in";
+  o.engine.output = "ipc://" + run_dir.path() + "/engine.out";
+  o.engine.registry = o.registry;
+  o.engine.threads = o.engine_threads;
+  std::vector<std::string> engine_argv = {self, "engine"};
+  for (auto& a : EngineArgs(o.engine)) engine_argv.push_back(std::move(a));
+  engine_argv.push_back("--ready-fd");
+  engine_argv.push_back(std::to_string(Subprocess::ReadyFd(0)));
+
+  o.api.engine_input = o.engine.input;
+  o.api.engine_output = o.engine.output;
+  o.api.registry = o.registry;
+  o.api.fd = 3;
+  o.api.ready_fd = Subprocess::ReadyFd(1);
+  // argv is readable by every user in /proc; the key goes by environment.
+  if (!o.api.api_key.empty()) setenv("SIGHTLINE_API_KEY", o.api.api_key.c_str(), 1);
+
+  SupervisorOptions so;
+  so.engine_argv = engine_argv;
+  so.api_server_argv = [api = o.api, self](std::uint32_t index) {
+    ApiOptions mine = api;
+    mine.index = index;
+    std::vector<std::string> argv = {self, "api-server"};
+    for (auto& a : ApiServerArgs(mine)) argv.push_back(std::move(a));
+    return argv;
+  };
+  so.api_server_count = o.api_server_count;
+  so.listener = &listener;
+  so.registry = registry.get();
+  so.startup_timeout_s = o.startup_timeout;
+  so.shutdown_timeout_s = o.api.shutdown_timeout;
+  so.max_restarts_per_minute = o.max_restarts_per_minute;
+  const bool v6 = o.api.host.find(':') != std::string::npos;
+  so.url = "http://" + (v6 ? "[" + o.api.host + "]" : o.api.host) + ":" +
+           std::to_string(listener.port());
+  so.stop = &InstallStopSignals();
+  std::cerr << "INFO sightline serve: " << o.engine.served_model_name << ", metric registry '"
+            << o.registry << "', run directory " << run_dir.path() << "\n";
+  return Supervisor(std::move(so)).Run();
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<ServeOptions>();
+  o->api.host = "0.0.0.0";
+  o->api.tokenizer = "auto";
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "Run an instance: one engine and --api-server-count API servers on one port");
+  AddEngineFlags(cmd, &o->engine);
+  AddApiServingFlags(cmd, &o->api);
+  cmd->add_option("--host", o->api.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->api.port, "Port to listen on (0: any free port)")
+      ->capture_default_str();
+  cmd->add_option("--api-server-count", o->api_server_count,
+                  "API-server processes sharing the port")
+      ->capture_default_str();
+  cmd->add_option("--api-server-threads", o->api.threads, "HTTP threads per API server")
+      ->capture_default_str();
+  cmd->add_option("--engine-threads", o->engine_threads, "BLAS threads (0: library default)")
+      ->capture_default_str();
+  cmd->add_option("--registry", o->registry,
+                  "Metric registry instance name (default: sightline-<port>)");
+  cmd->add_option("--startup-timeout", o->startup_timeout,
+                  "Seconds to wait for the engine and API servers to serve")
+      ->capture_default_str();
+  cmd->add_option("--api-server-max-restarts", o->max_restarts_per_minute,
+                  "Restarts of one API server within a minute before the instance gives up")
+      ->capture_default_str();
+  cmd->add_option("--show-hidden-metrics-for-version", o->show_hidden_metrics_for_version,
+                  "X.Y: restore metrics hidden since that version (none are hidden yet)");
+  AddRegistryCapacityFlags(cmd, &o->capacity);
+  cmd->callback([o, exit_code] { *exit_code = RunServe(*o); });
+}
+
+}  // namespace sightline::cli

@@ -1,0 +1,82 @@
+// Supervisor: runs one engine and N API servers as child processes and
+// applies DESIGN.md §1's failure policy.
+//
+//  * Start-up: the engine first (until it is serving), then the API servers
+//    (each serving only after the engine's READY handshake), all within
+//    startup_timeout_s. A child that exits during start-up fails it.
+//  * An API server that dies is restarted with the same index after a
+//    back-off (0.25 s doubling to 8 s); more than max_restarts_per_minute in
+//    60 s gives up (everything stops, non-zero exit). Each restart counts in
+//    sightline:api_server_restarts_total; the dead process's live gauges are
+//    marked dead at once.
+//  * The engine dying is fatal: the API servers keep answering /health with
+//    503 (and failing in-flight requests) for engine_death_grace_s, then all
+//    stop and Run() returns 1, so an outer supervisor restarts the instance.
+//  * *stop (SIGTERM/SIGINT) drains: the API servers get SIGTERM and finish
+//    their answers (up to shutdown_timeout_s), then the engine stops; Run()
+//    returns 0.
+// Run() never returns with a child left running.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "listening_socket.h"
+#include "sightline/shm_registry/registry.h"
+#include "subprocess.h"
+
+namespace sightline::cli {
+
+struct SupervisorOptions {
+  std::vector<std::string> engine_argv;  // argv[0] is the executable
+  // argv of API server `index`; it inherits the listening socket as fd 3 and
+  // its readiness pipe as fd 4.
+  std::function<std::vector<std::string>(std::uint32_t index)> api_server_argv;
+  std::uint32_t api_server_count = 1;
+  ListeningSocket* listener = nullptr;  // closed when draining starts
+  metrics::Registry* registry = nullptr;
+  double startup_timeout_s = 300;
+  double shutdown_timeout_s = 30;
+  double engine_death_grace_s = 3;
+  int max_restarts_per_minute = 5;
+  std::string url;  // for the "serving" log line
+  const std::atomic<bool>* stop = nullptr;
+};
+
+class Supervisor {
+ public:
+  explicit Supervisor(SupervisorOptions options);
+  int Run();  // the process's exit code
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct ApiSlot {
+    std::uint32_t index = 0;
+    Subprocess process;
+    bool announced = false;                  // "ready" logged for this process
+    std::deque<Clock::time_point> restarts;  // within the last minute
+    Clock::time_point restart_at{};          // when process is not running
+  };
+  enum class Wait { kDone, kStopped, kTimeout };
+
+  // Polls until done(), the timeout, or (when stoppable) SIGTERM/SIGINT.
+  Wait WaitFor(const std::function<bool()>& done, double timeout_s, bool stoppable = true);
+  Status StartApiServer(ApiSlot* slot);
+  // One supervision pass over the API servers; false: restarts exhausted.
+  bool SuperviseApiServers();
+  void StopApiServers(double timeout_s);
+  void StopEngine();
+  int EngineDied(int wait_status);
+
+  SupervisorOptions options_;
+  metrics::Counter restarts_;
+  Subprocess engine_;
+  std::vector<ApiSlot> api_;
+};
+
+}  // namespace sightline::cli
