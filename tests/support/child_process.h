@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -86,6 +87,20 @@ class ChildProcess {
   int KillAndWait(int sig = SIGKILL) {
     kill(pid_, sig);
     return Wait();
+  }
+  // Waits at most `timeout_s`: the exit code (or -signal), or nullopt if the
+  // child still runs.
+  std::optional<int> WaitFor(double timeout_s) {
+    if (pid_ <= 0) return std::nullopt;
+    for (int waited_ms = 0;; waited_ms += 20) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+      }
+      if (waited_ms >= timeout_s * 1000) return std::nullopt;
+      usleep(20'000);
+    }
   }
   // Waits for a normal exit; returns the exit code (or -signal).
   int Wait() {

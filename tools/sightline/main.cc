@@ -18,6 +18,11 @@ int main(int argc, char** argv) {
   sightline::cli::AddMakeModelCommand(app, &exit_code);
   sightline::cli::AddApiServerCommand(app, &exit_code);
   sightline::cli::AddServeCommand(app, &exit_code);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help exits 0; every bad command line exits 1 (CLI11's own codes vary).
+    return app.exit(e) == 0 ? 0 : 1;
+  }
   return exit_code;
 }

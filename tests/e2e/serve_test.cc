@@ -1,0 +1,251 @@
+// `sightline serve` end to end: a real supervisor, engine and API servers on
+// loopback, driven by several clients while /metrics is scraped. Counts must
+// be exact, counters must never go down, and every failure path (an API
+// server or the engine SIGKILLed, SIGTERM under load, bad flags) must end
+// the way DESIGN.md §1 says, with no process left behind.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "e2e/load.h"
+#include "e2e/serve_instance.h"
+#include "support/loopback.h"
+
+namespace sightline::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::string Key(const std::string& name, const std::string& extra = "") {
+  return name + "{engine=\"0\"," + extra + "model_name=\"sightline-tiny\"}";
+}
+const std::string kRunning = Key("vllm:num_requests_running");
+const std::string kLength = Key("vllm:request_success_total", "finished_reason=\"length\",");
+
+// Polls the scraped page until pred(page) holds (at most timeout).
+template <typename Pred>
+bool WaitForPage(int port, Pred pred, std::chrono::milliseconds timeout = 20s) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    try {
+      if (pred(Scrape(port))) return true;
+    } catch (const std::exception&) {
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+TEST(Serve, ThreeApiServersCountExactly) {
+  ServeInstance serve({"--api-server-count", "3"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  EXPECT_EQ(serve.Children().size(), 4u);  // the engine and three API servers
+  constexpr int kClients = 4, kPerClient = 50, kPrompt = 16, kMax = 8;
+  constexpr int kN = kClients * kPerClient;
+  Scraper scraper(serve.port());
+  std::vector<std::future<int>> clients;
+  for (int c = 0; c < kClients; ++c)
+    clients.push_back(std::async(std::launch::async, [&, c] {
+      int ok = 0;
+      for (int i = 0; i < kPerClient; ++i)
+        ok += Complete(serve.port(), kPrompt, kMax, (i + c) % 2 == 0).ok;
+      return ok;
+    }));
+  int ok = 0;
+  for (auto& c : clients) ok += c.get();
+  scraper.Stop();
+  EXPECT_EQ(ok, kN);
+  EXPECT_GT(scraper.scrapes(), 5);
+  EXPECT_TRUE(scraper.problems().empty()) << scraper.problems().front();
+
+  // Whichever API server answers, the page is the whole instance's.
+  for (int i = 0; i < 6; ++i) {
+    auto p = Scrape(serve.port());
+    EXPECT_EQ(p[kLength], kN);
+    EXPECT_EQ(p[Key("vllm:prompt_tokens_total")], kN * kPrompt);
+    EXPECT_EQ(p[Key("vllm:generation_tokens_total")], kN * kMax);
+    EXPECT_EQ(p[Key("vllm:time_to_first_token_seconds_count")], kN);
+    EXPECT_EQ(p[Key("vllm:inter_token_latency_seconds_count")], kN * (kMax - 1));
+    EXPECT_EQ(p[Key("vllm:e2e_request_latency_seconds_count")], kN);
+    EXPECT_EQ(p["http_requests_total{handler=\"/v1/completions\",method=\"POST\",status=\"2xx\"}"],
+              kN);
+    EXPECT_EQ(p[kRunning], 0);
+    EXPECT_EQ(p["sightline:api_server_restarts_total"], 0);
+    EXPECT_EQ(p["sightline:registry_slots_in_use"], 5);  // supervisor, engine, 3 API servers
+  }
+}
+
+TEST(Serve, ApiServerKilledMidLoadIsRestartedAndNothingIsLost) {
+  ServeInstance serve({"--api-server-count", "3"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  constexpr int kClients = 6, kPerClient = 20, kMax = 96;
+  Scraper scraper(serve.port());
+  std::atomic<int> finished{0};
+  std::vector<std::future<std::vector<Outcome>>> clients;
+  for (int c = 0; c < kClients; ++c)
+    clients.push_back(std::async(std::launch::async, [&] {
+      std::vector<Outcome> out;
+      for (int i = 0; i < kPerClient; ++i) {
+        out.push_back(Complete(serve.port(), 8, kMax, true));
+        ++finished;
+      }
+      return out;
+    }));
+  while (finished < kClients * 2) std::this_thread::sleep_for(10ms);
+  double before = 0;
+  ASSERT_TRUE(WaitForPage(serve.port(), [&](auto p) { return (before = p[kLength]) > 0; }));
+  const pid_t victim = serve.Child("--api-server-index 1");
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+
+  int ok = 0, failed = 0;
+  for (auto& c : clients)
+    for (const Outcome& o : c.get()) {
+      ok += o.ok;
+      if (!o.ok) {
+        ++failed;
+        EXPECT_EQ(o.status, 0) << "only a dropped connection may fail: " << o.failure;
+      }
+    }
+  // At most the requests the victim was answering fail: one per client.
+  EXPECT_LE(failed, kClients);
+  EXPECT_EQ(ok + failed, kClients * kPerClient);
+
+  // Restarted with the same index, counted, and serving again.
+  ASSERT_TRUE(WaitForPage(serve.port(), [](auto p) {
+    return p["sightline:api_server_restarts_total"] == 1;
+  })) << serve.Log();
+  EXPECT_GT(serve.Child("--api-server-index 1"), 0);
+  for (int i = 0; i < 200 && serve.Log().find("is serving again") == std::string::npos; ++i)
+    std::this_thread::sleep_for(50ms);
+  ASSERT_NE(serve.Log().find("api-server 1 (pid"), std::string::npos) << serve.Log();
+  ASSERT_NE(serve.Log().find("is serving again"), std::string::npos) << serve.Log();
+  for (int i = 0; i < 9; ++i) EXPECT_TRUE(Complete(serve.port(), 8, 4, i % 2).ok);
+  scraper.Stop();
+  EXPECT_TRUE(scraper.problems().empty()) << scraper.problems().front();
+
+  // The victim's finished requests stay in the totals; the ones it was
+  // answering when it died were never counted as finished.
+  auto p = Scrape(serve.port());
+  EXPECT_GE(p[kLength], before);
+  EXPECT_GE(p[kLength], ok + 9);
+  EXPECT_LE(p[kLength], ok + failed + 9);
+  EXPECT_TRUE(WaitForPage(serve.port(), [](auto q) { return q[kRunning] == 0; }));
+}
+
+TEST(Serve, EngineKilledMeans503FailedStreamsAndExitWithoutOrphans) {
+  ServeInstance serve({"--api-server-count", "2"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  const std::vector<pid_t> children = serve.Children();
+  ASSERT_EQ(children.size(), 3u);
+  std::vector<std::future<Outcome>> streams;
+  for (int i = 0; i < 3; ++i)
+    streams.push_back(std::async(std::launch::async, [&] {
+      return Complete(serve.port(), 8, 2000, true);
+    }));
+  ASSERT_TRUE(WaitForPage(serve.port(), [](auto p) { return p[kRunning] == 3; }));
+
+  ASSERT_EQ(kill(serve.Child(" engine "), SIGKILL), 0);
+  const auto killed = Clock::now();
+  bool unhealthy = false;
+  while (!unhealthy && Clock::now() - killed < 2s) {
+    try {
+      unhealthy = HttpClient(serve.port())
+                      .Request(boost::beast::http::verb::get, "/health")
+                      .result_int() == 503;
+    } catch (const std::exception&) {
+    }
+    if (!unhealthy) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(unhealthy) << "/health was not 503 within 2 s of the engine's death";
+  for (auto& s : streams) {
+    ASSERT_EQ(s.wait_for(10s), std::future_status::ready) << "a stream hung";
+    const Outcome o = s.get();
+    EXPECT_FALSE(o.ok);
+    EXPECT_TRUE(o.error_event || o.status == 0) << o.failure;
+  }
+  const auto code = serve.WaitExit(20);
+  ASSERT_TRUE(code.has_value()) << "the supervisor did not exit";
+  EXPECT_EQ(*code, 1);
+  EXPECT_TRUE(AllGone(children, 5)) << "orphans left";
+  EXPECT_FALSE(SegmentExists(serve.registry()));
+}
+
+TEST(Serve, SigtermDrainsRequestsUnderWayThenExitsCleanly) {
+  ServeInstance serve({"--api-server-count", "2", "--shutdown-timeout", "30"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  const std::vector<pid_t> children = serve.Children();
+  std::vector<std::future<Outcome>> streams;
+  for (int i = 0; i < 4; ++i)
+    streams.push_back(std::async(std::launch::async, [&, i] {
+      return Complete(serve.port(), 8, 1500, i % 2 == 0);
+    }));
+  ASSERT_TRUE(WaitForPage(serve.port(), [](auto p) { return p[kRunning] == 4; }));
+  ASSERT_EQ(kill(serve.pid(), SIGTERM), 0);
+  for (auto& s : streams) {
+    ASSERT_EQ(s.wait_for(30s), std::future_status::ready);
+    const Outcome o = s.get();
+    EXPECT_TRUE(o.ok) << o.failure;
+  }
+  const auto code = serve.WaitExit(30);
+  ASSERT_TRUE(code.has_value()) << "the supervisor did not exit";
+  EXPECT_EQ(*code, 0) << serve.Log();
+  EXPECT_TRUE(AllGone(children, 5));
+  EXPECT_FALSE(SegmentExists(serve.registry()));
+  EXPECT_NE(serve.Log().find("draining"), std::string::npos);
+}
+
+TEST(Serve, GivesUpWhenAnApiServerKeepsDying) {
+  ServeInstance serve({"--api-server-max-restarts", "1"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  ASSERT_EQ(kill(serve.Child("api-server"), SIGKILL), 0);
+  ASSERT_TRUE(WaitForPage(serve.port(), [](auto p) {
+    return p["sightline:api_server_restarts_total"] == 1;
+  }));
+  const std::vector<pid_t> children = serve.Children();
+  ASSERT_EQ(kill(serve.Child("api-server"), SIGKILL), 0);
+  const auto code = serve.WaitExit(20);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(serve.Log().find("giving up"), std::string::npos) << serve.Log();
+  EXPECT_TRUE(AllGone(children, 5));
+}
+
+TEST(Serve, BadFlagsFailBeforeAnythingStarts) {
+  int busy_port = 0;
+  const int busy = ListenLoopback(&busy_port);
+  ASSERT_GE(busy, 0);
+  const std::vector<std::vector<std::string>> bad = {
+      {"--api-server-count", "0"},
+      {"--max-num-seqs", "0"},
+      {"--block-size", "5000"},
+      {"--device", "tpu"},
+      {"--device", "cuda"},
+      {"--max-model-len", "999999"},
+      {"--scheduling-policy", "lifo"},
+      {"--kv-cache-metrics-sample", "2"},
+      {"--enable-per-request-metrics", "--disable-log-stats"},
+      {"--tokenizer", "/nonexistent/tokenizer.json"},
+      {"/nonexistent-model-dir"},
+      {"--show-hidden-metrics-for-version", "latest"},
+      {"--port", std::to_string(busy_port)},
+      {"--no-such-flag"},
+  };
+  for (const auto& args : bad) {
+    ServeInstance serve(args);
+    const auto code = serve.WaitExit(10);
+    ASSERT_TRUE(code.has_value()) << args[0] << " did not fail";
+    EXPECT_EQ(*code, 1) << args[0];
+    const std::string log = serve.Log();
+    EXPECT_EQ(log.rfind("sightline: error: ", 0), 0u) << log;
+    EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+    EXPECT_FALSE(SegmentExists(serve.registry())) << args[0];
+  }
+  close(busy);
+}
+
+}  // namespace
+}  // namespace sightline::testing
