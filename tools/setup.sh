@@ -2,8 +2,8 @@
 # The one entry point for a fresh Debian 12 machine (run as root). Installs
 # every Debian package Sightline needs, configures and builds, then:
 #
-#   tools/setup.sh serve   run the main job (for now: the multi-process
-#                          metrics demo; `sightline serve` once it exists)
+#   tools/setup.sh serve [FLAGS]   run `sightline serve` (the built-in tiny
+#                          model on 0.0.0.0:8000 unless FLAGS say otherwise)
 #   tools/setup.sh test    run the whole test suite (what CI runs)
 #   tools/setup.sh build   install and build only
 #
@@ -27,6 +27,7 @@ packages=(
   clang-format
   prometheus                                  # promtool, for the exposition tests
   python3 python3-prometheus-client           # the reference in tools/bench/
+  python3-yaml                                # deploy/ checks
 )
 
 install_deps() {
@@ -60,7 +61,8 @@ case "$mode" in
   serve)
     install_deps
     build OFF
-    exec "$build_dir/tools/sightline" metrics demo
+    shift
+    exec "$build_dir/tools/sightline" serve "$@"
     ;;
   test)
     install_deps

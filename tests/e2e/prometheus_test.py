@@ -2,7 +2,8 @@
 """A real Prometheus server (the Debian package) scrapes a 3-API-server
 `sightline serve` on loopback with deploy/prometheus's rules loaded; after a
 short bounded load its HTTP API must answer the dashboard's queries with
-sensible, non-empty results and exact counts. Cleans up every process."""
+sensible, non-empty results and exact counts, and every panel of
+deploy/grafana's dashboard must have data. Cleans up every process."""
 import json
 import os
 import re
@@ -133,6 +134,17 @@ scrape_configs:
         assert share == 1, share
         assert one("model_name:vllm_generation_tokens:rate5m") > 0
         assert query(prom, 'ALERTS{alertname=~"SightlineMetricsAbsent|SightlineScrapeFailing"}') == []
+
+        # Every dashboard panel's query returns data from this instance.
+        with open(os.path.join(SOURCE, "deploy", "grafana", "sightline.json")) as f:
+            dashboard = json.load(f)
+        for panel in dashboard["panels"]:
+            for target in panel["targets"]:
+                expr = (target["expr"].replace("$__rate_interval", "1m")
+                        .replace('"$job"', '".*"').replace('"$model_name"', '".*"'))
+                # Series born during the load (per-status HTTP counters) need
+                # a second sample before rate() has a value.
+                wait_for(lambda: query(prom, expr), 10, f"data for panel '{panel['title']}': {expr}")
         print(f"ok: 60 requests counted exactly; prefix hit ratio {hit:.2f}, TTFT p95 {ttft * 1e3:.1f} ms, "
               f"ITL p50 {itl * 1e3:.2f} ms")
     finally:

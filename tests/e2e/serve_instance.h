@@ -29,8 +29,8 @@ class ServeInstance {
   explicit ServeInstance(const std::vector<std::string>& args) {
     registry_ = UniqueInstance();
     log_ = "/tmp/" + registry_ + ".log";
-    std::vector<std::string> argv = {SIGHTLINE_CLI, "serve", "--host", "127.0.0.1", "--registry",
-                                     registry_, "--engine-threads", "1"};
+    std::vector<std::string> argv = {SIGHTLINE_CLI, "serve",   "--host",           "127.0.0.1",
+                                     "--registry",  registry_, "--engine-threads", "1"};
     if (std::find(args.begin(), args.end(), "--port") == args.end()) {
       argv.push_back("--port");
       argv.push_back("0");
@@ -51,8 +51,10 @@ class ServeInstance {
     for (int i = 0; i < 600 && port_ == 0; ++i) {
       std::smatch m;
       const std::string text = Log();
-      if (std::regex_search(text, m, serving)) port_ = std::stoi(m[1]);
-      else if ((exit_code_ = process_.WaitFor(0.1))) break;  // exited during start-up
+      if (std::regex_search(text, m, serving))
+        port_ = std::stoi(m[1]);
+      else if ((exit_code_ = process_.WaitFor(0.1)))
+        break;  // exited during start-up
     }
   }
   ~ServeInstance() {

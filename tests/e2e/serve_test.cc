@@ -143,9 +143,8 @@ TEST(Serve, EngineKilledMeans503FailedStreamsAndExitWithoutOrphans) {
   ASSERT_EQ(children.size(), 3u);
   std::vector<std::future<Outcome>> streams;
   for (int i = 0; i < 3; ++i)
-    streams.push_back(std::async(std::launch::async, [&] {
-      return Complete(serve.port(), 8, 2000, true);
-    }));
+    streams.push_back(
+        std::async(std::launch::async, [&] { return Complete(serve.port(), 8, 2000, true); }));
   ASSERT_TRUE(WaitForPage(serve.port(), [](auto p) { return p[kRunning] == 3; }));
 
   ASSERT_EQ(kill(serve.Child(" engine "), SIGKILL), 0);
@@ -153,9 +152,9 @@ TEST(Serve, EngineKilledMeans503FailedStreamsAndExitWithoutOrphans) {
   bool unhealthy = false;
   while (!unhealthy && Clock::now() - killed < 2s) {
     try {
-      unhealthy = HttpClient(serve.port())
-                      .Request(boost::beast::http::verb::get, "/health")
-                      .result_int() == 503;
+      unhealthy =
+          HttpClient(serve.port()).Request(boost::beast::http::verb::get, "/health").result_int() ==
+          503;
     } catch (const std::exception&) {
     }
     if (!unhealthy) std::this_thread::sleep_for(50ms);
@@ -180,9 +179,8 @@ TEST(Serve, SigtermDrainsRequestsUnderWayThenExitsCleanly) {
   const std::vector<pid_t> children = serve.Children();
   std::vector<std::future<Outcome>> streams;
   for (int i = 0; i < 4; ++i)
-    streams.push_back(std::async(std::launch::async, [&, i] {
-      return Complete(serve.port(), 8, 1500, i % 2 == 0);
-    }));
+    streams.push_back(std::async(std::launch::async,
+                                 [&, i] { return Complete(serve.port(), 8, 1500, i % 2 == 0); }));
   ASSERT_TRUE(WaitForPage(serve.port(), [](auto p) { return p[kRunning] == 4; }));
   ASSERT_EQ(kill(serve.pid(), SIGTERM), 0);
   for (auto& s : streams) {
@@ -202,9 +200,8 @@ TEST(Serve, GivesUpWhenAnApiServerKeepsDying) {
   ServeInstance serve({"--api-server-max-restarts", "1"});
   ASSERT_GT(serve.port(), 0) << serve.Log();
   ASSERT_EQ(kill(serve.Child("api-server"), SIGKILL), 0);
-  ASSERT_TRUE(WaitForPage(serve.port(), [](auto p) {
-    return p["sightline:api_server_restarts_total"] == 1;
-  }));
+  ASSERT_TRUE(WaitForPage(serve.port(),
+                          [](auto p) { return p["sightline:api_server_restarts_total"] == 1; }));
   const std::vector<pid_t> children = serve.Children();
   ASSERT_EQ(kill(serve.Child("api-server"), SIGKILL), 0);
   const auto code = serve.WaitExit(20);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -31,10 +32,11 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-int RunApiServer(const ApiOptions& o) {
+int RunApiServer(const ApiOptions& o, bool dry_run) {
   if (Status s = CheckApiOptions(o); !s.ok()) return Fail(s.message());
   if (!o.disable_log_stats && o.registry.empty())
     return Fail("--registry is required unless --disable-log-stats");
+  if (dry_run) return 0;
   std::unique_ptr<metrics::Registry> registry;
   if (!o.registry.empty()) {
     // The engine creates the registry when started on its own: started
@@ -117,7 +119,22 @@ int RunApiServer(const ApiOptions& o) {
             << http.port() << "\n";
   NotifyReady(o.ready_fd);
   const std::atomic<bool>& stop = InstallStopSignals();
-  while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The engine's death: /health answers 503 and requests fail at once; after
+  // --exit-after-engine-death the process exits 1, so that a supervisor of
+  // the roles (systemd, supervisord) restarts it together with the engine.
+  std::optional<std::chrono::steady_clock::time_point> engine_gone;
+  while (!stop.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (engine.alive() || o.exit_after_engine_death <= 0) continue;
+    const auto now = std::chrono::steady_clock::now();
+    if (!engine_gone) engine_gone = now;
+    if (now - *engine_gone >= std::chrono::duration<double>(o.exit_after_engine_death)) {
+      std::cerr << "ERROR api-server " << o.index << ": the engine is gone; exiting\n";
+      http.Stop();
+      engine.Stop();
+      return 1;
+    }
+  }
   // SIGTERM drains: no new connections, answers under way complete (up to
   // --shutdown-timeout). Requests still running after that are aborted by
   // the engine when this process's heartbeats stop.
@@ -135,6 +152,7 @@ int RunApiServer(const ApiOptions& o) {
 
 void AddApiServerCommand(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<ApiOptions>();
+  auto dry_run = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("api-server", "Run one OpenAI-compatible API server process");
   cmd->add_option("--engine-input", o->engine_input, "The engine's request address")->required();
   cmd->add_option("--engine-output", o->engine_output, "The engine's output address")->required();
@@ -149,8 +167,12 @@ void AddApiServerCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--ready-fd", o->ready_fd,
                   "Write one byte to this fd once serving (supervisors)");
   AddApiServingFlags(cmd, o.get());
+  cmd->add_option("--exit-after-engine-death", o->exit_after_engine_death,
+                  "Seconds of answering 503 after the engine died before exiting 1 (0: never)")
+      ->capture_default_str();
   cmd->add_option("--threads", o->threads, "HTTP threads")->capture_default_str();
-  cmd->callback([o, exit_code] { *exit_code = RunApiServer(*o); });
+  cmd->add_flag("--dry-run", *dry_run, "Check the flags and exit without starting");
+  cmd->callback([o, dry_run, exit_code] { *exit_code = RunApiServer(*o, *dry_run); });
 }
 
 }  // namespace sightline::cli

@@ -33,6 +33,8 @@ Status CheckApiOptions(const ApiOptions& o) {
     return Status::InvalidArgument(
         "--enable-per-request-metrics needs the stats that --disable-log-stats turns off; use one "
         "or the other");
+  if (!(o.exit_after_engine_death >= 0))
+    return Status::InvalidArgument("--exit-after-engine-death must be >= 0");
   if (!(o.shutdown_timeout >= 0)) return Status::InvalidArgument("--shutdown-timeout must be >= 0");
   if (o.max_body_bytes < 1024) return Status::InvalidArgument("--max-body-bytes must be >= 1024");
   if (o.tokenizer != "byte" && !std::filesystem::is_regular_file(o.tokenizer))
@@ -43,8 +45,9 @@ Status CheckApiOptions(const ApiOptions& o) {
 }
 
 std::vector<std::string> ApiServerArgs(const ApiOptions& o) {
-  std::ostringstream timeout;
+  std::ostringstream timeout, exit_after;
   timeout << o.shutdown_timeout;
+  exit_after << o.exit_after_engine_death;
   std::vector<std::string> a = {"--engine-input",
                                 o.engine_input,
                                 "--engine-output",
@@ -62,7 +65,9 @@ std::vector<std::string> ApiServerArgs(const ApiOptions& o) {
                                 "--threads",
                                 std::to_string(o.threads),
                                 "--shutdown-timeout",
-                                timeout.str()};
+                                timeout.str(),
+                                "--exit-after-engine-death",
+                                exit_after.str()};
   auto add = [&a](std::string flag, std::string value) {
     a.push_back(std::move(flag));
     a.push_back(std::move(value));

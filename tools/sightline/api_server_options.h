@@ -23,11 +23,15 @@ struct ApiOptions {
        load_tracking = false;
   std::size_t max_body_bytes = 4u << 20;
   double shutdown_timeout = 30;  // seconds a SIGTERM waits for answers under way
+  // Seconds after the engine's death before the process exits 1 (so an
+  // external supervisor restarts it with the engine); 0: never.
+  double exit_after_engine_death = 5;
 };
 
 // The serving flags (tokenizer, template, auth, per-request metrics, body
 // limit, shutdown timeout); not the addresses, the port, the index, the
-// model name or --disable-log-stats, which each command adds for itself.
+// model name, --disable-log-stats or --exit-after-engine-death, which each
+// command adds for itself.
 void AddApiServingFlags(CLI::App* cmd, ApiOptions* o);
 
 // Checks that need no engine: the flag combinations and the tokenizer file.

@@ -28,7 +28,7 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-int RunEngine(EngineOptions o, int ready_fd) {
+int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
   engine::ModelConfig model;
   bool preset = false;
   KvPlan plan;
@@ -36,6 +36,7 @@ int RunEngine(EngineOptions o, int ready_fd) {
   if (Status s = CheckEngineOptions(model, &o, &plan); !s.ok()) return Fail(s.message());
   if (!o.disable_log_stats && o.registry.empty())
     return Fail("--registry is required unless --disable-log-stats");
+  if (dry_run) return 0;
   engine::ModelWeights weights;
   if (o.load_format == "dummy" || preset) {
     weights = engine::DummyWeights(model, o.seed);
@@ -114,6 +115,7 @@ int RunEngine(EngineOptions o, int ready_fd) {
 void AddEngineCommand(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<EngineOptions>();
   auto ready_fd = std::make_shared<int>(-1);
+  auto dry_run = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("engine", "Run one engine-core process");
   AddEngineFlags(cmd, o.get());
   cmd->add_option("--input", o->input, "ZeroMQ address the engine binds for requests")->required();
@@ -125,7 +127,9 @@ void AddEngineCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--heartbeat-timeout", o->heartbeat_timeout,
                   "Seconds before a silent API server is gone")
       ->capture_default_str();
-  cmd->callback([o, ready_fd, exit_code] { *exit_code = RunEngine(*o, *ready_fd); });
+  cmd->add_flag("--dry-run", *dry_run, "Check the flags (and the model's config) and exit");
+  cmd->callback(
+      [o, ready_fd, dry_run, exit_code] { *exit_code = RunEngine(*o, *ready_fd, *dry_run); });
 }
 
 void AddMakeModelCommand(CLI::App& app, int* exit_code) {

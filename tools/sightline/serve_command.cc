@@ -31,6 +31,7 @@ struct ServeOptions {
   int max_restarts_per_minute = 5;
   std::string show_hidden_metrics_for_version;
   metrics::Capacity capacity;
+  bool dry_run = false;
 };
 
 int Fail(const std::string& message) {
@@ -92,6 +93,7 @@ int RunServe(ServeOptions o) {
   o.api.disable_log_stats = o.engine.disable_log_stats;
   o.api.served_model_name = o.engine.served_model_name;
   if (Status s = CheckApiOptions(o.api); !s.ok()) return Fail(s.message());
+  if (o.dry_run) return 0;
 
   ListeningSocket listener;
   if (Status s = listener.Bind(o.api.host, o.api.port); !s.ok()) return Fail(s.message());
@@ -121,6 +123,7 @@ int RunServe(ServeOptions o) {
   o.api.engine_output = o.engine.output;
   o.api.registry = o.registry;
   o.api.fd = 3;
+  o.api.exit_after_engine_death = 0;  // the supervisor decides when they stop
   o.api.ready_fd = Subprocess::ReadyFd(1);
   // argv is readable by every user in /proc; the key goes by environment.
   if (!o.api.api_key.empty()) setenv("SIGHTLINE_API_KEY", o.api.api_key.c_str(), 1);
@@ -180,6 +183,8 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--show-hidden-metrics-for-version", o->show_hidden_metrics_for_version,
                   "X.Y: restore metrics hidden since that version (none are hidden yet)");
   AddRegistryCapacityFlags(cmd, &o->capacity);
+  cmd->add_flag("--dry-run", o->dry_run,
+                "Check every flag (and the model's config) and exit without starting");
   cmd->callback([o, exit_code] { *exit_code = RunServe(*o); });
 }
 
