@@ -184,6 +184,10 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
     }
     metrics_->OnHttp(g->handler, g->method, http_status, g->request_bytes, g->response_bytes,
                      MonotonicSeconds() - g->arrival);
+    if (g->params.stream)
+      metrics_->OnStreamOutcome(g->handler, client_gone                   ? "client_disconnected"
+                                            : engine_gone || engine_error ? "error_after_headers"
+                                                                          : "completed");
   };
   // Ends one choice once; the last one completes the response.
   const FinishChoice finish_choice = [this, g, complete](Choice& c, const char* reason,

@@ -89,8 +89,25 @@ Status RequestMetrics::Create(metrics::Registry* r, const std::string& model_nam
       histogram(&m->inference_);
     if (!s.ok()) return s;
   }
+  // METRICS.md §7, beyond vLLM: a 200 does not mean a stream was delivered.
+  // Like the HTTP families it stays with --disable-log-stats. Every series
+  // exists from start-up, so rate() sees the first outcome of each kind.
+  s = r->AddCounter(
+      "sightline:stream_outcomes_total",
+      "Streamed responses by how they ended: completed (final chunk and [DONE] "
+      "written), client_disconnected, error_after_headers (an error event, no [DONE]).",
+      {"handler", "outcome"}, &m->stream_outcomes_);
+  for (const char* handler : {"/v1/completions", "/v1/chat/completions", "/v1/responses"})
+    for (const char* outcome : {"completed", "client_disconnected", "error_after_headers"})
+      if (s.ok())
+        s = m->stream_outcomes_.Get({{"handler", handler}, {"outcome", outcome}}, nullptr);
+  if (!s.ok()) return s;
   *out = std::move(m);
   return Status::Ok();
+}
+
+void RequestMetrics::OnStreamOutcome(const std::string& handler, const char* outcome) {
+  stream_outcomes_.With({{"handler", handler}, {"outcome", outcome}}).Inc();
 }
 
 void RequestMetrics::OnFirstOutput(std::uint32_t prompt_tokens, std::uint32_t cached_tokens) {

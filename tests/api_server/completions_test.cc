@@ -444,6 +444,12 @@ TEST_F(CompletionsTest, AClientHangingUpMidStreamIsCountedAsAbort) {
   EXPECT_EQ(aborted, 2);
   EXPECT_EQ(running, 0);
   EXPECT_EQ(Page()[Key("vllm:request_params_n_count")], 1);
+  auto p = Page();
+  EXPECT_EQ(p["sightline:stream_outcomes_total{handler=\"/v1/completions\",outcome=\"client_"
+              "disconnected\"}"],
+            1);
+  EXPECT_EQ(p["sightline:stream_outcomes_total{handler=\"/v1/completions\",outcome=\"completed\"}"],
+            0);
 }
 
 class PerRequestMetricsTest : public CompletionsTest {

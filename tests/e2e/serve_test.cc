@@ -24,6 +24,7 @@ std::string Key(const std::string& name, const std::string& extra = "") {
 }
 const std::string kRunning = Key("vllm:num_requests_running");
 const std::string kLength = Key("vllm:request_success_total", "finished_reason=\"length\",");
+const std::string kStreamed = "sightline:stream_outcomes_total{handler=\"/v1/completions\",";
 
 // Polls the scraped page until pred(page) holds (at most timeout).
 template <typename Pred>
@@ -75,6 +76,8 @@ TEST(Serve, ThreeApiServersCountExactly) {
     EXPECT_EQ(p[kRunning], 0);
     EXPECT_EQ(p["sightline:api_server_restarts_total"], 0);
     EXPECT_EQ(p["sightline:registry_slots_in_use"], 5);  // supervisor, engine, 3 API servers
+    EXPECT_EQ(p[kStreamed + "outcome=\"completed\"}"], kN / 2);
+    EXPECT_EQ(p[kStreamed + "outcome=\"error_after_headers\"}"], 0);
   }
 }
 
@@ -166,6 +169,11 @@ TEST(Serve, EngineKilledMeans503FailedStreamsAndExitWithoutOrphans) {
     EXPECT_FALSE(o.ok);
     EXPECT_TRUE(o.error_event || o.status == 0) << o.failure;
   }
+  // Counted as streams that failed after their headers (the API servers
+  // still answer during the supervisor's grace period).
+  EXPECT_TRUE(WaitForPage(
+      serve.port(), [](auto p) { return p[kStreamed + "outcome=\"error_after_headers\"}"] == 3; },
+      2s));
   const auto code = serve.WaitExit(20);
   ASSERT_TRUE(code.has_value()) << "the supervisor did not exit";
   EXPECT_EQ(*code, 1);

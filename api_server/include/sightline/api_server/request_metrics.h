@@ -48,6 +48,9 @@ class RequestMetrics {
   // HTTP families (METRICS.md §6) for an instrumented handler.
   void OnHttp(const std::string& handler, const std::string& method, int status,
               std::size_t request_bytes, std::size_t response_bytes, double seconds);
+  // How a streamed response ended (sightline:stream_outcomes_total):
+  // "completed", "client_disconnected" or "error_after_headers".
+  void OnStreamOutcome(const std::string& handler, const char* outcome);
 
  private:
   RequestMetrics() = default;
@@ -61,6 +64,7 @@ class RequestMetrics {
   metrics::SummaryFamily http_request_size_, http_response_size_;
   metrics::Histogram http_highr_;
   metrics::HistogramFamily http_duration_;
+  metrics::CounterFamily stream_outcomes_;
 };
 
 }  // namespace sightline::api
