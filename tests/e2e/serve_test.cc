@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <future>
+#include <regex>
 #include <thread>
 
 #include "e2e/load.h"
@@ -202,6 +204,10 @@ TEST(Serve, SigtermDrainsRequestsUnderWayThenExitsCleanly) {
   EXPECT_TRUE(AllGone(children, 5));
   EXPECT_FALSE(SegmentExists(serve.registry()));
   EXPECT_NE(serve.Log().find("draining"), std::string::npos);
+  std::smatch run_dir;
+  const std::string log = serve.Log();
+  ASSERT_TRUE(std::regex_search(log, run_dir, std::regex("run directory (\\S+)")));
+  EXPECT_FALSE(std::filesystem::exists(run_dir[1].str())) << run_dir[1];
 }
 
 TEST(Serve, GivesUpWhenAnApiServerKeepsDying) {
@@ -217,6 +223,23 @@ TEST(Serve, GivesUpWhenAnApiServerKeepsDying) {
   EXPECT_EQ(*code, 1);
   EXPECT_NE(serve.Log().find("giving up"), std::string::npos) << serve.Log();
   EXPECT_TRUE(AllGone(children, 5));
+}
+
+TEST(Serve, AnEngineThatFailsToStartFailsStartUpWithItsError) {
+  // A model whose config is fine (so the flag checks pass) but whose weights
+  // are truncated: only the engine finds out, while loading.
+  const std::string dir = "/tmp/" + UniqueInstance() + "-model";
+  ASSERT_EQ(ChildProcess::Exec({SIGHTLINE_CLI, "make-model", dir}).Wait(), 0);
+  std::filesystem::resize_file(dir + "/model.safetensors", 100);
+  ServeInstance serve({dir});
+  const auto code = serve.WaitExit(30);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+  const std::string log = serve.Log();
+  EXPECT_NE(log.find("the engine exited during start-up"), std::string::npos) << log;
+  EXPECT_NE(log.find("sightline: error: "), std::string::npos) << log;  // the engine's own line
+  EXPECT_FALSE(SegmentExists(serve.registry()));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Serve, BadFlagsFailBeforeAnythingStarts) {

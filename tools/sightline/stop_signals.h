@@ -1,8 +1,12 @@
-// SIGTERM/SIGINT as a flag for the long-running subcommands (engine,
-// api-server): they drain and exit 0 once it is set.
+// SIGTERM/SIGINT as a flag for the long-running subcommands (serve, engine,
+// api-server): they drain and exit 0 once it is set. A second signal while
+// draining (an impatient Ctrl-C) exits at once; a supervisor's children die
+// with it (PR_SET_PDEATHSIG).
 #pragma once
 
 #include <atomic>
+#include <unistd.h>
+
 #include <csignal>
 
 namespace sightline::cli {
@@ -13,7 +17,9 @@ inline const std::atomic<bool>& InstallStopSignals() {
   static std::atomic<bool> stop{false};
   static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
   struct Handler {
-    static void On(int) { stop.store(true); }
+    static void On(int sig) {
+      if (stop.exchange(true)) _exit(128 + sig);  // async-signal-safe
+    }
   };
   std::signal(SIGTERM, Handler::On);
   std::signal(SIGINT, Handler::On);
