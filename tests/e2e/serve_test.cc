@@ -80,6 +80,11 @@ TEST(Serve, ThreeApiServersCountExactly) {
     EXPECT_EQ(p["sightline:registry_slots_in_use"], 5);  // supervisor, engine, 3 API servers
     EXPECT_EQ(p[kStreamed + "outcome=\"completed\"}"], kN / 2);
     EXPECT_EQ(p[kStreamed + "outcome=\"error_after_headers\"}"], 0);
+    // The instance's processes (METRICS.md §7), not just the one scraped.
+    EXPECT_GT(p["process_cpu_seconds_total"], 0);
+    EXPECT_GT(p["process_resident_memory_bytes"], 5 * 1e6);
+    EXPECT_GT(p["process_open_fds"], 5 * 4);
+    EXPECT_GT(p["process_start_time_seconds"], 1.7e9);
   }
 }
 

@@ -21,6 +21,7 @@
 #include "sightline/api_server/openai_server.h"
 #include "sightline/api_server/request_metrics.h"
 #include "sightline/api_server/tokenizer.h"
+#include "sightline/shm_registry/process_metrics.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::cli {
@@ -38,6 +39,7 @@ int RunApiServer(const ApiOptions& o, bool dry_run) {
     return Fail("--registry is required unless --disable-log-stats");
   if (dry_run) return 0;
   std::unique_ptr<metrics::Registry> registry;
+  std::unique_ptr<metrics::ProcessMetrics> process_metrics;  // declared after the registry
   if (!o.registry.empty()) {
     // The engine creates the registry when started on its own: started
     // together with it, wait for the registry as for the engine's READY.
@@ -48,6 +50,8 @@ int RunApiServer(const ApiOptions& o, bool dry_run) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (!s.ok()) return Fail(s.message());
+    if (s = metrics::ProcessMetrics::Start(registry.get(), false, 1.0, &process_metrics); !s.ok())
+      return Fail(s.message());
   }
   std::unique_ptr<api::Tokenizer> tokenizer;
   if (o.tokenizer == "byte")

@@ -16,6 +16,7 @@
 #include "sightline/engine_core/engine_server.h"
 #include "sightline/engine_core/safetensors.h"
 #include "sightline/kernels/cpu_ops.h"
+#include "sightline/shm_registry/process_metrics.h"
 #include "sightline/shm_registry/registry.h"
 #include "stop_signals.h"
 
@@ -63,17 +64,23 @@ int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
 
   std::unique_ptr<metrics::Registry> registry;
   std::unique_ptr<engine::EngineMetrics> engine_metrics;
+  std::unique_ptr<metrics::ProcessMetrics> process_metrics;  // declared after the registry
   if (!o.disable_log_stats) {
     // Under a supervisor the registry exists already; run on its own, the
     // engine creates it (and removes it when it exits cleanly).
     const std::string role = "engine-" + std::to_string(o.engine_index);
     Status attached = metrics::Registry::Attach(o.registry, role, &registry);
+    bool created = false;
     if (attached.code() == Status::Code::kNotFound) {
       attached = metrics::Registry::Create(o.registry, metrics::Capacity{}, role, &registry);
-      if (attached.ok())
-        std::cerr << "INFO engine: created metric registry '" << o.registry << "'\n";
+      created = attached.ok();
+      if (created) std::cerr << "INFO engine: created metric registry '" << o.registry << "'\n";
     }
     if (!attached.ok()) return Fail(attached.message());
+    // The instance's start time is its creator's.
+    if (Status s = metrics::ProcessMetrics::Start(registry.get(), created, 1.0, &process_metrics);
+        !s.ok())
+      return Fail(s.message());
     metrics::CatalogueOptions catalogue;
     catalogue.model_name = o.served_model_name;
     catalogue.max_model_len = static_cast<std::uint32_t>(o.max_model_len);

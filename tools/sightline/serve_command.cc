@@ -13,6 +13,7 @@
 #include "engine_options.h"
 #include "listening_socket.h"
 #include "registry_flags.h"
+#include "sightline/shm_registry/process_metrics.h"
 #include "sightline/shm_registry/registry.h"
 #include "stop_signals.h"
 #include "supervisor.h"
@@ -100,6 +101,10 @@ int RunServe(ServeOptions o) {
   if (o.registry.empty()) o.registry = "sightline-" + std::to_string(listener.port());
   std::unique_ptr<metrics::Registry> registry;
   if (Status s = metrics::Registry::Create(o.registry, o.capacity, "supervisor", &registry);
+      !s.ok())
+    return Fail(s.message());
+  std::unique_ptr<metrics::ProcessMetrics> process_metrics;
+  if (Status s = metrics::ProcessMetrics::Start(registry.get(), true, 1.0, &process_metrics);
       !s.ok())
     return Fail(s.message());
   RunDirectory run_dir;
