@@ -50,7 +50,9 @@ int RunApiServer(const ApiOptions& o, bool dry_run) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (!s.ok()) return Fail(s.message());
-    if (s = metrics::ProcessMetrics::Start(registry.get(), false, 1.0, &process_metrics); !s.ok())
+    // --disable-log-stats leaves the HTTP families (and stream outcomes) only.
+    if (!o.disable_log_stats &&
+        !(s = metrics::ProcessMetrics::Start(registry.get(), false, 1.0, &process_metrics)).ok())
       return Fail(s.message());
   }
   std::unique_ptr<api::Tokenizer> tokenizer;

@@ -104,9 +104,11 @@ int RunServe(ServeOptions o) {
       !s.ok())
     return Fail(s.message());
   std::unique_ptr<metrics::ProcessMetrics> process_metrics;
-  if (Status s = metrics::ProcessMetrics::Start(registry.get(), true, 1.0, &process_metrics);
-      !s.ok())
-    return Fail(s.message());
+  if (!o.engine.disable_log_stats) {
+    if (Status s = metrics::ProcessMetrics::Start(registry.get(), true, 1.0, &process_metrics);
+        !s.ok())
+      return Fail(s.message());
+  }
   RunDirectory run_dir;
   if (Status s = run_dir.Create(); !s.ok()) return Fail(s.message());
 
