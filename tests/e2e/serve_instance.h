@@ -57,9 +57,17 @@ class ServeInstance {
         break;  // exited during start-up
     }
   }
+  // Stops the instance as an operator would (SIGTERM, then SIGKILL after
+  // 20 s) and removes whatever a killed one could leave behind.
   ~ServeInstance() {
-    if (process_.pid() > 0) process_.KillAndWait(SIGKILL);
+    if (process_.pid() > 0) {
+      kill(process_.pid(), SIGTERM);
+      if (!process_.WaitFor(20)) process_.KillAndWait(SIGKILL);
+    }
     std::filesystem::remove(log_);
+    std::filesystem::remove("/dev/shm/sightline." + registry_);
+    std::error_code ignored;
+    std::filesystem::remove_all("/tmp/sightline-" + registry_, ignored);
   }
 
   int port() const { return port_; }

@@ -106,3 +106,6 @@ if __name__ == "__main__":
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        for suffix in (".in", ".out"):
+            if os.path.exists(f"/tmp/{name}{suffix}"):
+                os.remove(f"/tmp/{name}{suffix}")

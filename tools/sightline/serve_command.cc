@@ -2,8 +2,11 @@
 
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -41,16 +44,23 @@ int Fail(const std::string& message) {
 }
 
 // The private directory for the engine's ZeroMQ ipc:// sockets (0700),
-// removed with everything in it when the instance stops.
+// removed with everything in it when the instance stops. It is named after
+// the registry instance: only one live instance can hold that name (Create
+// refuses a live one), so a directory already there was left by a
+// supervisor that was SIGKILLed, and is replaced. Leftovers stay bounded.
 class RunDirectory {
  public:
-  Status Create() {
+  Status Create(const std::string& instance) {
     const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-    std::string pattern =
-        (runtime && *runtime ? std::string(runtime) : std::string("/tmp")) + "/sightline-XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr)
-      return Status::IoError("cannot create a run directory from " + pattern);
-    path_ = pattern;
+    const std::string path = (runtime && *runtime ? std::string(runtime) : std::string("/tmp")) +
+                             "/sightline-" + instance;
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);  // a symlink is removed, not followed
+    if (ec) return Status::IoError("cannot remove the stale run directory " + path);
+    if (mkdir(path.c_str(), 0700) != 0)
+      return Status::IoError("cannot create the run directory " + path + ": " +
+                             std::strerror(errno));
+    path_ = path;
     return Status::Ok();
   }
   ~RunDirectory() {
@@ -110,7 +120,7 @@ int RunServe(ServeOptions o) {
       return Fail(s.message());
   }
   RunDirectory run_dir;
-  if (Status s = run_dir.Create(); !s.ok()) return Fail(s.message());
+  if (Status s = run_dir.Create(o.registry); !s.ok()) return Fail(s.message());
 
   char exe[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
