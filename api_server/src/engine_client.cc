@@ -33,7 +33,16 @@ struct EngineClient::Impl {
   std::condition_variable ready_cv;
   EngineInfo info;
   std::deque<std::vector<std::uint8_t>> outbox;
-  std::unordered_map<std::string, OutputHandler> handlers;
+  // Shared, so the output thread copies a pointer (not the handler's
+  // captures) before calling it outside the lock. Looked up by string_view:
+  // no std::string per output.
+  struct IdHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view id) const { return std::hash<std::string_view>{}(id); }
+  };
+  using HandlerMap = std::unordered_map<std::string, std::shared_ptr<const OutputHandler>, IdHash,
+                                        std::equal_to<>>;
+  HandlerMap handlers;
   std::unordered_map<std::uint64_t, std::function<void(bool, const std::string&)>> utilities;
   std::uint64_t next_call = 1;
 
@@ -51,14 +60,14 @@ struct EngineClient::Impl {
   // The engine is gone: fail every request and call still waiting.
   void Gone() {
     alive = false;
-    std::unordered_map<std::string, OutputHandler> h;
+    HandlerMap h;
     std::unordered_map<std::uint64_t, std::function<void(bool, const std::string&)>> u;
     {
       std::lock_guard<std::mutex> g(mu);
       h.swap(handlers);
       u.swap(utilities);
     }
-    for (auto& [id, handler] : h) handler(RequestDelta{});
+    for (auto& [id, handler] : h) (*handler)(RequestDelta{});
     for (auto& [id, done] : u) done(false, "the engine is not running");
     ready_cv.notify_all();
   }
@@ -89,15 +98,19 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
       const auto* o = e->body_as_EngineOutputs();
       if (o->outputs())
         for (const ipc::RequestOutput* out : *o->outputs()) {
-          OutputHandler handler;
+          std::shared_ptr<const OutputHandler> handler;
           {
             std::lock_guard<std::mutex> g(mu);
-            auto it = handlers.find(out->request_id()->str());
+            auto it = handlers.find(out->request_id()->string_view());
             if (it == handlers.end()) continue;  // aborted or unknown
-            handler = it->second;
-            if (out->finish_reason() != ipc::FinishReason::None) handlers.erase(it);
+            if (out->finish_reason() != ipc::FinishReason::None) {
+              handler = std::move(it->second);
+              handlers.erase(it);
+            } else {
+              handler = it->second;
+            }
           }
-          handler(RequestDelta{o->timestamp(), out});
+          (*handler)(RequestDelta{o->timestamp(), out});
         }
       if (const auto* u = o->utility_result()) {
         std::function<void(bool, const std::string&)> done;
@@ -230,7 +243,9 @@ Status EngineClient::Submit(const std::string& request_id, std::vector<std::uint
                                    std::to_string(impl_->options.client_index));
   {
     std::lock_guard<std::mutex> g(impl_->mu);
-    if (!impl_->handlers.emplace(request_id, std::move(handler)).second)
+    if (!impl_->handlers
+             .emplace(request_id, std::make_shared<const OutputHandler>(std::move(handler)))
+             .second)
       return Status::AlreadyExists("request id " + request_id + " is in flight");
   }
   impl_->Queue(std::move(request));
@@ -241,7 +256,10 @@ void EngineClient::Abort(const std::vector<std::string>& request_ids) {
   if (request_ids.empty()) return;
   {
     std::lock_guard<std::mutex> g(impl_->mu);
-    for (const auto& id : request_ids) impl_->handlers.erase(id);
+    for (const auto& id : request_ids) {
+      auto it = impl_->handlers.find(id);
+      if (it != impl_->handlers.end()) impl_->handlers.erase(it);
+    }
   }
   flatbuffers::FlatBufferBuilder b;
   const auto bytes =

@@ -37,6 +37,9 @@ struct Choice {
   double last_engine_step = -1;
   bool first_output = true, done = false;
   std::string finish;  // the finish reason once done
+  // A text chunk of this choice's stream is chunk_head + the delta as a JSON
+  // string + chunk_tail (see Generation::Emit); empty until first needed.
+  std::string chunk_head, chunk_tail;
 
   Choice(const Tokenizer* t, std::vector<std::string> stop)
       : detok(t, true), stops(std::move(stop)) {}
@@ -81,7 +84,7 @@ struct Generation {
   nlohmann::json Metrics() const;
   // A Responses request has one choice; what its response object shows now.
   ResponseView View() const;
-  void Write(const std::string& event);
+  void Write(std::string event);
 };
 
 // Ends choice `c` with a finish reason; `client_gone` when nothing more can

@@ -5,6 +5,7 @@
 #include <zlib.h>
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 
 #include <boost/asio.hpp>
@@ -49,6 +50,19 @@ std::string Gzip(const std::string& data) {
 }
 
 namespace {
+// One chunk of a chunked body on the wire: hex size, CRLF, data, CRLF
+// (RFC 9112 §7.1). Written by hand because it runs once per streamed token
+// and Beast's chunk_body would need the data to outlive the write; one
+// allocation, one copy.
+std::string ChunkWire(const std::string& data) {
+  char size[24];
+  const int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+  std::string wire;
+  wire.reserve(static_cast<std::size_t>(n) + data.size() + 2);
+  wire.append(size, static_cast<std::size_t>(n)).append(data).append("\r\n", 2);
+  return wire;
+}
+
 // The wire bytes of a Beast chunk (size line, data, CRLF), owned until written.
 template <typename Buffers>
 std::string Encode(const Buffers& buffers) {
@@ -101,7 +115,14 @@ struct HttpServer::Impl {
   void Accept() {
     // Each connection gets its own strand: its handlers and writes never overlap.
     acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
-      if (!ec) std::make_shared<Session>(this, std::move(socket))->Read();
+      if (!ec) {
+        // Streamed tokens are small writes: without TCP_NODELAY, Nagle holds
+        // each one until the previous is acknowledged (40 ms with a delayed
+        // ACK), which a client would see as inter-token latency.
+        beast::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        std::make_shared<Session>(this, std::move(socket))->Read();
+      }
       if (acceptor.is_open()) Accept();
     });
   }
@@ -130,9 +151,10 @@ struct HttpServer::Impl {
                  });
     }
     void Write(std::string chunk) override {
+      if (chunk.empty()) return;  // a zero-size chunk would end the stream
       auto self = session_;
-      asio::post(self->stream.get_executor(), [self, chunk = std::move(chunk)] {
-        self->Queue(Encode(http::make_chunk(asio::buffer(chunk))), false);
+      asio::post(self->stream.get_executor(), [self, wire = ChunkWire(chunk)]() mutable {
+        self->Queue(std::move(wire), false);
       });
     }
     void End() override {
@@ -315,7 +337,9 @@ struct HttpServer::Impl {
       }
       writing = true;
       const bool last = pending.front().second;
-      asio::async_write(stream, asio::buffer(pending.front().first),
+      // The raw socket: no Beast timer or rate policy per chunk (the stream has
+      // no deadline while an answer is being written; see OnRead).
+      asio::async_write(stream.socket(), asio::buffer(pending.front().first),
                         [self = shared_from_this(), last](beast::error_code ec, std::size_t) {
                           self->writing = false;
                           self->pending.pop_front();
