@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "api_server_command.h"
+#include "bench_command.h"
 #include "engine_command.h"
 #include "metrics_command.h"
 #include "serve_command.h"
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   sightline::cli::AddMakeModelCommand(app, &exit_code);
   sightline::cli::AddApiServerCommand(app, &exit_code);
   sightline::cli::AddServeCommand(app, &exit_code);
+  sightline::cli::AddBenchCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

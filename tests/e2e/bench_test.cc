@@ -1,0 +1,120 @@
+// `sightline bench serve` against a live `sightline serve` on loopback: the
+// run completes, the server's counts equal what the client saw exactly
+// (--compare-metrics), and bad input fails with one clear line.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "e2e/serve_instance.h"
+
+namespace sightline::testing {
+namespace {
+
+struct BenchRun {
+  int code = -1;
+  std::string output;
+  nlohmann::json json;
+};
+
+BenchRun Bench(const std::vector<std::string>& args) {
+  const std::string out = "/tmp/" + UniqueInstance() + ".bench";
+  std::vector<std::string> argv = {SIGHTLINE_CLI,   "bench",         "serve",
+                                   "--no-progress", "--output-json", out + ".json"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ChildProcess p = ChildProcess::Spawn([argv, out](const ChildProcess::Control&) {
+    const int fd = open((out + ".log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    execv(a[0], a.data());
+    return 127;
+  });
+  BenchRun r;
+  const auto code = p.WaitFor(120);
+  r.code = code ? *code : -1;
+  std::ifstream log(out + ".log");
+  r.output.assign(std::istreambuf_iterator<char>(log), std::istreambuf_iterator<char>());
+  std::ifstream json(out + ".json");
+  if (json) r.json = nlohmann::json::parse(json, nullptr, false);
+  std::filesystem::remove(out + ".log");
+  std::filesystem::remove(out + ".json");
+  return r;
+}
+
+void ExpectExactCounts(const BenchRun& r, std::size_t n) {
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_TRUE(r.json.is_object()) << r.output;
+  EXPECT_EQ(r.json["completed"], n);
+  EXPECT_EQ(r.json["failed"], 0);
+  const auto& cmp = r.json["compare_metrics"];
+  EXPECT_EQ(cmp["counts_match"], true) << r.output;
+  int exact = 0;
+  for (const auto& row : cmp["rows"])
+    if (row["exact"] == true) {
+      ++exact;
+      EXPECT_EQ(row["server"], row["client"]) << row["what"];
+    }
+  EXPECT_EQ(exact, 8);
+  EXPECT_NE(r.output.find("Serving Benchmark Result"), std::string::npos);
+  EXPECT_NE(r.output.find("Counts: all match exactly."), std::string::npos);
+}
+
+TEST(BenchServe, CountsMatchTheServerExactly) {
+  ServeInstance serve({"--api-server-count", "2"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  const std::string url = "http://127.0.0.1:" + std::to_string(serve.port());
+
+  BenchRun r = Bench({"--base-url", url, "--num-prompts", "40", "--max-concurrency", "6",
+                      "--random-input-len", "24", "--random-output-len", "12",
+                      "--random-range-ratio", "0.5", "--ignore-eos", "--compare-metrics"});
+  ExpectExactCounts(r, 40);
+  EXPECT_EQ(r.json["model"], "sightline-tiny");
+  EXPECT_GE(r.json["total_input_tokens"].get<int>(), 40 * 12);
+  EXPECT_GT(r.json["ttft"]["median_ms"].get<double>(), 0);
+  EXPECT_EQ(r.json["tpot"]["count"], 40);
+
+  // Chat, shared prefixes, Poisson arrivals.
+  r = Bench({"--base-url",
+             url,
+             "--endpoint",
+             "/v1/chat/completions",
+             "--dataset-name",
+             "shared-prefix",
+             "--num-prompts",
+             "24",
+             "--shared-prefix-len",
+             "64",
+             "--shared-prefix-count",
+             "6",
+             "--shared-prefix-output-len",
+             "6",
+             "--request-rate",
+             "200",
+             "--seed",
+             "5",
+             "--ignore-eos",
+             "--compare-metrics"});
+  ExpectExactCounts(r, 24);
+}
+
+TEST(BenchServe, BadInputFailsWithOneLine) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--base-url", "https://example.com"},
+           {"--dataset-name", "sharegpt"},
+           {"--dataset-name", "sharegpt", "--dataset-path", "/nonexistent.json"},
+           {"--request-rate", "-3"},
+           {"--endpoint", "/v1/embeddings"},
+           {"--random-range-ratio", "1.5"},
+           {"--base-url", "http://127.0.0.1:1"}}) {
+    const BenchRun r = Bench(args);
+    EXPECT_EQ(r.code, 1) << args[1] << ": " << r.output;
+    EXPECT_EQ(r.output.rfind("sightline: error: ", 0), 0u) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace sightline::testing

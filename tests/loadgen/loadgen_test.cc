@@ -1,0 +1,272 @@
+// The load generator's parts: statistics, arrivals, workloads, dataset
+// loading, reading /metrics back, and the server-vs-client comparison.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <set>
+
+#include "sightline/loadgen/compare.h"
+#include "sightline/loadgen/exposition.h"
+#include "sightline/loadgen/runner.h"
+#include "sightline/loadgen/stats.h"
+#include "sightline/loadgen/workload.h"
+
+namespace sightline::loadgen {
+namespace {
+
+TEST(Stats, PercentilesInterpolateLikeNumpy) {
+  EXPECT_DOUBLE_EQ(Percentile({4, 1, 3, 2}, 50), 2.5);
+  EXPECT_DOUBLE_EQ(Percentile({4, 1, 3, 2}, 0), 1);
+  EXPECT_DOUBLE_EQ(Percentile({4, 1, 3, 2}, 100), 4);
+  EXPECT_NEAR(Percentile({1, 2, 3, 4}, 90), 3.7, 1e-12);
+  EXPECT_DOUBLE_EQ(Percentile({7}, 99), 7);
+  EXPECT_TRUE(std::isnan(Percentile({}, 50)));
+  const Summary s = Summarize({1, 2, 3, 4});
+  EXPECT_EQ(s.count, 4u);
+  EXPECT_DOUBLE_EQ(s.mean, 2.5);
+  EXPECT_DOUBLE_EQ(s.median, 2.5);
+}
+
+TEST(Stats, TpotExcludesRequestsOfOneTokenOrNone) {
+  RequestResult r;
+  r.ttft = 0.1;
+  r.e2e = 0.5;
+  r.output_tokens = 5;
+  EXPECT_NEAR(Tpot(r), 0.1, 1e-12);
+  r.output_tokens = 1;
+  EXPECT_LT(Tpot(r), 0);
+  r.output_tokens = 0;
+  EXPECT_LT(Tpot(r), 0);
+  r.output_tokens = 5;
+  r.ttft = -1;  // never saw a token
+  EXPECT_LT(Tpot(r), 0);
+}
+
+TEST(Stats, AggregateCountsFailuresByReasonAndSkipsThem) {
+  std::vector<RequestResult> rs(4);
+  rs[0] = {true, "", 10, 5, 0.1, 0.5, {0.1, 0.1, 0.1, 0.1}};
+  rs[1] = {true, "", 10, 1, 0.2, 0.2, {}};  // one token: no TPOT
+  rs[2].failure = "HTTP 400: bad";
+  rs[3].failure = "HTTP 400: bad";
+  const RunStats s = Aggregate(rs, 2.0);
+  EXPECT_EQ(s.ok, 2u);
+  EXPECT_EQ(s.failed, 2u);
+  EXPECT_EQ(s.failures.at("HTTP 400: bad"), 2u);
+  EXPECT_EQ(s.prompt_tokens, 20u);
+  EXPECT_EQ(s.output_tokens, 6u);
+  EXPECT_DOUBLE_EQ(s.request_throughput, 1.0);
+  EXPECT_DOUBLE_EQ(s.output_throughput, 3.0);
+  EXPECT_EQ(s.tpot.count, 1u);
+  EXPECT_EQ(s.itl.count, 4u);
+  EXPECT_EQ(s.ttft.count, 2u);
+}
+
+TEST(Arrivals, PoissonIsSeededWithTheRightMeanAndInfinityIsAllAtOnce) {
+  const auto a = ArrivalTimes(20000, 50, 7), b = ArrivalTimes(20000, 50, 7);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, ArrivalTimes(20000, 50, 8));
+  EXPECT_EQ(a[0], 0);
+  for (std::size_t i = 1; i < a.size(); ++i) ASSERT_GE(a[i], a[i - 1]);
+  const double mean_gap = a.back() / static_cast<double>(a.size() - 1);
+  EXPECT_NEAR(mean_gap, 1.0 / 50, 0.05 / 50);
+  // Exponential gaps: the standard deviation equals the mean.
+  double sq = 0;
+  for (std::size_t i = 1; i < a.size(); ++i) sq += std::pow(a[i] - a[i - 1] - mean_gap, 2);
+  EXPECT_NEAR(std::sqrt(sq / static_cast<double>(a.size() - 2)), mean_gap, 0.05 * mean_gap);
+  for (double t : ArrivalTimes(10, std::numeric_limits<double>::infinity(), 1)) EXPECT_EQ(t, 0);
+}
+
+TEST(Workload, RandomLengthsStayInRangeAndAreSeeded) {
+  RandomOptions o;
+  o.input_len = 100;
+  o.output_len = 20;
+  o.range_ratio = 0.5;
+  o.seed = 3;
+  const auto w = RandomWorkload(o, 500);
+  ASSERT_EQ(w.size(), 500u);
+  std::set<std::size_t> lengths;
+  for (const auto& r : w) {
+    ASSERT_GE(r.prompt_ids.size(), 50u);
+    ASSERT_LE(r.prompt_ids.size(), 150u);
+    ASSERT_GE(r.max_tokens, 10u);
+    ASSERT_LE(r.max_tokens, 30u);
+    for (auto id : r.prompt_ids) ASSERT_TRUE(id >= 32 && id < 127);
+    lengths.insert(r.prompt_ids.size());
+  }
+  EXPECT_GT(lengths.size(), 20u);
+  EXPECT_EQ(RandomWorkload(o, 500)[17].prompt_ids, w[17].prompt_ids);
+  o.range_ratio = 0;
+  o.text = true;
+  for (const auto& r : RandomWorkload(o, 10)) {
+    EXPECT_EQ(r.prompt_text.size(), 100u);
+    EXPECT_EQ(r.max_tokens, 20u);
+  }
+}
+
+TEST(Workload, SharedPrefixGroupsShareExactlyTheirPrefix) {
+  SharedPrefixOptions o;
+  o.prefix_len = 40;
+  o.prompts_per_prefix = 4;
+  o.suffix_len = 8;
+  const auto w = SharedPrefixWorkload(o, 12);
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    ASSERT_EQ(w[i].prompt_ids.size(), 48u);
+    const auto& group_first = w[i - i % 4].prompt_ids;
+    EXPECT_TRUE(std::equal(group_first.begin(), group_first.begin() + 40, w[i].prompt_ids.begin()));
+  }
+  EXPECT_NE(std::vector<std::uint32_t>(w[0].prompt_ids.begin(), w[0].prompt_ids.begin() + 40),
+            std::vector<std::uint32_t>(w[4].prompt_ids.begin(), w[4].prompt_ids.begin() + 40));
+  EXPECT_NE(w[0].prompt_ids, w[1].prompt_ids);  // distinct suffixes
+}
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  const std::string path = "/tmp/loadgen-test-" + std::to_string(getpid()) + "-" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Workload, ShareGptLoadsUsableConversationsAndRejectsBadFiles) {
+  const std::string good = WriteFile("good.json", R"([
+    {"conversations": [{"from": "human", "value": "Hello there"}, {"from": "gpt", "value": "0123456789abcdef0123"}]},
+    {"conversations": [{"from": "gpt", "value": "no question first"}]},
+    {"conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": "Q2"}, {"from": "gpt", "value": "A"}]},
+    {"nothing": 1}, 17])");
+  std::vector<BenchRequest> w;
+  ASSERT_TRUE(LoadShareGpt(good, 10, 0, 0, &w).ok());
+  ASSERT_EQ(w.size(), 2u);
+  std::set<std::string> prompts;
+  for (const auto& r : w) prompts.insert(r.prompt_text);
+  EXPECT_EQ(prompts, (std::set<std::string>{"Hello there", "Q2"}));
+  for (const auto& r : w) EXPECT_EQ(r.max_tokens, r.prompt_text == "Q2" ? 1u : 5u);
+  ASSERT_TRUE(LoadShareGpt(good, 1, 7, 0, &w).ok());
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].max_tokens, 7u);
+
+  Status s = LoadShareGpt("/nonexistent/sharegpt.json", 10, 0, 0, &w);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound);
+  EXPECT_NE(s.message().find("/nonexistent/sharegpt.json"), std::string::npos);
+  EXPECT_NE(
+      LoadShareGpt(WriteFile("bad.json", "{not json"), 10, 0, 0, &w).message().find("is not JSON"),
+      std::string::npos);
+  EXPECT_NE(LoadShareGpt(WriteFile("obj.json", R"({"a": 1})"), 10, 0, 0, &w)
+                .message()
+                .find("expected a JSON array"),
+            std::string::npos);
+  EXPECT_NE(
+      LoadShareGpt(WriteFile("empty.json", "[]"), 10, 0, 0, &w).message().find("no conversation"),
+      std::string::npos);
+  for (const char* f : {"good.json", "bad.json", "obj.json", "empty.json"})
+    std::remove(("/tmp/loadgen-test-" + std::to_string(getpid()) + "-" + f).c_str());
+}
+
+TEST(Exposition, ParsesSumsAndEstimatesQuantilesLikePrometheus) {
+  const std::string page = R"(# HELP x A histogram.
+# TYPE x histogram
+x_bucket{le="0.1",m="a"} 4
+x_bucket{le="0.5",m="a"} 12
+x_bucket{le="1.0",m="a"} 16
+x_bucket{le="+Inf",m="a"} 16
+x_bucket{le="0.1",m="b"} 6
+x_bucket{le="0.5",m="b"} 18
+x_bucket{le="1.0",m="b"} 24
+x_bucket{le="+Inf",m="b"} 24
+x_count{m="a"} 16
+c_total{reason="stop",q="x\"y"} 3.0
+c_total{reason="length"} 4
+plain 1e3
+)";
+  std::vector<Sample> s;
+  ASSERT_TRUE(ParseExposition(page, &s).ok());
+  EXPECT_EQ(Sum(s, "c_total"), 7);
+  EXPECT_EQ(Sum(s, "c_total", {{"reason", "stop"}}), 3);
+  EXPECT_EQ(Sum(s, "c_total", {{"q", "x\"y"}}), 3);
+  EXPECT_EQ(Sum(s, "plain"), 1000);
+  const auto b = Buckets(s, "x");  // summed over m
+  ASSERT_EQ(b.size(), 4u);
+  EXPECT_EQ(b.at(0.5), 30);
+  EXPECT_EQ(b.rbegin()->second, 40);
+  // Rank 20 of 40 in (0.1, 0.5] holding 10..30: 0.1 + 0.4 * (20 - 10) / 20.
+  EXPECT_NEAR(HistogramQuantile(0.5, b), 0.3, 1e-12);
+  EXPECT_NEAR(HistogramQuantile(0.1, b), 0.04, 1e-12);  // the first bucket starts at 0
+  EXPECT_EQ(QuantileBucket(0.5, b), (std::pair<double, double>{0.1, 0.5}));
+  const std::map<double, double> tail = {{1.0, 1}, {INFINITY, 10}};
+  EXPECT_EQ(HistogramQuantile(0.99, tail), 1.0);  // in +Inf: the highest finite bound
+  EXPECT_TRUE(std::isnan(HistogramQuantile(0.5, {{1.0, 0}, {INFINITY, 0}})));
+  const auto d = Delta(b, {{0.1, 10}, {INFINITY, 10}});
+  EXPECT_EQ(d.at(0.1), 0);
+  EXPECT_EQ(d.at(0.5), 30);
+  EXPECT_EQ(d.at(INFINITY), 30);
+
+  EXPECT_FALSE(ParseExposition("x{le=\"1\" 2\n", &s).ok());
+  EXPECT_FALSE(ParseExposition("x 1 2 3 junk\nnovalue\n", &s).ok());
+  EXPECT_FALSE(ParseExposition("x abc\n", &s).ok());
+}
+
+TEST(Runner, BaseUrlsAndRequestBodies) {
+  Target t;
+  ASSERT_TRUE(ParseBaseUrl("http://127.0.0.1:8123", &t).ok());
+  EXPECT_EQ(t.host, "127.0.0.1");
+  EXPECT_EQ(t.port, 8123);
+  ASSERT_TRUE(ParseBaseUrl("http://[::1]:9/", &t).ok());
+  EXPECT_EQ(t.host, "::1");
+  ASSERT_TRUE(ParseBaseUrl("http://localhost", &t).ok());
+  EXPECT_EQ(t.port, 80);
+  for (const char* bad : {"https://x:1", "127.0.0.1:8000", "http://x:99999", "http://x/v1", ""})
+    EXPECT_FALSE(ParseBaseUrl(bad, &t).ok()) << bad;
+
+  RunOptions o;
+  o.target.model = "m";
+  o.ignore_eos = true;
+  BenchRequest r;
+  r.prompt_ids = {65, 66};
+  r.max_tokens = 9;
+  auto body = nlohmann::json::parse(RequestBody(o, r));
+  EXPECT_EQ(body["prompt"], nlohmann::json({65, 66}));
+  EXPECT_EQ(body["max_tokens"], 9);
+  EXPECT_EQ(body["stream"], true);
+  EXPECT_EQ(body["stream_options"]["include_usage"], true);
+  EXPECT_EQ(body["ignore_eos"], true);
+  EXPECT_EQ(body["model"], "m");
+  o.target.endpoint = "/v1/chat/completions";
+  body = nlohmann::json::parse(RequestBody(o, r));
+  EXPECT_EQ(body["messages"][0]["content"], "AB");
+}
+
+TEST(Compare, CountsMatchOnlyWhenTheServerSawWhatTheClientSaw) {
+  auto page = [](double ok, double prompt, double gen, double ttft, double itl) {
+    std::vector<Sample> s;
+    s.push_back({"vllm:request_success_total", {{"finished_reason", "length"}}, ok});
+    s.push_back({"vllm:prompt_tokens_total", {}, prompt});
+    s.push_back({"vllm:generation_tokens_total", {}, gen});
+    s.push_back({"vllm:time_to_first_token_seconds_count", {}, ttft});
+    s.push_back({"vllm:inter_token_latency_seconds_count", {}, itl});
+    s.push_back({"vllm:request_time_per_output_token_seconds_count", {}, ttft});
+    s.push_back({"vllm:e2e_request_latency_seconds_count", {}, ttft});
+    s.push_back({"vllm:time_to_first_token_seconds_bucket", {{"le", "0.1"}}, ttft});
+    s.push_back({"vllm:time_to_first_token_seconds_bucket", {{"le", "+Inf"}}, ttft});
+    return s;
+  };
+  std::vector<RequestResult> client(3,
+                                    RequestResult{true, "", 8, 4, 0.05, 0.2, {0.05, 0.05, 0.05}});
+  // Before: 10 earlier requests; after: those plus exactly the client's 3.
+  const auto before = page(10, 80, 40, 10, 30);
+  Comparison c = Compare(before, page(13, 104, 52, 13, 39), client);
+  EXPECT_TRUE(c.counts_match) << FormatComparison(c);
+  for (const auto& row : c.rows) EXPECT_FALSE(row.mismatch) << row.what;
+  c = Compare(before, page(13, 104, 53, 13, 39), client);  // one generation token too many
+  EXPECT_FALSE(c.counts_match);
+  EXPECT_NE(FormatComparison(c).find("MISMATCH"), std::string::npos);
+  client[0].ttft = 0.5;  // outside the server's (0, 0.1] bucket for TTFT p99
+  c = Compare(before, page(13, 104, 52, 13, 39), client);
+  EXPECT_TRUE(c.counts_match);
+  bool flagged = false;
+  for (const auto& row : c.rows) flagged |= row.what == "TTFT p99 (s)" && row.mismatch;
+  EXPECT_TRUE(flagged);
+}
+
+}  // namespace
+}  // namespace sightline::loadgen

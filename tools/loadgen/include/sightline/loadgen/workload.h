@@ -1,0 +1,57 @@
+// Workloads for `sightline bench serve`: what to send and when.
+//
+//  * random: input and output lengths drawn around the given lengths
+//    (uniform in [len * (1 - ratio), len * (1 + ratio)]), seeded;
+//  * shared-prefix: groups of K prompts that share a prefix of L tokens, to
+//    exercise prefix caching;
+//  * sharegpt: the first human turn of each conversation of a ShareGPT-format
+//    JSON file, with the reply's length as the output length.
+// Prompts go to /v1/completions as token ids (the input length is exact,
+// whatever the tokenizer) and to /v1/chat/completions as text.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sightline/status.h"
+
+namespace sightline::loadgen {
+
+struct BenchRequest {
+  std::vector<std::uint32_t> prompt_ids;  // completions
+  std::string prompt_text;                // chat (and ShareGPT)
+  std::uint32_t max_tokens = 0;
+};
+
+struct RandomOptions {
+  std::uint32_t input_len = 128, output_len = 128;
+  double range_ratio = 0;  // in [0, 1)
+  std::uint64_t seed = 0;
+  bool text = false;  // prompts as text (chat) rather than token ids
+};
+std::vector<BenchRequest> RandomWorkload(const RandomOptions& o, std::size_t num_prompts);
+
+struct SharedPrefixOptions {
+  std::uint32_t prefix_len = 256;        // L: tokens every prompt of a group starts with
+  std::uint32_t prompts_per_prefix = 8;  // K
+  std::uint32_t suffix_len = 32, output_len = 64;
+  std::uint64_t seed = 0;
+  bool text = false;
+};
+std::vector<BenchRequest> SharedPrefixWorkload(const SharedPrefixOptions& o,
+                                               std::size_t num_prompts);
+
+// A ShareGPT file: a JSON array of {"conversations": [{"from": "human",
+// "value": ...}, {"from": "gpt", "value": ...}, ...]}. The output length is
+// `output_len` if non-zero, else the reply's bytes / 4 (a rough token count;
+// the file carries no token ids) clamped to [1, 2048]. Takes the first
+// `num_prompts` usable conversations (in file order after a seeded shuffle).
+Status LoadShareGpt(const std::string& path, std::size_t num_prompts, std::uint32_t output_len,
+                    std::uint64_t seed, std::vector<BenchRequest>* out);
+
+// Arrival offsets in seconds from the start: a Poisson process of `rate`
+// requests/s (exponential gaps, seeded), or all at 0 when rate is infinite.
+std::vector<double> ArrivalTimes(std::size_t n, double rate, std::uint64_t seed);
+
+}  // namespace sightline::loadgen
