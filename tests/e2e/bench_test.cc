@@ -57,7 +57,7 @@ void ExpectExactCounts(const BenchRun& r, std::size_t n) {
       ++exact;
       EXPECT_EQ(row["server"], row["client"]) << row["what"];
     }
-  EXPECT_EQ(exact, 8);
+  EXPECT_EQ(exact, 10);
   EXPECT_NE(r.output.find("Serving Benchmark Result"), std::string::npos);
   EXPECT_NE(r.output.find("Counts: all match exactly."), std::string::npos);
 }

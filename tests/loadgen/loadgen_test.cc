@@ -48,8 +48,8 @@ TEST(Stats, TpotExcludesRequestsOfOneTokenOrNone) {
 
 TEST(Stats, AggregateCountsFailuresByReasonAndSkipsThem) {
   std::vector<RequestResult> rs(4);
-  rs[0] = {true, "", 10, 5, 0.1, 0.5, {0.1, 0.1, 0.1, 0.1}};
-  rs[1] = {true, "", 10, 1, 0.2, 0.2, {}};  // one token: no TPOT
+  rs[0] = {true, "", "length", 10, 5, 0.1, 0.5, {0.1, 0.1, 0.1, 0.1}};
+  rs[1] = {true, "", "stop", 10, 1, 0.2, 0.2, {}};  // one token: no TPOT
   rs[2].failure = "HTTP 400: bad";
   rs[3].failure = "HTTP 400: bad";
   const RunStats s = Aggregate(rs, 2.0);
@@ -250,8 +250,8 @@ TEST(Compare, CountsMatchOnlyWhenTheServerSawWhatTheClientSaw) {
     s.push_back({"vllm:time_to_first_token_seconds_bucket", {{"le", "+Inf"}}, ttft});
     return s;
   };
-  std::vector<RequestResult> client(3,
-                                    RequestResult{true, "", 8, 4, 0.05, 0.2, {0.05, 0.05, 0.05}});
+  std::vector<RequestResult> client(
+      3, RequestResult{true, "", "length", 8, 4, 0.05, 0.2, {0.05, 0.05, 0.05}});
   // Before: 10 earlier requests; after: those plus exactly the client's 3.
   const auto before = page(10, 80, 40, 10, 30);
   Comparison c = Compare(before, page(13, 104, 52, 13, 39), client);
@@ -259,6 +259,10 @@ TEST(Compare, CountsMatchOnlyWhenTheServerSawWhatTheClientSaw) {
   for (const auto& row : c.rows) EXPECT_FALSE(row.mismatch) << row.what;
   c = Compare(before, page(13, 104, 53, 13, 39), client);  // one generation token too many
   EXPECT_FALSE(c.counts_match);
+  client[1].finish_reason = "stop";  // the server counted all three as length
+  c = Compare(before, page(13, 104, 52, 13, 39), client);
+  EXPECT_FALSE(c.counts_match);
+  client[1].finish_reason = "length";
   EXPECT_NE(FormatComparison(c).find("MISMATCH"), std::string::npos);
   client[0].ttft = 0.5;  // outside the server's (0, 0.1] bucket for TTFT p99
   c = Compare(before, page(13, 104, 52, 13, 39), client);

@@ -2,7 +2,7 @@
 // one token -> OnOutput (event stamps, request metrics in the shared-memory
 // registry, incremental detokenization, stop-string matching) -> the SSE
 // chunk (JSON) handed to the HTTP layer. The HTTP layer's socket write and
-// the engine client's ZeroMQ receive are not included; see RESULTS.md.
+// the engine client's ZeroMQ receive are not included; see PERFORMANCE.md.
 //
 // Arguments: concurrent streams, API (0 completions, 1 chat, 2 responses),
 // per-request metrics on/off.

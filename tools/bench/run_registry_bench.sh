@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces the numbers in tools/bench/RESULTS.md: medians of repeated runs,
+# Reproduces the numbers in tools/bench/PERFORMANCE.md: medians of repeated runs,
 # scrape configurations interleaved so machine noise hits them alike.
 #   tools/bench/run_registry_bench.sh [build-dir]
 set -euo pipefail

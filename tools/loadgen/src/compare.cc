@@ -37,6 +37,13 @@ Comparison Compare(const std::vector<Sample>& before, const std::vector<Sample>&
     c.counts_match &= !row.mismatch;
     c.rows.push_back(std::move(row));
   };
+  // By finish reason: what each successful stream's last chunk said.
+  for (const char* reason : {"stop", "length"}) {
+    double client = 0;
+    for (const RequestResult& r : results) client += r.ok && r.finish_reason == reason;
+    exact(std::string("requests finished: ") + reason,
+          delta("vllm:request_success_total", {{"finished_reason", reason}}), client);
+  }
   const double finished_ok = delta("vllm:request_success_total", {{"finished_reason", "stop"}}) +
                              delta("vllm:request_success_total", {{"finished_reason", "length"}});
   exact("requests finished (stop + length)", finished_ok, ok);

@@ -66,6 +66,8 @@ void OnEvent(const std::string& data, Clock::time_point sent, Clock::time_point 
   bool content = false;
   if (e.contains("choices") && e["choices"].is_array())
     for (const auto& c : e["choices"]) {
+      if (c.contains("finish_reason") && c["finish_reason"].is_string())
+        r->finish_reason = c["finish_reason"].get<std::string>();
       if (c.contains("text") && c["text"].is_string() && !c["text"].get<std::string>().empty())
         content = true;
       if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content") &&

@@ -14,6 +14,7 @@ namespace sightline::loadgen {
 struct RequestResult {
   bool ok = false;
   std::string failure;              // why not ok: "HTTP 400: ...", "connection reset", ...
+  std::string finish_reason;  // the last finish_reason the stream gave ("stop", "length", ...)
   std::uint64_t prompt_tokens = 0;  // from the server's usage
   std::uint64_t output_tokens = 0;  // from the server's usage
   double ttft = -1;                 // send -> first content

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""End-to-end serving benchmarks with `sightline bench serve` against
+`sightline serve` on loopback, variants interleaved round by round so that
+the noise of a shared machine falls on all of them alike. Prints the median
+of each variant and its ratio to the first.
+
+  tools/bench/serve_bench.py --variants="--api-server-count 1;--api-server-count 2;--api-server-count 4"
+  tools/bench/serve_bench.py --variants="default;--enable-per-request-metrics"
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def serve(cli, extra, log):
+    flags = [] if extra == "default" else shlex.split(extra)
+    p = subprocess.Popen([cli, "serve", "--host", "127.0.0.1", "--port", "0", "--engine-threads", "1"]
+                         + flags, stdout=log, stderr=log)
+    for _ in range(300):
+        with open(log.name) as f:
+            m = re.search(r"serving on http://127\.0\.0\.1:(\d+)", f.read())
+        if m:
+            return p, int(m.group(1))
+        if p.poll() is not None:
+            break
+        time.sleep(0.1)
+    p.kill()
+    sys.exit(f"serve {extra!r} did not start; see {log.name}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", default="build/tools/sightline")
+    ap.add_argument("--variants", required=True,
+                    help="';'-separated extra `serve` flags, one set per variant ('default': none)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--bench-args", default="--num-prompts 256 --random-input-len 32 "
+                    "--random-output-len 128 --max-concurrency 256 --ignore-eos")
+    a = ap.parse_args()
+    a.variants = [v.strip() for v in a.variants.split(";")]
+    keys = ["output_throughput", "request_throughput"]
+    lat = ["ttft", "itl", "e2el"]
+    results = {v: [] for v in a.variants}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(a.rounds):
+            for v in a.variants:
+                log = open(os.path.join(tmp, "serve.log"), "w+")
+                p, port = serve(a.cli, v, log)
+                out = os.path.join(tmp, "bench.json")
+                try:
+                    subprocess.run([a.cli, "bench", "serve", "--base-url", f"http://127.0.0.1:{port}",
+                                    "--no-progress", "--output-json", out] + shlex.split(a.bench_args),
+                                   check=True, stdout=subprocess.DEVNULL)
+                    with open(out) as f:
+                        j = json.load(f)
+                    assert j["failed"] == 0, j["failures"]
+                    results[v].append(j)
+                    print(f"round {r + 1} [{v or 'default'}]: {j['output_throughput']:,.0f} tok/s, "
+                          f"TTFT p50 {j['ttft']['median_ms']:.1f} ms, ITL p50 {j['itl']['median_ms']:.2f} ms",
+                          file=sys.stderr)
+                finally:
+                    p.send_signal(signal.SIGTERM)
+                    p.wait(60)
+    base = None
+    print(f"| variant | output tok/s | req/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | e2e p50 ms | tok/s ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for v in a.variants:
+        med = lambda f: statistics.median(f(j) for j in results[v])
+        tps = med(lambda j: j["output_throughput"])
+        base = base or tps
+        print(f"| {v or 'default'} | {tps:,.0f} | {med(lambda j: j['request_throughput']):.1f} | "
+              f"{med(lambda j: j['ttft']['median_ms']):.1f} / {med(lambda j: j['ttft']['p99_ms']):.1f} | "
+              f"{med(lambda j: j['itl']['median_ms']):.2f} / {med(lambda j: j['itl']['p99_ms']):.2f} | "
+              f"{med(lambda j: j['e2el']['median_ms']):.0f} | {tps / base:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
