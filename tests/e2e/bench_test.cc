@@ -22,16 +22,7 @@ BenchRun Bench(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {SIGHTLINE_CLI,   "bench",         "serve",
                                    "--no-progress", "--output-json", out + ".json"};
   argv.insert(argv.end(), args.begin(), args.end());
-  ChildProcess p = ChildProcess::Spawn([argv, out](const ChildProcess::Control&) {
-    const int fd = open((out + ".log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> a;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    execv(a[0], a.data());
-    return 127;
-  });
+  ChildProcess p = ChildProcess::ExecLogged(argv, out + ".log");
   BenchRun r;
   const auto code = p.WaitFor(120);
   r.code = code ? *code : -1;

@@ -36,17 +36,7 @@ class ServeInstance {
       argv.push_back("0");
     }
     argv.insert(argv.end(), args.begin(), args.end());
-    const std::string log = log_;
-    process_ = ChildProcess::Spawn([argv, log](const ChildProcess::Control&) {
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> a;
-      for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-      a.push_back(nullptr);
-      execv(a[0], a.data());
-      return 127;
-    });
+    process_ = ChildProcess::ExecLogged(argv, log_);
     const std::regex serving(R"(serving on http://127\.0\.0\.1:(\d+))");
     for (int i = 0; i < 600 && port_ == 0; ++i) {
       std::smatch m;

@@ -2,6 +2,7 @@
 // reaped on destruction so no test leaves a process behind.
 #pragma once
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -56,6 +57,20 @@ class ChildProcess {
   // Forks and execs `args[0]` with `args` (a program under test, e.g. the CLI).
   static ChildProcess Exec(const std::vector<std::string>& args) {
     return Spawn([args](const Control&) {
+      std::vector<char*> argv;
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      return 127;
+    });
+  }
+
+  // Exec() with stdout and stderr going to the file `log` (created 0600).
+  static ChildProcess ExecLogged(const std::vector<std::string>& args, const std::string& log) {
+    return Spawn([args, log](const Control&) {
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      dup2(fd, 1);
+      dup2(fd, 2);
       std::vector<char*> argv;
       for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);

@@ -1,5 +1,7 @@
 #include "api_server_options.h"
 
+#include "argv_builder.h"
+
 #include <filesystem>
 #include <sstream>
 
@@ -45,45 +47,29 @@ Status CheckApiOptions(const ApiOptions& o) {
 }
 
 std::vector<std::string> ApiServerArgs(const ApiOptions& o) {
-  std::ostringstream timeout, exit_after;
-  timeout << o.shutdown_timeout;
-  exit_after << o.exit_after_engine_death;
-  std::vector<std::string> a = {"--engine-input",
-                                o.engine_input,
-                                "--engine-output",
-                                o.engine_output,
-                                "--host",
-                                o.host,
-                                "--port",
-                                std::to_string(o.port),
-                                "--api-server-index",
-                                std::to_string(o.index),
-                                "--tokenizer",
-                                o.tokenizer,
-                                "--max-body-bytes",
-                                std::to_string(o.max_body_bytes),
-                                "--threads",
-                                std::to_string(o.threads),
-                                "--shutdown-timeout",
-                                timeout.str(),
-                                "--exit-after-engine-death",
-                                exit_after.str()};
-  auto add = [&a](std::string flag, std::string value) {
-    a.push_back(std::move(flag));
-    a.push_back(std::move(value));
-  };
-  if (!o.registry.empty()) add("--registry", o.registry);
-  if (o.fd >= 0) add("--fd", std::to_string(o.fd));
-  if (o.ready_fd >= 0) add("--ready-fd", std::to_string(o.ready_fd));
-  if (!o.served_model_name.empty()) add("--served-model-name", o.served_model_name);
-  if (!o.chat_template.empty()) add("--chat-template", o.chat_template);
+  ArgvBuilder a;
+  a.Add("--engine-input", o.engine_input);
+  a.Add("--engine-output", o.engine_output);
+  a.Add("--host", o.host);
+  a.Add("--port", o.port);
+  a.Add("--api-server-index", o.index);
+  a.Add("--tokenizer", o.tokenizer);
+  a.Add("--max-body-bytes", o.max_body_bytes);
+  a.Add("--threads", o.threads);
+  a.Add("--shutdown-timeout", o.shutdown_timeout);
+  a.Add("--exit-after-engine-death", o.exit_after_engine_death);
+  if (!o.registry.empty()) a.Add("--registry", o.registry);
+  if (o.fd >= 0) a.Add("--fd", o.fd);
+  if (o.ready_fd >= 0) a.Add("--ready-fd", o.ready_fd);
+  if (!o.served_model_name.empty()) a.Add("--served-model-name", o.served_model_name);
+  if (!o.chat_template.empty()) a.Add("--chat-template", o.chat_template);
   // Never --api-key: argv is world-readable in /proc; the key travels in
   // SIGHTLINE_API_KEY, which the spawner sets in the child's environment.
-  if (o.disable_log_stats) a.push_back("--disable-log-stats");
-  if (o.per_request_metrics) a.push_back("--enable-per-request-metrics");
-  if (o.load_tracking) a.push_back("--enable-server-load-tracking");
-  if (o.force_include_usage) a.push_back("--enable-force-include-usage");
-  return a;
+  if (o.disable_log_stats) a.Flag("--disable-log-stats");
+  if (o.per_request_metrics) a.Flag("--enable-per-request-metrics");
+  if (o.load_tracking) a.Flag("--enable-server-load-tracking");
+  if (o.force_include_usage) a.Flag("--enable-force-include-usage");
+  return a.Take();
 }
 
 }  // namespace sightline::cli

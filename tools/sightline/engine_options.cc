@@ -1,5 +1,7 @@
 #include "engine_options.h"
 
+#include "argv_builder.h"
+
 #include <filesystem>
 #include <sstream>
 
@@ -104,58 +106,32 @@ Status CheckEngineOptions(const engine::ModelConfig& model, EngineOptions* o, Kv
 }
 
 std::vector<std::string> EngineArgs(const EngineOptions& o) {
-  auto str = [](auto v) {
-    std::ostringstream s;
-    s.precision(17);
-    s << v;
-    return s.str();
-  };
-  std::vector<std::string> a = {
-      o.model,
-      "--input",
-      o.input,
-      "--output",
-      o.output,
-      "--engine-index",
-      str(o.engine_index),
-      "--load-format",
-      o.load_format,
-      "--device",
-      o.device,
-      "--seed",
-      str(o.seed),
-      "--max-num-seqs",
-      str(o.max_num_seqs),
-      "--max-num-batched-tokens",
-      str(o.max_num_batched_tokens),
-      "--block-size",
-      str(o.block_size),
-      "--kv-cache-memory",
-      str(o.kv_cache_memory),
-      "--scheduling-policy",
-      o.scheduling_policy,
-      "--log-stats-interval",
-      str(o.log_stats_interval),
-      "--kv-cache-metrics-sample",
-      str(o.kv_cache_metrics_sample),
-      "--threads",
-      str(o.threads),
-      "--heartbeat-timeout",
-      str(o.heartbeat_timeout),
-      o.prefix_caching ? "--enable-prefix-caching" : "--no-enable-prefix-caching",
-      o.chunked_prefill ? "--enable-chunked-prefill" : "--no-enable-chunked-prefill"};
-  auto add = [&a](std::string flag, std::string value) {
-    a.push_back(std::move(flag));
-    a.push_back(std::move(value));
-  };
-  if (!o.registry.empty()) add("--registry", o.registry);
-  if (!o.served_model_name.empty()) add("--served-model-name", o.served_model_name);
-  if (o.max_model_len > 0) add("--max-model-len", str(o.max_model_len));
-  if (o.num_gpu_blocks_override > 0)
-    add("--num-gpu-blocks-override", str(o.num_gpu_blocks_override));
-  if (o.disable_log_stats) a.push_back("--disable-log-stats");
-  if (o.kv_cache_metrics) a.push_back("--kv-cache-metrics");
-  return a;
+  ArgvBuilder a;
+  a.Positional(o.model);
+  a.Add("--input", o.input);
+  a.Add("--output", o.output);
+  a.Add("--engine-index", o.engine_index);
+  a.Add("--load-format", o.load_format);
+  a.Add("--device", o.device);
+  a.Add("--seed", o.seed);
+  a.Add("--max-num-seqs", o.max_num_seqs);
+  a.Add("--max-num-batched-tokens", o.max_num_batched_tokens);
+  a.Add("--block-size", o.block_size);
+  a.Add("--kv-cache-memory", o.kv_cache_memory);
+  a.Add("--scheduling-policy", o.scheduling_policy);
+  a.Add("--log-stats-interval", o.log_stats_interval);
+  a.Add("--kv-cache-metrics-sample", o.kv_cache_metrics_sample);
+  a.Add("--threads", o.threads);
+  a.Add("--heartbeat-timeout", o.heartbeat_timeout);
+  a.Flag(o.prefix_caching ? "--enable-prefix-caching" : "--no-enable-prefix-caching");
+  a.Flag(o.chunked_prefill ? "--enable-chunked-prefill" : "--no-enable-chunked-prefill");
+  if (!o.registry.empty()) a.Add("--registry", o.registry);
+  if (!o.served_model_name.empty()) a.Add("--served-model-name", o.served_model_name);
+  if (o.max_model_len > 0) a.Add("--max-model-len", o.max_model_len);
+  if (o.num_gpu_blocks_override > 0) a.Add("--num-gpu-blocks-override", o.num_gpu_blocks_override);
+  if (o.disable_log_stats) a.Flag("--disable-log-stats");
+  if (o.kv_cache_metrics) a.Flag("--kv-cache-metrics");
+  return a.Take();
 }
 
 }  // namespace sightline::cli

@@ -4,8 +4,8 @@
 // with it (PR_SET_PDEATHSIG).
 #pragma once
 
-#include <atomic>
 #include <unistd.h>
+#include <atomic>
 
 #include <csignal>
 
