@@ -9,7 +9,9 @@ import os
 import re
 import shlex
 import subprocess
+import shutil
 import sys
+import tempfile
 
 import yaml
 
@@ -49,6 +51,24 @@ for path in sorted(glob.glob(os.path.join(DEPLOY, "systemd", "*.service"))):
         text = f.read().replace("\\\n", " ")
     for m in re.finditer(r"^ExecStart=(.*)$", text, re.M):
         commands.append((shlex.split(m.group(1).replace("%i", "0"))[1:], path))
+
+# systemd's own check of the units (unknown keys, bad values), where the
+# tool exists: it warns on stderr and exits 0, so any output is a failure.
+if shutil.which("systemd-analyze"):
+    with tempfile.TemporaryDirectory() as tmp:
+        units = []
+        for path in sorted(glob.glob(os.path.join(DEPLOY, "systemd", "*"))):
+            name = os.path.basename(path).replace("@.service", "@0.service")
+            with open(path) as f:
+                text = f.read().replace("/usr/local/bin/sightline", os.path.abspath(CLI))
+            with open(os.path.join(tmp, name), "w") as f:
+                f.write(text)
+            units.append(os.path.join(tmp, name))
+        r = subprocess.run(["systemd-analyze", "verify", "--man=no"] + units,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
+else:
+    print("systemd-analyze not installed: systemd units not verified")
 
 assert len(commands) >= 6, commands
 for args, where in commands:
