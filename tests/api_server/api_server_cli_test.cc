@@ -65,5 +65,57 @@ TEST(ApiServerCli, StartedBeforeTheEngineItWaitsForItsRegistry) {
   std::filesystem::remove("/tmp/" + name + ".out");
 }
 
+// The per-role deployment (deploy/systemd, deploy/supervisord): two API
+// servers bind one port themselves (SO_REUSEPORT); when the engine dies they
+// answer 503, then exit 1 so that their supervisor restarts them with it.
+TEST(ApiServerCli, StandaloneApiServersShareAPortAndExitAfterTheEngineDies) {
+  const std::string name = sightline::testing::UniqueInstance();
+  const std::string in = "ipc:///tmp/" + name + ".in", out = "ipc:///tmp/" + name + ".out";
+  int port = 0;
+  const int probe = sightline::testing::ListenLoopback(&port);
+  ASSERT_GE(probe, 0);
+  close(probe);
+  ChildProcess engine = ChildProcess::Exec({SIGHTLINE_CLI, "engine", "--input", in, "--output", out,
+                                            "--registry", name, "--threads", "1"});
+  std::vector<ChildProcess> api;
+  for (int i = 0; i < 2; ++i)
+    api.push_back(ChildProcess::Exec({SIGHTLINE_CLI, "api-server", "--engine-input", in,
+                                      "--engine-output", out, "--registry", name, "--port",
+                                      std::to_string(port), "--api-server-index", std::to_string(i),
+                                      "--exit-after-engine-death", "2"}));
+  int ok = 0;
+  for (int i = 0; i < 300 && ok < 10; ++i) {  // both bound: every connection is answered
+    try {
+      ok += HttpClient(port)
+                .Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})")
+                .result_int() == 200;
+    } catch (const std::exception&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  EXPECT_EQ(ok, 10);
+  for (ChildProcess& p : api) ASSERT_FALSE(p.WaitFor(0).has_value()) << "an API server failed";
+
+  engine.KillAndWait(SIGKILL);
+  bool unhealthy = false;
+  for (int i = 0; i < 40 && !unhealthy; ++i) {
+    try {
+      unhealthy =
+          HttpClient(port).Request(boost::beast::http::verb::get, "/health").result_int() == 503;
+    } catch (const std::exception&) {
+    }
+    if (!unhealthy) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(unhealthy);
+  for (ChildProcess& p : api) {
+    const auto code = p.WaitFor(10);
+    ASSERT_TRUE(code.has_value()) << "an API server outlived its engine";
+    EXPECT_EQ(*code, 1);
+  }
+  std::filesystem::remove("/dev/shm/sightline." + name);  // the engine was SIGKILLed
+  std::filesystem::remove("/tmp/" + name + ".in");
+  std::filesystem::remove("/tmp/" + name + ".out");
+}
+
 }  // namespace
 }  // namespace sightline::api

@@ -255,6 +255,7 @@ TEST(Serve, BadFlagsFailBeforeAnythingStarts) {
   ASSERT_GE(busy, 0);
   const std::vector<std::vector<std::string>> bad = {
       {"--api-server-count", "0"},
+      {"--api-server-count", "63"},  // 65 registry slots needed, 64 by default
       {"--max-num-seqs", "0"},
       {"--block-size", "5000"},
       {"--device", "tpu"},

@@ -93,8 +93,15 @@ int RunServe(ServeOptions o) {
   KvPlan plan;
   if (Status s = ResolveModelConfig(o.engine, &model, &preset); !s.ok()) return Fail(s.message());
   if (Status s = CheckEngineOptions(model, &o.engine, &plan); !s.ok()) return Fail(s.message());
-  if (o.api_server_count < 1 || o.api_server_count > 64)
-    return Fail("--api-server-count must be in [1, 64]");
+  if (o.api_server_count < 1 || o.api_server_count > 256)
+    return Fail("--api-server-count must be in [1, 256]");
+  // The supervisor, the engine and every API server each hold a registry
+  // slot (a dead one's is reclaimed when a new process needs it).
+  if (o.api_server_count + 2 > o.capacity.max_processes)
+    return Fail("--api-server-count " + std::to_string(o.api_server_count) + " needs " +
+                std::to_string(o.api_server_count + 2) +
+                " metric registry process slots; raise --registry-max-processes (now " +
+                std::to_string(o.capacity.max_processes) + ")");
   if (o.max_restarts_per_minute < 0) return Fail("--api-server-max-restarts must be >= 0");
   if (!(o.startup_timeout > 0)) return Fail("--startup-timeout must be positive");
   if (!o.show_hidden_metrics_for_version.empty() &&
