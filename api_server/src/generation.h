@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "completion_request.h"
+#include "event_template.h"
 #include "responses_format.h"
 #include "sightline/api_server/detokenizer.h"
 #include "sightline/api_server/engine_client.h"
@@ -36,10 +37,8 @@ struct Choice {
   FinishedRequest stats;
   double last_engine_step = -1;
   bool first_output = true, done = false;
-  std::string finish;  // the finish reason once done
-  // A text chunk of this choice's stream is chunk_head + the delta as a JSON
-  // string + chunk_tail (see Generation::Emit); empty until first needed.
-  std::string chunk_head, chunk_tail;
+  std::string finish;   // the finish reason once done
+  EventTemplate chunk;  // this choice's text chunk (chat, completions), made when first needed
 
   Choice(const Tokenizer* t, std::vector<std::string> stop)
       : detok(t, true), stops(std::move(stop)) {}
@@ -60,7 +59,8 @@ struct Generation {
   bool complete = false, per_request_metrics = false, force_usage = false;
   double arrival = 0;
   std::size_t request_bytes = 0, response_bytes = 0;
-  std::uint64_t sequence = 0;  // Responses stream events
+  std::uint64_t sequence = 0;    // Responses stream events
+  EventTemplate delta_template;  // Responses' output_text.delta, made when first needed
 
   // Opens a stream: the chat role chunks or the Responses opening events.
   void StartStream();

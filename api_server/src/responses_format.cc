@@ -1,5 +1,7 @@
 #include "responses_format.h"
 
+#include "event_template.h"
+
 namespace sightline::api {
 
 using nlohmann::json;
@@ -77,6 +79,16 @@ std::string ResponseTextDelta(const std::string& item_id, const std::string& del
   return Event("response.output_text.delta",
                {{"item_id", item_id}, {"output_index", 0}, {"content_index", 0}, {"delta", delta}},
                sequence);
+}
+
+std::string ResponseTextDeltaTemplate(const std::string& item_id) {
+  json body = {{"item_id", item_id},
+               {"output_index", 0},
+               {"content_index", 0},
+               {"delta", EventTemplate::Placeholder(0)},
+               {"type", "response.output_text.delta"},
+               {"sequence_number", EventTemplate::Placeholder(1)}};
+  return "event: response.output_text.delta\ndata: " + body.dump() + "\n\n";
 }
 
 std::string ResponseStreamEnd(const ResponseView& r, const json* metrics, std::uint64_t* sequence) {

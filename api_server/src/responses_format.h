@@ -34,6 +34,9 @@ std::string ResponseStreamStart(const ResponseView& r, std::uint64_t* sequence);
 // One response.output_text.delta of item `item_id`.
 std::string ResponseTextDelta(const std::string& item_id, const std::string& delta,
                               std::uint64_t* sequence);
+// ResponseTextDelta rendered with EventTemplate placeholders: 0 for the
+// delta, 1 for the sequence number (same bytes once filled).
+std::string ResponseTextDeltaTemplate(const std::string& item_id);
 // The closing events: text, part and item done, then response.completed
 // carrying the final object, with `metrics` added when it is not absent.
 std::string ResponseStreamEnd(const ResponseView& r, const nlohmann::json* metrics,
