@@ -2,10 +2,10 @@
 # The prepared device check for a session lent a GPU (the `device` tool's
 # `run`; 15 minutes of device time in all, so everything is built here).
 #
-#   tools/gpu_check.sh prepare   here: build the CUDA kernel tests for Hopper
-#                                (sm_90) and Ampere (sm_80) and copy them, with
-#                                the Debian libraries the device image lacks
-#                                (OpenBLAS, gfortran, gomp, quadmath), into .gpu/
+#   tools/gpu_check.sh prepare   here: build the CUDA kernel and model-runner
+#                                tests for Hopper (sm_90) and Ampere (sm_80) and
+#                                copy them, with the Debian libraries the device
+#                                image lacks (OpenBLAS, ZeroMQ, ...), into .gpu/
 #   tools/gpu_check.sh run       there: run them; the log goes to $OUT
 #
 # Then: run(command="tools/gpu_check.sh run", carry=[".gpu"], timeout_s=300).
@@ -21,11 +21,14 @@ case "${1:-}" in
     grep -qx '/build-gpu/' .git/info/exclude 2>/dev/null || echo '/build-gpu/' >> .git/info/exclude
     cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_CUDA_ARCHITECTURES="80;90" >/dev/null
-    cmake --build build-gpu --target kernels_tests -j"$(nproc)"
+    cmake --build build-gpu --target kernels_tests engine_core_tests -j"$(nproc)"
     rm -rf .gpu && mkdir -p .gpu
-    cp build-gpu/tests/kernels_tests .gpu/
-    for lib in libopenblas.so.0 libgfortran.so.5 libgomp.so.1 libquadmath.so.0; do
-      cp -L "$(ldd build-gpu/tests/kernels_tests | awk -v l="$lib" '$1 == l {print $3}')" .gpu/
+    for bin in kernels_tests engine_core_tests; do
+      cp "build-gpu/tests/$bin" .gpu/
+      # The libraries outside glibc and the CUDA toolkit (the image has those).
+      ldd "build-gpu/tests/$bin" | awk '$3 ~ /^\// {print $3}' |
+        grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/usr/local/cuda' |
+        while read -r lib; do cp -Ln "$lib" .gpu/ 2>/dev/null || true; done
     done
     du -sh .gpu
     ;;
@@ -35,6 +38,9 @@ case "${1:-}" in
     ldd .gpu/kernels_tests | grep "not found" || true
     set -o pipefail
     .gpu/kernels_tests --gtest_color=no 2>&1 | tee "${OUT:-/tmp}/kernels_tests.log"
+    # The model-level GPU tests (the engine-process tests need the CLI: not here).
+    .gpu/engine_core_tests --gtest_color=no --gtest_filter='CudaModelRunner.*' 2>&1 |
+      tee "${OUT:-/tmp}/cuda_runner_tests.log"
     ;;
   *)
     echo "usage: tools/gpu_check.sh prepare|run" >&2

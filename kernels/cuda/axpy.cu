@@ -26,11 +26,6 @@ struct DeviceBuffer {
 
 }  // namespace
 
-bool CudaAvailable() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
 bool AxpyCuda(float a, const float* x, float* y, std::size_t n, std::string* error) {
   if (!CudaAvailable()) {
     *error = "no CUDA device available";

@@ -93,12 +93,14 @@ TEST(ApiServerCli, StandaloneApiServersShareAPortAndExitAfterTheEngineDies) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
-  EXPECT_EQ(ok, 10);
+  EXPECT_EQ(ok, 10) << "the API servers did not answer";
   for (ChildProcess& p : api) ASSERT_FALSE(p.WaitFor(0).has_value()) << "an API server failed";
 
   engine.KillAndWait(SIGKILL);
+  // (The 2 s bound on /health is the serve e2e test's; here, on a loaded
+  // machine, only that it comes.)
   bool unhealthy = false;
-  for (int i = 0; i < 40 && !unhealthy; ++i) {
+  for (int i = 0; i < 100 && !unhealthy; ++i) {
     try {
       unhealthy =
           HttpClient(port).Request(boost::beast::http::verb::get, "/health").result_int() == 503;
@@ -106,9 +108,9 @@ TEST(ApiServerCli, StandaloneApiServersShareAPortAndExitAfterTheEngineDies) {
     }
     if (!unhealthy) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  EXPECT_TRUE(unhealthy);
+  EXPECT_TRUE(unhealthy) << "/health never answered 503 after the engine's death";
   for (ChildProcess& p : api) {
-    const auto code = p.WaitFor(10);
+    const auto code = p.WaitFor(15);
     ASSERT_TRUE(code.has_value()) << "an API server outlived its engine";
     EXPECT_EQ(*code, 1);
   }

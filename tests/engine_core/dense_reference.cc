@@ -112,7 +112,7 @@ std::vector<std::int32_t> DenseGreedy(const ModelConfig& c, const ModelWeights& 
     std::vector<float> logits = DenseLogits(c, w, prompt);
     std::vector<float> sorted = logits;
     std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
-    margins->push_back(sorted[0] - sorted[1]);
+    if (margins) margins->push_back(sorted[0] - sorted[1]);
     const auto tok =
         static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     out.push_back(tok);

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "engine_core/dense_reference.h"
+#include "engine_core/mini_engine.h"
 #include "sightline/engine_core/model_runner.h"
 #include "sightline/engine_core/sampler.h"
 #include "sightline/kernels/cpu_ops.h"
@@ -117,73 +118,6 @@ TEST(Sampler, PenaltiesFollowVllmAndOpenAi) {
   EXPECT_EQ(SampleToken(logits, greedy, rng), 3);
 }
 
-// Scheduler + batch builder + CPU runner + greedy sampler: the engine's step
-// loop without IPC.
-class MiniEngine {
- public:
-  MiniEngine(const ModelConfig& c, const ModelWeights& w, int num_blocks, int block_size,
-             int budget)
-      : kv_(num_blocks, block_size, true),
-        runner_(MakeCpuModelRunner(c, w, num_blocks, block_size)),
-        block_size_(block_size) {
-    SchedulerConfig sc;
-    sc.max_num_batched_tokens = budget;
-    sc.max_model_len = c.max_position_embeddings;
-    sc.eos_token_ids = {-1};  // run to max_tokens
-    sched_ = std::make_unique<Scheduler>(sc, &kv_, [this] { return ++clock_; });
-  }
-  void Add(const std::string& id, std::vector<std::int32_t> prompt, int max_tokens) {
-    auto r = std::make_unique<Request>();
-    r->id = id;
-    r->num_prompt_tokens = static_cast<int>(prompt.size());
-    r->tokens = std::move(prompt);
-    r->sampling.temperature = 0;
-    r->sampling.max_tokens = static_cast<std::uint32_t>(max_tokens);
-    sched_->AddRequest(std::move(r));
-  }
-  void RunToCompletion() {
-    std::vector<float> logits;
-    while (sched_->HasWork()) {
-      SchedulerOutput out = sched_->Schedule();
-      for (const auto& s : out.scheduled) chunked_ |= !s.samples;
-      const BatchInput batch = BuildBatch(out, block_size_);
-      runner_->Execute(batch, &logits);
-      std::vector<std::int32_t> sampled(out.scheduled.size(), -1);
-      const int vocab = runner_->config().vocab_size;
-      std::size_t row = 0;
-      for (std::size_t i = 0; i < out.scheduled.size(); ++i) {
-        if (!out.scheduled[i].samples) continue;
-        sampled[i] = SampleToken(std::span(logits).subspan(row++ * static_cast<std::size_t>(vocab),
-                                                           static_cast<std::size_t>(vocab)),
-                                 out.scheduled[i].request->sampling, out.scheduled[i].request->rng);
-      }
-      sched_->UpdateFromOutput(out, sampled);
-      for (auto& r : sched_->TakeFinished()) {
-        outputs_[r->id] = std::vector<std::int32_t>(r->output().begin(), r->output().end());
-        cached_[r->id] = r->num_cached_tokens;
-      }
-    }
-  }
-  std::map<std::string, std::vector<std::int32_t>> outputs_;
-  std::map<std::string, int> cached_;
-  bool chunked_ = false;
-  std::uint64_t preemptions() const { return sched_->total_preemptions(); }
-
- private:
-  double clock_ = 0;
-  KVCacheManager kv_;
-  std::unique_ptr<ModelRunner> runner_;
-  std::unique_ptr<Scheduler> sched_;
-  int block_size_;
-};
-
-std::vector<std::int32_t> Prompt(int n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::int32_t> p(static_cast<std::size_t>(n));
-  for (auto& t : p) t = static_cast<std::int32_t>(rng() % 256);
-  return p;
-}
-
 TEST(ModelRunner, BatchedChunkedPreemptedAndCachedMatchTheDenseReference) {
   ModelConfig c;
   ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
@@ -206,7 +140,8 @@ TEST(ModelRunner, BatchedChunkedPreemptedAndCachedMatchTheDenseReference) {
 
   // 4-token blocks, 28 usable blocks (less than the 43 the first four need
   // together), and a 16-token budget that chunks every long prompt.
-  MiniEngine engine(c, w, /*num_blocks=*/29, /*block_size=*/4, /*budget=*/16);
+  MiniEngine engine(MakeCpuModelRunner(c, w, 29, 4), /*num_blocks=*/29, /*block_size=*/4,
+                    /*budget=*/16);
   for (const char* id : {"a", "b", "c", "d"}) engine.Add(id, prompts[id], kTokens);
   engine.RunToCompletion();
   engine.Add("e", prompts["e"], kTokens);

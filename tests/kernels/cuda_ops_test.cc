@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "sightline/kernels/axpy.h"  // CudaAvailable
 #include "sightline/kernels/cpu_ops.h"
+#include "sightline/kernels/device.h"
 
 #ifdef SIGHTLINE_HAVE_CUDA
 #include <cuda_runtime.h>

@@ -35,6 +35,9 @@ int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
   KvPlan plan;
   if (Status s = ResolveModelConfig(o, &model, &preset); !s.ok()) return Fail(s.message());
   if (Status s = CheckEngineOptions(model, &o, &plan); !s.ok()) return Fail(s.message());
+  const bool cuda = ResolveDevice(o) == "cuda";
+  if (cuda && !o.num_gpu_blocks_override)
+    if (Status s = PlanGpuKvCache(model, o, &plan); !s.ok()) return Fail(s.message());
   if (!o.disable_log_stats && o.registry.empty())
     return Fail("--registry is required unless --disable-log-stats");
   if (dry_run) return 0;
@@ -89,6 +92,7 @@ int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
     cache.block_size = o.block_size;
     cache.num_gpu_blocks = num_blocks;
     cache.enable_prefix_caching = o.prefix_caching;
+    cache.gpu_memory_utilization = o.gpu_memory_utilization;
     cache.kv_cache_size_tokens = tokens;
     cache.kv_cache_max_concurrency = static_cast<double>(tokens) / o.max_model_len;
     if (Status s = engine::EngineMetrics::Create(
@@ -98,12 +102,24 @@ int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
   }
 
   kernels::cpu::SetBlasThreads(o.threads);
-  engine::EngineCore core(
-      c, engine::MakeCpuModelRunner(model, std::move(weights), c.num_blocks, c.block_size),
-      engine_metrics.get(), [] {
-        return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-            .count();
-      });
+  std::unique_ptr<engine::ModelRunner> runner;
+  if (cuda) {
+    const bool bf16 = o.dtype != "float32";
+    if (Status s =
+            engine::MakeCudaModelRunner(model, weights, c.num_blocks, c.block_size, bf16, &runner);
+        !s.ok())
+      return Fail(s.message());
+    weights = engine::ModelWeights();  // on the device now
+  } else {
+    runner = engine::MakeCpuModelRunner(model, std::move(weights), c.num_blocks, c.block_size);
+  }
+  std::cerr << "INFO engine: device " << (cuda ? "cuda" : "cpu") << " ("
+            << (cuda && o.dtype != "float32" ? "bfloat16" : "float32") << "), " << c.num_blocks
+            << " KV blocks of " << c.block_size << " tokens\n";
+  engine::EngineCore core(c, std::move(runner), engine_metrics.get(), [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  });
   engine::EngineServerOptions so;
   so.input_address = o.input;
   so.output_address = o.output;

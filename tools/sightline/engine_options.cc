@@ -6,7 +6,9 @@
 #include <sstream>
 
 #include "sightline/engine_core/kv_residency.h"
+#include "sightline/engine_core/model_runner.h"
 #include "sightline/engine_core/safetensors.h"
+#include "sightline/kernels/device.h"
 
 namespace sightline::cli {
 
@@ -19,7 +21,13 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--load-format", o->load_format,
                   "auto, dummy (seeded random weights) or safetensors")
       ->capture_default_str();
-  cmd->add_option("--device", o->device, "auto, cpu or cuda (auto: the CPU in this build)")
+  cmd->add_option("--device", o->device, "auto (CUDA when a device is visible), cpu or cuda")
+      ->capture_default_str();
+  cmd->add_option("--dtype", o->dtype,
+                  "auto (bfloat16 on CUDA, float32 on the CPU), float32, bfloat16")
+      ->capture_default_str();
+  cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization,
+                  "Fraction of the GPU's memory for weights, activations and the KV cache")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed for dummy weights and unseeded sampling")
       ->capture_default_str();
@@ -65,10 +73,17 @@ Status ResolveModelConfig(const EngineOptions& o, engine::ModelConfig* config, b
 
 Status CheckEngineOptions(const engine::ModelConfig& model, EngineOptions* o, KvPlan* plan) {
   auto invalid = [](const std::string& m) { return Status::InvalidArgument(m); };
-  if (o->device == "cuda")
-    return invalid("--device cuda: this build has no CUDA execution path yet; use --device cpu");
-  if (o->device != "auto" && o->device != "cpu")
+  if (o->device != "auto" && o->device != "cpu" && o->device != "cuda")
     return invalid("--device must be auto, cpu or cuda");
+  if (o->dtype != "auto" && o->dtype != "float32" && o->dtype != "bfloat16")
+    return invalid("--dtype must be auto, float32 or bfloat16");
+  if (!(o->gpu_memory_utilization > 0 && o->gpu_memory_utilization <= 1))
+    return invalid("--gpu-memory-utilization must be in (0, 1]");
+  const bool cuda = ResolveDevice(*o) == "cuda";
+  if (o->device == "cuda" && !kernels::CudaAvailable())
+    return Status::NotFound("--device cuda: no CUDA device is visible (or this build has no CUDA)");
+  if (!cuda && o->dtype == "bfloat16")
+    return invalid("--dtype bfloat16 needs --device cuda: the CPU path computes in float32");
   if (o->max_model_len < 0) return invalid("--max-model-len must be positive");
   if (o->max_model_len == 0) o->max_model_len = model.max_position_embeddings;
   if (o->max_model_len > model.max_position_embeddings)
@@ -90,6 +105,8 @@ Status CheckEngineOptions(const engine::ModelConfig& model, EngineOptions* o, Kv
   if (!(o->log_stats_interval > 0)) return invalid("--log-stats-interval must be positive");
   if (!(o->heartbeat_timeout > 0)) return invalid("--heartbeat-timeout must be positive");
 
+  if (o->served_model_name.empty()) o->served_model_name = model.name;
+  if (cuda && !o->num_gpu_blocks_override) return Status::Ok();  // sized by PlanGpuKvCache
   const std::uint64_t bytes_per_block =
       2ull * model.num_layers * o->block_size * model.kv_size() * sizeof(float);
   plan->num_blocks = o->num_gpu_blocks_override ? o->num_gpu_blocks_override
@@ -101,7 +118,44 @@ Status CheckEngineOptions(const engine::ModelConfig& model, EngineOptions* o, Kv
                    std::to_string(plan->num_blocks) + " blocks), fewer than max_model_len " +
                    std::to_string(o->max_model_len) +
                    "; raise --kv-cache-memory or lower --max-model-len");
-  if (o->served_model_name.empty()) o->served_model_name = model.name;
+  return Status::Ok();
+}
+
+std::string ResolveDevice(const EngineOptions& o) {
+  if (o.device == "auto") return kernels::CudaAvailable() ? "cuda" : "cpu";
+  return o.device;
+}
+
+Status PlanGpuKvCache(const engine::ModelConfig& model, const EngineOptions& o, KvPlan* plan) {
+  std::uint64_t free = 0, total = 0;
+  if (!kernels::CudaMemoryInfo(&free, &total))
+    return Status::NotFound("--device cuda: cannot read the device's memory");
+  const bool bf16 = o.dtype != "float32";
+  const std::uint64_t weights = engine::CudaWeightBytes(model, bf16);
+  // One step's activations at the token budget, logits for every running
+  // request, and headroom for cuBLAS and the CUDA context.
+  const std::uint64_t t = static_cast<std::uint64_t>(o.max_num_batched_tokens);
+  const std::uint64_t activations =
+      t * 4 *
+          (2ull * model.hidden_size + 2ull * model.q_size() + 2ull * model.kv_size() +
+           2ull * model.intermediate_size) +
+      static_cast<std::uint64_t>(o.max_num_seqs) * model.vocab_size * 4 * 2 + (512ull << 20);
+  const double budget = static_cast<double>(total) * o.gpu_memory_utilization -
+                        static_cast<double>(total - free) - static_cast<double>(weights) -
+                        static_cast<double>(activations);
+  const std::uint64_t block = engine::CudaKvBlockBytes(model, o.block_size);
+  plan->num_blocks = budget > 0 ? static_cast<std::uint64_t>(budget) / block : 0;
+  plan->tokens = plan->num_blocks > 1 ? (plan->num_blocks - 1) * o.block_size : 0;
+  if (plan->tokens < static_cast<std::uint64_t>(o.max_model_len) || plan->num_blocks > (1u << 30)) {
+    auto mib = [](double b) { return std::to_string(static_cast<long>(b / (1 << 20))) + " MiB"; };
+    return Status::InvalidArgument(
+        "the GPU has room for a KV cache of " + std::to_string(plan->tokens) +
+        " tokens, fewer than max_model_len " + std::to_string(o.max_model_len) + " (device " +
+        mib(static_cast<double>(total)) + ", in use " + mib(static_cast<double>(total - free)) +
+        ", weights " + mib(static_cast<double>(weights)) + ", activations " +
+        mib(static_cast<double>(activations)) +
+        "); raise --gpu-memory-utilization or lower --max-model-len");
+  }
   return Status::Ok();
 }
 
@@ -113,6 +167,8 @@ std::vector<std::string> EngineArgs(const EngineOptions& o) {
   a.Add("--engine-index", o.engine_index);
   a.Add("--load-format", o.load_format);
   a.Add("--device", o.device);
+  a.Add("--dtype", o.dtype);
+  a.Add("--gpu-memory-utilization", o.gpu_memory_utilization);
   a.Add("--seed", o.seed);
   a.Add("--max-num-seqs", o.max_num_seqs);
   a.Add("--max-num-batched-tokens", o.max_num_batched_tokens);

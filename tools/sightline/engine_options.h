@@ -19,6 +19,8 @@ struct EngineOptions {
   std::string input, output, registry, served_model_name;
   std::string load_format = "auto";
   std::string device = "auto";  // auto | cpu | cuda
+  std::string dtype = "auto";   // auto (bfloat16 on CUDA, float32 on the CPU) | float32 | bfloat16
+  double gpu_memory_utilization = 0.9;
   std::uint32_t engine_index = 0;
   std::uint64_t seed = 0;
   int max_model_len = 0;  // 0: the model's max_position_embeddings
@@ -52,9 +54,18 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* o);
 // `*is_preset` says which (presets have no files, so dummy weights).
 Status ResolveModelConfig(const EngineOptions& o, engine::ModelConfig* config, bool* is_preset);
 
+// "cuda" or "cpu": --device, with auto meaning CUDA when a device is visible.
+std::string ResolveDevice(const EngineOptions& o);
+
 // Every check that needs no weights; fills in max_model_len (the model's when
-// 0) and served_model_name (the model's when empty).
+// 0) and served_model_name (the model's when empty). On the CPU it sizes the
+// KV cache from --kv-cache-memory; on CUDA the engine sizes it from the
+// device's memory once it runs (PlanGpuKvCache), unless overridden.
 Status CheckEngineOptions(const engine::ModelConfig& model, EngineOptions* o, KvPlan* plan);
+
+// The KV cache on the device: --gpu-memory-utilization of its memory, less
+// what is in use, the weights and room for one step's activations.
+Status PlanGpuKvCache(const engine::ModelConfig& model, const EngineOptions& o, KvPlan* plan);
 
 // argv (after "sightline engine") that reproduces `o`.
 std::vector<std::string> EngineArgs(const EngineOptions& o);

@@ -10,6 +10,7 @@
 #include "sightline/engine_core/model_config.h"
 #include "sightline/engine_core/model_weights.h"
 #include "sightline/engine_core/scheduler.h"
+#include "sightline/status.h"
 
 namespace sightline::engine {
 
@@ -40,5 +41,19 @@ class ModelRunner {
 // The CPU runner: OpenBLAS for the matrix products, kernels::cpu for the rest.
 std::unique_ptr<ModelRunner> MakeCpuModelRunner(ModelConfig config, ModelWeights weights,
                                                 int num_blocks, int block_size);
+
+// The CUDA runner (kernels::cuda, cuBLAS) on the current device: weights
+// uploaded once, matrices in BF16 when `bf16` (FP32 accumulation) else FP32,
+// norms and the embedding table in FP32; the paged KV cache (FP32) on the
+// device. Per step it copies the batch's index arrays in and the logits rows
+// out. Fails with a clear error without a device, without CUDA in this
+// build, or when device memory runs out.
+Status MakeCudaModelRunner(ModelConfig config, const ModelWeights& weights, int num_blocks,
+                           int block_size, bool bf16, std::unique_ptr<ModelRunner>* out);
+
+// Device memory the CUDA runner's weights take, to size the KV cache first.
+std::uint64_t CudaWeightBytes(const ModelConfig& config, bool bf16);
+// Bytes of one KV block over all layers on the device (K and V, FP32).
+std::uint64_t CudaKvBlockBytes(const ModelConfig& config, int block_size);
 
 }  // namespace sightline::engine

@@ -6,13 +6,12 @@
 #include <cstddef>
 #include <string>
 
+#include "sightline/kernels/device.h"
+
 namespace sightline::kernels {
 
 // CPU reference.
 void AxpyCpu(float a, const float* x, float* y, std::size_t n);
-
-// True when this build has CUDA kernels and a device is usable right now.
-bool CudaAvailable();
 
 // Runs the CUDA kernel on host buffers (copies in and out). Returns false and
 // sets *error when CUDA is unavailable or a CUDA call failed.
