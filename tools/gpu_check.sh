@@ -6,7 +6,7 @@
 #                                tests for Hopper (sm_90) and Ampere (sm_80) and
 #                                copy them, with the Debian libraries the device
 #                                image lacks (OpenBLAS, ZeroMQ, ...), into .gpu/
-#   tools/gpu_check.sh run       there: run them; the log goes to $OUT
+#   tools/gpu_check.sh run       there: run them and tools/bench/gpu_bench; logs to $OUT
 #
 # Then: run(command="tools/gpu_check.sh run", carry=[".gpu"], timeout_s=300).
 # The device image has its own CUDA 13 runtime and cuBLAS; if the binary does
@@ -21,8 +21,9 @@ case "${1:-}" in
     grep -qx '/build-gpu/' .git/info/exclude 2>/dev/null || echo '/build-gpu/' >> .git/info/exclude
     cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_CUDA_ARCHITECTURES="80;90" >/dev/null
-    cmake --build build-gpu --target kernels_tests engine_core_tests -j"$(nproc)"
+    cmake --build build-gpu --target kernels_tests engine_core_tests gpu_bench -j"$(nproc)"
     rm -rf .gpu && mkdir -p .gpu
+    cp build-gpu/tools/bench/gpu_bench .gpu/
     for bin in kernels_tests engine_core_tests; do
       cp "build-gpu/tests/$bin" .gpu/
       # The libraries outside glibc and the CUDA toolkit (the image has those).
@@ -41,6 +42,8 @@ case "${1:-}" in
     # The model-level GPU tests (the engine-process tests need the CLI: not here).
     .gpu/engine_core_tests --gtest_color=no --gtest_filter='CudaModelRunner.*' 2>&1 |
       tee "${OUT:-/tmp}/cuda_runner_tests.log"
+    # Decode and prefill throughput of a ~1B dummy model against the bounds.
+    .gpu/gpu_bench 2>&1 | tee "${OUT:-/tmp}/gpu_bench.md"
     ;;
   *)
     echo "usage: tools/gpu_check.sh prepare|run" >&2
