@@ -27,30 +27,12 @@ TEST(CudaModelRunner, WithoutADeviceItIsAClearError) {
 
 TEST(CudaModelRunner, TinyFp32BatchedChunkedPreemptedAndCachedMatchTheDenseReference) {
   if (!kernels::CudaAvailable()) GTEST_SKIP() << "no CUDA device visible";
-  ModelConfig c;
-  ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
-  const ModelWeights w = DummyWeights(c, 1234);
-  constexpr int kTokens = 12;
-  std::map<std::string, std::vector<std::int32_t>> prompts = {
-      {"a", Prompt(5, 1)}, {"b", Prompt(21, 2)}, {"c", Prompt(37, 3)}, {"d", Prompt(50, 4)}};
-  prompts["e"] = std::vector<std::int32_t>(prompts["d"].begin(), prompts["d"].begin() + 32);
-  for (std::int32_t t : Prompt(9, 5)) prompts["e"].push_back(t);
-  std::map<std::string, std::vector<std::int32_t>> expected;
-  for (const auto& [id, p] : prompts)
-    expected[id] = testing::DenseGreedy(c, w, p, kTokens, nullptr);
-
-  std::unique_ptr<ModelRunner> runner;
-  const Status s = MakeCudaModelRunner(c, w, 29, 4, /*bf16=*/false, &runner);
-  ASSERT_TRUE(s.ok()) << s.message();
-  MiniEngine engine(std::move(runner), 29, 4, 16);
-  for (const char* id : {"a", "b", "c", "d"}) engine.Add(id, prompts[id], kTokens);
-  engine.RunToCompletion();
-  engine.Add("e", prompts["e"], kTokens);
-  engine.RunToCompletion();
-  EXPECT_GT(engine.preemptions(), 0u);
-  EXPECT_TRUE(engine.chunked_);
-  EXPECT_GT(engine.cached_["e"], 0);
-  for (const auto& [id, tokens] : expected) EXPECT_EQ(engine.outputs_[id], tokens) << id;
+  ExpectInvariance([](const ModelConfig& c, const ModelWeights& w, int blocks, int block_size) {
+    std::unique_ptr<ModelRunner> runner;
+    const Status s = MakeCudaModelRunner(c, w, blocks, block_size, /*bf16=*/false, &runner);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return runner;
+  });
 }
 
 TEST(CudaModelRunner, Bf16AgreesWithFp32OnAtLeast99PercentOfGreedyTokens) {

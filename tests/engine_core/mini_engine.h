@@ -1,7 +1,12 @@
 // MiniEngine: the engine's step loop without IPC, for model-level tests on
-// the CPU and the GPU. Prompt(): seeded random prompts.
+// the CPU and the GPU. Prompt(): seeded random prompts. ExpectInvariance():
+// the central correctness test, on any runner.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -9,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_core/dense_reference.h"
 #include "sightline/engine_core/kv_cache_manager.h"
 #include "sightline/engine_core/model_runner.h"
 #include "sightline/engine_core/sampler.h"
@@ -78,6 +84,46 @@ inline std::vector<std::int32_t> Prompt(int n, unsigned seed) {
   std::vector<std::int32_t> p(static_cast<std::size_t>(n));
   for (auto& t : p) t = static_cast<std::int32_t>(rng() % 256);
   return p;
+}
+
+// The engine's correctness invariant on any runner built by `make_runner`
+// (num_blocks, block_size): with greedy sampling, five requests give the
+// same tokens as a plain dense forward pass although they are batched,
+// chunked (a 16-token budget), preempted (28 usable 4-token blocks, fewer than
+// the first four need together) and, for the fifth, served from the prefix
+// cache (it shares the fourth's first 32 tokens).
+inline void ExpectInvariance(const std::function<std::unique_ptr<ModelRunner>(
+                                 const ModelConfig&, const ModelWeights&, int, int)>& make_runner) {
+  ModelConfig c;
+  ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
+  const ModelWeights w = DummyWeights(c, 1234);
+  constexpr int kTokens = 12;
+  std::map<std::string, std::vector<std::int32_t>> prompts = {
+      {"a", Prompt(5, 1)}, {"b", Prompt(21, 2)}, {"c", Prompt(37, 3)}, {"d", Prompt(50, 4)}};
+  prompts["e"] = std::vector<std::int32_t>(prompts["d"].begin(), prompts["d"].begin() + 32);
+  for (std::int32_t t : Prompt(9, 5)) prompts["e"].push_back(t);
+
+  std::map<std::string, std::vector<std::int32_t>> expected;
+  float min_margin = 1e9;
+  for (const auto& [id, p] : prompts) {
+    std::vector<float> margins;
+    expected[id] = testing::DenseGreedy(c, w, p, kTokens, &margins);
+    min_margin = std::min(min_margin, *std::min_element(margins.begin(), margins.end()));
+  }
+  ASSERT_GT(min_margin, 1e-3f) << "the reference has a near-tie; pick other prompts";
+
+  std::unique_ptr<ModelRunner> runner = make_runner(c, w, 29, 4);
+  ASSERT_NE(runner, nullptr);
+  MiniEngine engine(std::move(runner), /*num_blocks=*/29, /*block_size=*/4, /*budget=*/16);
+  for (const char* id : {"a", "b", "c", "d"}) engine.Add(id, prompts[id], kTokens);
+  engine.RunToCompletion();
+  engine.Add("e", prompts["e"], kTokens);
+  engine.RunToCompletion();
+
+  EXPECT_GT(engine.preemptions(), 0u);
+  EXPECT_TRUE(engine.chunked_);
+  EXPECT_GT(engine.cached_["e"], 0);
+  for (const auto& [id, tokens] : expected) EXPECT_EQ(engine.outputs_[id], tokens) << id;
 }
 
 }  // namespace sightline::engine
