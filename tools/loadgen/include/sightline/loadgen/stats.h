@@ -13,7 +13,7 @@ namespace sightline::loadgen {
 // monotonic clock.
 struct RequestResult {
   bool ok = false;
-  std::string failure;              // why not ok: "HTTP 400: ...", "connection reset", ...
+  std::string failure;        // why not ok: "HTTP 400: ...", "connection reset", ...
   std::string finish_reason;  // the last finish_reason the stream gave ("stop", "length", ...)
   std::uint64_t prompt_tokens = 0;  // from the server's usage
   std::uint64_t output_tokens = 0;  // from the server's usage
