@@ -1,10 +1,13 @@
 // ArgvBuilder: a child process's command line from option values, for the
 // supervisor to hand each role the flags it was given (EngineArgs,
-// ApiServerArgs). Doubles keep 17 digits, so they survive the round trip.
+// ApiServerArgs). Doubles are written in their shortest exact form, so they
+// survive the round trip.
 #pragma once
 
+#include <charconv>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -14,11 +17,15 @@ class ArgvBuilder {
  public:
   template <typename T>
   void Add(std::string flag, const T& value) {
-    std::ostringstream text;
-    text.precision(17);
-    text << value;
     args_.push_back(std::move(flag));
-    args_.push_back(text.str());
+    if constexpr (std::is_floating_point_v<T>) {
+      char text[64];  // the shortest text that reads back as the same double
+      args_.push_back(std::string(text, std::to_chars(text, text + sizeof text, value).ptr));
+    } else {
+      std::ostringstream text;
+      text << value;
+      args_.push_back(text.str());
+    }
   }
   void Flag(std::string flag) { args_.push_back(std::move(flag)); }
   void Positional(std::string value) { args_.push_back(std::move(value)); }
