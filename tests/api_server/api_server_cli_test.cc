@@ -71,6 +71,16 @@ TEST(ApiServerCli, StartedBeforeTheEngineItWaitsForItsRegistry) {
 TEST(ApiServerCli, StandaloneApiServersShareAPortAndExitAfterTheEngineDies) {
   const std::string name = sightline::testing::UniqueInstance();
   const std::string in = "ipc:///tmp/" + name + ".in", out = "ipc:///tmp/" + name + ".out";
+  // The engine is SIGKILLed: its segment and sockets stay unless removed,
+  // on every exit path of this test.
+  struct Cleanup {
+    std::string name;
+    ~Cleanup() {
+      std::filesystem::remove("/dev/shm/sightline." + name);
+      std::filesystem::remove("/tmp/" + name + ".in");
+      std::filesystem::remove("/tmp/" + name + ".out");
+    }
+  } cleanup{name};
   int port = 0;
   const int probe = sightline::testing::ListenLoopback(&port);
   ASSERT_GE(probe, 0);
@@ -114,9 +124,6 @@ TEST(ApiServerCli, StandaloneApiServersShareAPortAndExitAfterTheEngineDies) {
     ASSERT_TRUE(code.has_value()) << "an API server outlived its engine";
     EXPECT_EQ(*code, 1);
   }
-  std::filesystem::remove("/dev/shm/sightline." + name);  // the engine was SIGKILLed
-  std::filesystem::remove("/tmp/" + name + ".in");
-  std::filesystem::remove("/tmp/" + name + ".out");
 }
 
 }  // namespace
