@@ -1,0 +1,164 @@
+// Request metrics end to end against a real engine: exact counters and
+// histogram counts, a client hanging up counted as abort, per-request
+// metrics on bodies and final usage chunks, and /load.
+#include <gtest/gtest.h>
+
+#include "api_server/live_api_server.h"
+
+namespace sightline::api {
+namespace {
+
+TEST_F(CompletionsTest, RequestMetricsAreExact) {
+  constexpr int kN = 3, kP = 16, kM = 8;
+  for (int i = 0; i < kN; ++i) Complete(kGreedy);
+  auto p = Page();
+  EXPECT_EQ(p[Key("vllm:request_success_total", "finished_reason=\"length\",")], kN);
+  EXPECT_EQ(p[Key("vllm:prompt_tokens_total")], kN * kP);
+  EXPECT_EQ(p[Key("vllm:generation_tokens_total")], kN * kM);
+  EXPECT_EQ(p[Key("vllm:inter_token_latency_seconds_count")], kN * (kM - 1));
+  EXPECT_EQ(p[Key("vllm:time_to_first_token_seconds_count")], kN);
+  EXPECT_EQ(p[Key("vllm:e2e_request_latency_seconds_count")], kN);
+  EXPECT_EQ(p[Key("vllm:request_generation_tokens_sum")], kN * kM);
+  EXPECT_EQ(p[Key("vllm:request_params_max_tokens_sum")], kN * kM);
+  EXPECT_EQ(p[Key("vllm:request_queue_time_seconds_count")], kN);
+  EXPECT_EQ(p[Key("vllm:request_time_per_output_token_seconds_count")], kN);
+  EXPECT_EQ(p["http_requests_total{handler=\"/v1/completions\",method=\"POST\",status=\"2xx\"}"],
+            kN);
+  EXPECT_EQ(p["http_request_duration_highr_seconds_count"], kN);
+  // The cached part of later prompts (same text) shows up split by source.
+  const double cached = p[Key("vllm:prompt_tokens_cached_total")];
+  EXPECT_EQ(p["vllm:prompt_tokens_by_source_total{engine=\"0\",model_name=\"tiny\",source=\"local_"
+              "compute\"}"] +
+                p["vllm:prompt_tokens_by_source_total{engine=\"0\",model_name=\"tiny\",source="
+                  "\"local_cache_hit\"}"],
+            kN * kP);
+  EXPECT_EQ(p["vllm:prompt_tokens_by_source_total{engine=\"0\",model_name=\"tiny\",source=\"local_"
+              "cache_hit\"}"],
+            cached);
+  EXPECT_EQ(p[Key("vllm:num_requests_running")], 0);
+}
+
+TEST_F(CompletionsTest, AClientHangingUpMidStreamIsCountedAsAbort) {
+  {
+    HttpClient c(port_);
+    json body = {{"model", "tiny"},
+                 {"prompt", "long"},
+                 {"n", 2},  // both choices end when the client goes
+                 {"max_tokens", 1500},
+                 {"ignore_eos", true},
+                 {"stream", true}};
+    const std::string req =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+        "application/json\r\nContent-Length: " +
+        std::to_string(body.dump().size()) + "\r\n\r\n" + body.dump();
+    boost::asio::write(c.socket(), boost::asio::buffer(req));
+    char buf[256];
+    c.socket().read_some(boost::asio::buffer(buf));  // the stream has started
+  }                                                  // hang up
+  double aborted = 0, running = 1;
+  for (int i = 0; i < 50 && (aborted < 2 || running > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto p = Page();
+    aborted = p[Key("vllm:request_success_total", "finished_reason=\"abort\",")];
+    running = p[Key("vllm:num_requests_running")];
+  }
+  EXPECT_EQ(aborted, 2);
+  EXPECT_EQ(running, 0);
+  EXPECT_EQ(Page()[Key("vllm:request_params_n_count")], 1);
+  auto p = Page();
+  EXPECT_EQ(p["sightline:stream_outcomes_total{handler=\"/v1/completions\",outcome=\"client_"
+              "disconnected\"}"],
+            1);
+  EXPECT_EQ(p["sightline:stream_outcomes_total{handler=\"/v1/completions\",outcome=\"completed\"}"],
+            0);
+}
+
+class PerRequestMetricsTest : public CompletionsTest {
+ protected:
+  void SetUp() override {
+    extra_api_args_ = {"--enable-per-request-metrics", "--enable-force-include-usage",
+                       "--enable-server-load-tracking"};
+    CompletionsTest::SetUp();
+  }
+};
+
+TEST_F(PerRequestMetricsTest, OnBodiesAndOnTheFinalUsageChunkOnly) {
+  const json r = Complete(kGreedy);
+  ASSERT_TRUE(r.contains("metrics")) << r.dump();
+  const json& m = r["metrics"];
+  for (const char* field : {"time_to_first_token_ms", "generation_time_ms", "queue_time_ms",
+                            "mean_itl_ms", "tokens_per_second"})
+    EXPECT_TRUE(m[field].is_number()) << field;
+  EXPECT_NEAR(m["mean_itl_ms"].get<double>(), m["generation_time_ms"].get<double>() / 7, 1e-6);
+  EXPECT_GE(m["queue_time_ms"].get<double>(), 0);
+  json body = kGreedy;
+  body["model"] = "tiny";
+  body["stream"] = true;  // no include_usage asked: forced by the flag
+  const auto s = HttpClient(port_).Post("/v1/completions", body.dump());
+  int with_metrics = 0, usage_chunks = 0;
+  for (std::size_t at = 0; (at = s.body().find("data: ", at)) != std::string::npos;) {
+    const std::size_t end = s.body().find("\n\n", at);
+    const std::string data = s.body().substr(at + 6, end - at - 6);
+    at = end;
+    if (data == "[DONE]") break;
+    const json e = json::parse(data);
+    with_metrics += e.contains("metrics");
+    if (e.contains("usage")) {
+      ++usage_chunks;
+      EXPECT_TRUE(e.contains("metrics"));
+    }
+  }
+  EXPECT_EQ(usage_chunks, 1);
+  EXPECT_EQ(with_metrics, 1);
+  // n > 1 or several prompts: no single request to describe (METRICS.md §8).
+  json several = kGreedy;
+  several["n"] = 2;
+  EXPECT_TRUE(Complete(several)["metrics"].is_null());
+  several["n"] = 1;
+  several["prompt"] = {"a", "b"};
+  EXPECT_TRUE(Complete(several)["metrics"].is_null());
+
+  // Responses: on the body, and on the response.completed event only.
+  json responses = {
+      {"model", "tiny"}, {"input", "Hi"}, {"max_output_tokens", 4}, {"ignore_eos", true}};
+  const json answer = json::parse(HttpClient(port_).Post("/v1/responses", responses.dump()).body());
+  EXPECT_TRUE(answer["metrics"]["generation_time_ms"].is_number()) << answer.dump();
+  responses["stream"] = true;
+  const auto events = SseEvents(HttpClient(port_).Post("/v1/responses", responses.dump()).body());
+  ASSERT_FALSE(events.empty());
+  for (std::size_t i = 0; i + 1 < events.size(); ++i)
+    EXPECT_EQ(events[i].find("\"metrics\""), std::string::npos) << events[i];
+  const json completed = json::parse(events.back());
+  EXPECT_EQ(completed["type"], "response.completed");
+  EXPECT_TRUE(completed["response"]["metrics"]["time_to_first_token_ms"].is_number());
+}
+
+TEST_F(PerRequestMetricsTest, LoadCountsRequestsBeingAnswered) {
+  auto load = [&] {
+    return json::parse(
+        HttpClient(port_).Request(boost::beast::http::verb::get, "/load").body())["server_load"];
+  };
+  EXPECT_EQ(load(), 0);
+  HttpClient streaming(port_);
+  json body = {{"model", "tiny"},
+               {"prompt", "x"},
+               {"max_tokens", 1900},
+               {"ignore_eos", true},
+               {"stream", true}};
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                          std::to_string(body.dump().size()) + "\r\n\r\n" + body.dump();
+  boost::asio::write(streaming.socket(), boost::asio::buffer(req));
+  char buf[64];
+  streaming.socket().read_some(boost::asio::buffer(buf));
+  EXPECT_EQ(load(), 1);
+  streaming.socket().close();  // hang up: aborted, no longer in flight
+  int now = 1;
+  for (int i = 0; i < 30 && now != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    now = load();
+  }
+  EXPECT_EQ(now, 0);
+}
+
+}  // namespace
+}  // namespace sightline::api
