@@ -249,6 +249,23 @@ TEST(Serve, AnEngineThatFailsToStartFailsStartUpWithItsError) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Serve, ServesAModelDirectory) {
+  // A real Hugging Face directory (config.json + safetensors, BF16) with no
+  // tokenizer file: served with the byte tokenizer, as the log says.
+  const std::string dir = "/tmp/" + UniqueInstance() + "-model";
+  ASSERT_EQ(ChildProcess::Exec({SIGHTLINE_CLI, "make-model", dir, "--dtype", "bf16"}).Wait(), 0);
+  {
+    ServeInstance serve({dir, "--served-model-name", "my-model"});
+    ASSERT_GT(serve.port(), 0) << serve.Log();
+    EXPECT_NE(serve.Log().find("using the byte tokenizer"), std::string::npos) << serve.Log();
+    const Outcome o = Complete(serve.port(), 8, 4, true);
+    EXPECT_TRUE(o.ok) << o.failure;
+    auto r = HttpClient(serve.port()).Request(boost::beast::http::verb::get, "/v1/models");
+    EXPECT_NE(r.body().find("\"my-model\""), std::string::npos) << r.body();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Serve, BadFlagsFailBeforeAnythingStarts) {
   int busy_port = 0;
   const int busy = ListenLoopback(&busy_port);
