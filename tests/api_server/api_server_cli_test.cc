@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "support/child_process.h"
@@ -79,6 +80,8 @@ TEST(ApiServerCli, StandaloneApiServersShareAPortAndExitAfterTheEngineDies) {
       std::filesystem::remove("/dev/shm/sightline." + name);
       std::filesystem::remove("/tmp/" + name + ".in");
       std::filesystem::remove("/tmp/" + name + ".out");
+      std::filesystem::remove("/tmp/" + name + ".api0.log");
+      std::filesystem::remove("/tmp/" + name + ".api1.log");
     }
   } cleanup{name};
   int port = 0;
@@ -88,23 +91,30 @@ TEST(ApiServerCli, StandaloneApiServersShareAPortAndExitAfterTheEngineDies) {
   ChildProcess engine = ChildProcess::Exec({SIGHTLINE_CLI, "engine", "--input", in, "--output", out,
                                             "--registry", name, "--threads", "1"});
   std::vector<ChildProcess> api;
-  for (int i = 0; i < 2; ++i)
-    api.push_back(ChildProcess::Exec({SIGHTLINE_CLI, "api-server", "--engine-input", in,
-                                      "--engine-output", out, "--registry", name, "--port",
-                                      std::to_string(port), "--api-server-index", std::to_string(i),
-                                      "--exit-after-engine-death", "2"}));
-  int ok = 0;
-  for (int i = 0; i < 300 && ok < 10; ++i) {  // both bound: every connection is answered
-    try {
-      ok += HttpClient(port)
-                .Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})")
-                .result_int() == 200;
-    } catch (const std::exception&) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+  std::vector<std::string> logs;
+  for (int i = 0; i < 2; ++i) {
+    logs.push_back("/tmp/" + name + ".api" + std::to_string(i) + ".log");
+    api.push_back(ChildProcess::ExecLogged(
+        {SIGHTLINE_CLI, "api-server", "--engine-input", in, "--engine-output", out, "--registry",
+         name, "--port", std::to_string(port), "--api-server-index", std::to_string(i),
+         "--exit-after-engine-death", "2"},
+        logs.back()));
   }
-  EXPECT_EQ(ok, 10) << "the API servers did not answer";
-  for (ChildProcess& p : api) ASSERT_FALSE(p.WaitFor(0).has_value()) << "an API server failed";
+  // Both serving (each logs it once it has the engine's READY and its socket).
+  auto serving = [](const std::string& log) {
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return text.find("serving sightline-tiny on port") != std::string::npos;
+  };
+  for (int i = 0; i < 300 && !(serving(logs[0]) && serving(logs[1])); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(serving(logs[0]) && serving(logs[1])) << "the API servers did not both start";
+  int ok = 0;
+  for (int i = 0; i < 20; ++i)  // every connection, whichever server takes it, is answered
+    ok += HttpClient(port)
+              .Post("/v1/completions", R"({"prompt": "hi", "max_tokens": 2})")
+              .result_int() == 200;
+  EXPECT_EQ(ok, 20);
 
   engine.KillAndWait(SIGKILL);
   // (The 2 s bound on /health is the serve e2e test's; here, on a loaded
