@@ -1,6 +1,7 @@
 #include "generation.h"
 
 #include <chrono>
+#include <utility>
 
 namespace sightline::api {
 
@@ -98,22 +99,34 @@ void Generation::Write(std::string event) {
   out->Write(std::move(event));
 }
 
+void Generation::SendLast(HttpResponse body) {
+  response_bytes = body.body.size();
+  // Taken out before the call: it holds the generation (a reference cycle
+  // until it is gone).
+  if (before_last_write) std::exchange(before_last_write, nullptr)();
+  out->Send(std::move(body));
+}
+
+void Generation::EndStream(std::string tail) {
+  response_bytes += tail.size();
+  // Taken out before the call: it holds the generation (a reference cycle
+  // until it is gone).
+  if (before_last_write) std::exchange(before_last_write, nullptr)();
+  out->Write(std::move(tail));
+  out->End();
+}
+
 void Generation::Fail(int status, const std::string& message, const char* type) {
-  if (!params.stream) {
-    HttpResponse r = ErrorResponse(status, message, type);
-    response_bytes = r.body.size();
-    return out->Send(std::move(r));
-  }
+  if (!params.stream) return SendLast(ErrorResponse(status, message, type));
   const json error = {{"message", message}, {"type", type}, {"code", status}};
   if (params.responses) {
     json event = error;
     event["type"] = "error";
     event["sequence_number"] = sequence++;
-    Write("event: error\ndata: " + event.dump() + "\n\n");
+    EndStream("event: error\ndata: " + event.dump() + "\n\n");
   } else {
-    Write("data: " + json{{"error", error}}.dump() + "\n\n");
+    EndStream("data: " + json{{"error", error}}.dump() + "\n\n");
   }
-  out->End();
 }
 
 void Generation::Finish() {
@@ -131,8 +144,7 @@ void Generation::Finish() {
       }
       tail += "data: [DONE]\n\n";
     }
-    Write(tail);
-    return out->End();
+    return EndStream(std::move(tail));
   }
   json body;
   if (params.responses) {
@@ -153,8 +165,7 @@ void Generation::Finish() {
   if (per_request_metrics) body["metrics"] = metrics;
   HttpResponse r;
   r.body = body.dump();
-  response_bytes = r.body.size();
-  out->Send(std::move(r));
+  SendLast(std::move(r));
 }
 
 void Generation::Emit(Choice& c, const std::string& delta) {

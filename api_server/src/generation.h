@@ -68,6 +68,12 @@ struct Generation {
   void Emit(Choice& c, const std::string& delta);
   // The closing chunk of one choice (chat and completions streams).
   void EndChoice(const Choice& c);
+  // Called once the last bytes of the response are rendered (response_bytes
+  // final) and just before they are handed to the HTTP layer: the request's
+  // remaining metrics are recorded here, so a client holding the whole
+  // response also finds it counted.
+  std::function<void()> before_last_write;
+
   // The request succeeded: the closing events, or the whole body.
   void Finish();
   // The request failed: an error body, or (headers already sent) an error
@@ -85,6 +91,9 @@ struct Generation {
   // A Responses request has one choice; what its response object shows now.
   ResponseView View() const;
   void Write(std::string event);
+  // The last bytes: a whole body, or a stream's tail then its end.
+  void SendLast(HttpResponse body);
+  void EndStream(std::string tail);
 };
 
 // Ends choice `c` with a finish reason; `client_gone` when nothing more can

@@ -167,27 +167,31 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
     bool engine_error = false;
     for (const auto& c : g->choices) engine_error |= c->finish == "error";
     const int http_status = engine_gone ? 503 : engine_error ? 500 : 200;
-    if (client_gone) {
-    } else if (engine_gone) {
+    // The parent and HTTP metrics, recorded before the response's last bytes
+    // go out (Generation::before_last_write), or at once if nobody is there.
+    auto record = [this, g, http_status, client_gone, engine_gone, engine_error] {
+      // Each prompt is one parent request of n samples, as in vLLM.
+      for (std::size_t first = 0; first < g->choices.size(); first += g->params.n) {
+        std::uint32_t max_generated = 0;
+        for (std::size_t k = first; k < first + g->params.n; ++k)
+          max_generated = std::max(max_generated, g->choices[k]->stats.generation_tokens);
+        metrics_->OnParentFinished(g->params.n, max_generated);
+      }
+      metrics_->OnHttp(g->handler, g->method, http_status, g->request_bytes, g->response_bytes,
+                       MonotonicSeconds() - g->arrival);
+      if (g->params.stream)
+        metrics_->OnStreamOutcome(g->handler, client_gone                   ? "client_disconnected"
+                                              : engine_gone || engine_error ? "error_after_headers"
+                                                                            : "completed");
+    };
+    if (client_gone) return record();
+    g->before_last_write = record;
+    if (engine_gone)
       g->Fail(503, "the engine stopped", "ServiceUnavailableError");
-    } else if (engine_error) {
+    else if (engine_error)
       g->Fail(500, "the engine failed the request", "InternalServerError");
-    } else {
+    else
       g->Finish();
-    }
-    // Each prompt is one parent request of n samples, as in vLLM.
-    for (std::size_t first = 0; first < g->choices.size(); first += g->params.n) {
-      std::uint32_t max_generated = 0;
-      for (std::size_t k = first; k < first + g->params.n; ++k)
-        max_generated = std::max(max_generated, g->choices[k]->stats.generation_tokens);
-      metrics_->OnParentFinished(g->params.n, max_generated);
-    }
-    metrics_->OnHttp(g->handler, g->method, http_status, g->request_bytes, g->response_bytes,
-                     MonotonicSeconds() - g->arrival);
-    if (g->params.stream)
-      metrics_->OnStreamOutcome(g->handler, client_gone                   ? "client_disconnected"
-                                            : engine_gone || engine_error ? "error_after_headers"
-                                                                          : "completed");
   };
   // Ends one choice once; the last one completes the response.
   const FinishChoice finish_choice = [this, g, complete](Choice& c, const char* reason,
