@@ -102,8 +102,9 @@ TEST(ApiServerCli, StandaloneApiServersShareAPortAndExitAfterTheEngineDies) {
   }
   // Both serving (each logs it once it has the engine's READY and its socket).
   auto serving = [](const std::string& log) {
-    std::ifstream in(log);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ifstream file(log);
+    const std::string text((std::istreambuf_iterator<char>(file)),
+                           std::istreambuf_iterator<char>());
     return text.find("serving sightline-tiny on port") != std::string::npos;
   };
   for (int i = 0; i < 300 && !(serving(logs[0]) && serving(logs[1])); ++i)
