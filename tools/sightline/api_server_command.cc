@@ -1,5 +1,7 @@
 #include "api_server_command.h"
 
+#include "cli_error.h"
+
 #include "api_server_options.h"
 #include "ready_fd.h"
 #include "stop_signals.h"
@@ -27,11 +29,6 @@
 namespace sightline::cli {
 
 namespace {
-
-int Fail(const std::string& message) {
-  std::cerr << "sightline: error: " << message << "\n";
-  return 1;
-}
 
 int RunApiServer(const ApiOptions& o, bool dry_run) {
   if (Status s = CheckApiOptions(o); !s.ok()) return Fail(s.message());

@@ -1,5 +1,7 @@
 #include "bench_command.h"
 
+#include "cli_error.h"
+
 #include <unistd.h>
 
 #include <cmath>
@@ -32,11 +34,6 @@ struct BenchOptions {
   std::uint64_t seed = 0;
   double max_duration = 600, request_timeout = 600;
 };
-
-int Fail(const std::string& message) {
-  std::cerr << "sightline: error: " << message << "\n";
-  return 1;
-}
 
 // A bar on a terminal, a plain line every few seconds otherwise (logs, CI).
 std::function<void(std::size_t, std::size_t, double)> Progress(bool tty) {

@@ -1,5 +1,7 @@
 #include "engine_command.h"
 
+#include "cli_error.h"
+
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -23,11 +25,6 @@
 namespace sightline::cli {
 
 namespace {
-
-int Fail(const std::string& message) {
-  std::cerr << "sightline: error: " << message << "\n";
-  return 1;
-}
 
 int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
   engine::ModelConfig model;

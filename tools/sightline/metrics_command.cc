@@ -1,5 +1,7 @@
 #include "metrics_command.h"
 
+#include "cli_error.h"
+
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -47,11 +49,6 @@ struct MetricsOptions {
   int workers = 3;
   metrics::Capacity capacity;
 };
-
-int Fail(const Status& s) {
-  std::cerr << "sightline: error: " << s.message() << "\n";
-  return 1;
-}
 
 int Dump(const MetricsOptions& o) {
   std::unique_ptr<metrics::Registry> reg;

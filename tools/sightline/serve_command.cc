@@ -1,5 +1,7 @@
 #include "serve_command.h"
 
+#include "cli_error.h"
+
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -37,11 +39,6 @@ struct ServeOptions {
   metrics::Capacity capacity;
   bool dry_run = false;
 };
-
-int Fail(const std::string& message) {
-  std::cerr << "sightline: error: " << message << "\n";
-  return 1;
-}
 
 // The private directory for the engine's ZeroMQ ipc:// sockets (0700),
 // removed with everything in it when the instance stops. It is named after
