@@ -36,6 +36,7 @@ void Registry::Impl::Aggregate(Snapshot* snap) {
       if (p.series < num_series) snap->per_process.push_back(p);
     }
     snap->live_slots = 0;
+    snap->slabs.clear();
     for (std::uint32_t i = 0; i < hdr->max_slots; ++i) {
       const layout::SlotEntry* s = slot(i);
       const std::uint32_t state = s->state.load(std::memory_order_acquire);
@@ -45,11 +46,13 @@ void Registry::Impl::Aggregate(Snapshot* snap) {
       const bool alive =
           state == layout::kLive && s->marked_dead.load(std::memory_order_acquire) == 0;
       if (state == layout::kLive) ++snap->live_slots;
+      snap->slabs.push_back(slab(i));
       FoldCells(series_info, num_series, slab(i), snap->cells.data(), alive, s->pid,
-                [&](std::uint32_t series, std::int32_t pid, double value) {
+                Fractions::kSkip, [&](std::uint32_t series, std::int32_t pid, double value) {
                   snap->per_process.push_back({series, pid, value});
                 });
     }
+    SumFractionalCells(series_info, num_series, snap->slabs, snap->cells.data());
     std::atomic_thread_fence(std::memory_order_acquire);
     if (lock || hdr->archive_seq.load(std::memory_order_relaxed) == seq) return;
   }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "exact_sum.h"
 #include "layout.h"
 #include "sightline/shm_registry/metrics.h"
 #include "sightline/shm_registry/types.h"
@@ -45,6 +46,8 @@ struct Snapshot {
   std::vector<PerProcess> per_process;
   std::uint32_t num_series = 0;
   std::uint32_t live_slots = 0;
+  // The slabs folded into `cells` (scratch for SumFractionalCells).
+  std::vector<const std::uint64_t*> slabs;
 };
 
 namespace fold {
@@ -100,32 +103,46 @@ inline std::uint32_t LoadCount(const std::uint32_t* p) {
 
 }  // namespace fold
 
+// The cell of a counter, histogram or summary series that holds a double
+// total (counters: the fractional increments; the others: `_sum`); every other
+// cell of those types is a whole count. Gauges have none.
+inline bool HasFractionalCell(const SeriesInfo& s) {
+  return s.type != MetricType::kGauge;
+}
+inline std::uint32_t FractionalCell(const SeriesInfo& s) {
+  return s.cell_base + (s.type == MetricType::kHistogram ? s.num_bounds + 1 : 1);
+}
+
+// What FoldCells does with fractional cells (see exact_sum.h for why).
+enum class Fractions {
+  kAddRoundingUp,  // the reaper: archive += value, rounded toward +infinity
+  kSkip,           // a scrape: left to SumFractionalCells, which sums exactly
+};
+
 // Folds `src` (one process's cells) into `dst`. `alive` says whether the
 // process counts for the live modes. `per_process(series_id, pid, value)`
 // receives `all`/`liveall` values.
 template <typename PerProcessFn>
 void FoldCells(const std::vector<SeriesInfo>& series, std::uint32_t num_series,
                const std::uint64_t* src, std::uint64_t* dst, bool alive, std::int32_t pid,
-               PerProcessFn&& per_process) {
+               Fractions fractions, PerProcessFn&& per_process) {
   using namespace fold;
   for (std::uint32_t id = 0; id < num_series; ++id) {
     const SeriesInfo& s = series[id];
     const std::uint64_t* in = src + s.cell_base;
     std::uint64_t* out = dst + s.cell_base;
+    if (HasFractionalCell(s) && fractions == Fractions::kAddRoundingUp) {
+      const std::uint32_t f = FractionalCell(s);
+      StoreD(dst + f, AddRoundingUp(LoadD(dst + f), LoadD(src + f)));
+    }
     switch (s.type) {
       case MetricType::kCounter:  // [integral part u64, fractional part double]
+      case MetricType::kSummary:  // [count u64, sum double]
         Store(out, Load(out) + Load(in));
-        StoreD(out + 1, LoadD(out + 1) + LoadD(in + 1));
         break;
-      case MetricType::kSummary:
-        Store(out, Load(out) + Load(in));
-        StoreD(out + 1, LoadD(out + 1) + LoadD(in + 1));
-        break;
-      case MetricType::kHistogram:
+      case MetricType::kHistogram:  // [bucket counts u64..., sum double]
         for (std::uint32_t b = 0; b <= s.num_bounds; ++b)
           Store(out + b, Load(out + b) + Load(in + b));
-        StoreD(out + s.num_bounds + 1,
-               LoadD(out + s.num_bounds + 1) + LoadD(in + s.num_bounds + 1));
         break;
       case MetricType::kGauge: {
         double v;
@@ -167,6 +184,27 @@ void FoldCells(const std::vector<SeriesInfo>& series, std::uint32_t num_series,
         break;
       }
     }
+  }
+}
+
+// Sets each fractional cell of `dst` (holding the archive's value) to the
+// exactly rounded sum of that value and the same cell of every slab in
+// `slabs`: the result does not depend on slot order or on which processes
+// have been folded into the archive.
+inline void SumFractionalCells(const std::vector<SeriesInfo>& series, std::uint32_t num_series,
+                               const std::vector<const std::uint64_t*>& slabs, std::uint64_t* dst) {
+  using namespace fold;
+  for (std::uint32_t id = 0; id < num_series; ++id) {
+    const SeriesInfo& s = series[id];
+    if (!HasFractionalCell(s)) continue;
+    const std::uint32_t f = FractionalCell(s);
+    ExactSum sum;
+    sum.Add(LoadD(dst + f));
+    for (const std::uint64_t* slab : slabs) {
+      const double v = LoadD(slab + f);
+      if (v != 0.0) sum.Add(v);  // most processes never touch most series
+    }
+    StoreD(dst + f, sum.Result());
   }
 }
 

@@ -68,15 +68,15 @@ void Registry::Impl::Reap() {
       layout::SlotEntry* s = slot(i);
       const std::uint64_t gen = s->generation.load(std::memory_order_acquire);
       if (fold::Load(cur.folded_gen + i) == gen) continue;
-      FoldCells(series_info, num_series, slab(i), next.cells, /*alive=*/false, s->pid,
-                [&](std::uint32_t series, std::int32_t pid, double value) {
-                  if (retired >= hdr->max_retired) {
-                    Overflow(OverflowReason::kRetiredGauges,
-                             families[series_info[series].family]->name);
-                    return;
-                  }
-                  fold::StoreRetired(&next.retired[retired++], series, pid, value);
-                });
+      FoldCells(
+          series_info, num_series, slab(i), next.cells, /*alive=*/false, s->pid,
+          Fractions::kAddRoundingUp, [&](std::uint32_t series, std::int32_t pid, double value) {
+            if (retired >= hdr->max_retired) {
+              Overflow(OverflowReason::kRetiredGauges, families[series_info[series].family]->name);
+              return;
+            }
+            fold::StoreRetired(&next.retired[retired++], series, pid, value);
+          });
       fold::Store(next.folded_gen + i, gen);
       hdr->folded_processes.fetch_add(1, std::memory_order_relaxed);
     }

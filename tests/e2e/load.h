@@ -3,7 +3,7 @@
 #pragma once
 
 #include <atomic>
-#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -98,16 +98,13 @@ class Scraper {
         const std::string key = m[1].str() + m[2].str();
         std::lock_guard<std::mutex> g(mu_);
         auto it = max_.find(key);
-        // KNOWN DEFECT (shm_registry, see the closing note): a fractional sum
-        // (a `_sum`, process_cpu_seconds_total) is a sum of doubles whose
-        // order changes when a dead process is folded into the archive, so it
-        // can drop by a rounding error then. Whole-number samples (counts,
-        // token counters) are exact and must never drop at all.
-        const bool rounding_only = it != max_.end() && x != std::floor(x) &&
-                                   it->second - x <= 1e-12 * std::fabs(it->second);
-        if (it != max_.end() && x < it->second && !rounding_only)
-          problems_.push_back(key + " went down from " + std::to_string(it->second) + " to " +
-                              std::to_string(x));
+        // Exact, fractional sums included: the registry sums those in an
+        // order-independent way (shm_registry/src/exact_sum.h).
+        if (it != max_.end() && x < it->second) {
+          char msg[128];
+          std::snprintf(msg, sizeof msg, " went down from %.17g to %.17g", it->second, x);
+          problems_.push_back(key + msg);
+        }
         max_[key] = std::max(x, it == max_.end() ? x : it->second);
       }
     }

@@ -84,6 +84,40 @@ TEST_F(LifecycleTest, SummedAcrossProcessesAndKeptAfterDeath) {
   EXPECT_EQ(in.slots[0].role, "supervisor");
 }
 
+// Fractional totals are sums of doubles, one per process. Added in slot
+// order, 0.03 + 0.84 + 0.43 is 1.3 but 0.43 + 0.03 + 0.84 (the archive first,
+// once the last worker has been folded) is 1.2999999999999998: a drop that
+// Prometheus would read as a counter reset. Every page must show the exactly
+// rounded sum, whichever workers have died.
+TEST_F(LifecycleTest, FractionalSumsDoNotDependOnWhichProcessesDied) {
+  auto worker = [&](double amount) {
+    return [&, amount](const ChildProcess::Control& c) {
+      counter_.With({}).Inc(amount);
+      hist_.With({}).Observe(amount);
+      summary_.With({}).Observe(amount);
+      c.Ready();
+      c.AwaitRelease();
+      return 0;
+    };
+  };
+  std::vector<ChildProcess> workers;
+  for (double amount : {0.03, 0.84, 0.43}) {
+    workers.push_back(ChildProcess::Spawn(worker(amount)));
+    workers.back().WaitReady();  // one at a time: slots in this order
+  }
+  auto check = [&](const std::string& when) {
+    auto s = ParseSamples(reg_->Render(ExpositionFormat::kPrometheusText));
+    EXPECT_EQ(s["c_total"], 1.3) << when;
+    EXPECT_EQ(s["h_sum"], 1.3) << when;
+    EXPECT_EQ(s["s_sum"], 1.3) << when;
+  };
+  check("all alive");
+  for (int victim : {2, 0, 1}) {
+    workers[victim].KillAndWait(SIGKILL);
+    check("after worker " + std::to_string(victim) + " died");
+  }
+}
+
 TEST_F(LifecycleTest, CleanDetachFoldsValues) {
   ChildProcess c = ChildProcess::Spawn([&](const ChildProcess::Control&) {
     std::unique_ptr<Registry> own;

@@ -1,0 +1,89 @@
+// Order-independent sums of doubles, for the cells that hold fractional
+// totals (a counter's fractional part, a histogram's or summary's `_sum`).
+//
+// Why: such a total is the sum of one double per process plus the archive of
+// the dead. Added in slot order, the rounding depends on the order, and
+// folding a dead process into the archive changes the order — so a plain sum
+// could render 1.2999999999999998 after 1.3 although nothing decreased, and
+// Prometheus reads any decrease as a counter reset. Two rules make every
+// scrape monotonic:
+//   * a scrape renders the exactly rounded sum of the archive value and each
+//     unfolded slot's value (ExactSum), a monotonic function of the true sum;
+//   * the reaper folds a dead process into the archive rounding up
+//     (AddRoundingUp), so the archive never holds less than what it absorbed.
+// No Debian-packaged C++ library offers an exactly rounded sum (Boost's are
+// compensated, not exact), hence the short hand-written version of Shewchuk's
+// algorithm below, as used by Python's math.fsum.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+
+namespace sightline::metrics {
+
+// Accumulates doubles exactly as non-overlapping partials; Result() is the
+// sum of everything added, rounded once (half to even). Non-finite inputs make
+// the result the plain floating-point sum of the inputs.
+class ExactSum {
+ public:
+  void Add(double x) {
+    if (!std::isfinite(x)) {
+      special_ += x;
+      return;
+    }
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < count_; ++i) {
+      double y = partials_[i];
+      if (std::fabs(x) < std::fabs(y)) std::swap(x, y);
+      const double hi = x + y;
+      const double lo = y - (hi - x);
+      if (lo != 0.0) partials_[kept++] = lo;
+      x = hi;
+    }
+    // Partials do not overlap, so a double's 2098-bit exponent range holds at
+    // most ~40 of them; the array cannot overflow.
+    partials_[kept] = x;
+    count_ = kept + 1;
+  }
+
+  double Result() const {
+    if (special_ != 0.0) return special_;  // true for NaN too
+    std::size_t n = count_;
+    if (n == 0) return 0.0;
+    double hi = partials_[--n];
+    double lo = 0.0;
+    while (n > 0) {
+      const double x = hi;
+      const double y = partials_[--n];
+      hi = x + y;
+      lo = y - (hi - x);
+      if (lo != 0.0) break;
+    }
+    // Round half to even across partials: when the first non-zero remainder
+    // is exactly half an ulp, the next partial decides the direction.
+    if (n > 0 && ((lo < 0.0 && partials_[n - 1] < 0.0) || (lo > 0.0 && partials_[n - 1] > 0.0))) {
+      const double y = lo * 2.0;
+      const double x = hi + y;
+      if (y == x - hi) hi = x;
+    }
+    return hi;
+  }
+
+ private:
+  std::array<double, 64> partials_;  // [0, count_) in use
+  std::size_t count_ = 0;
+  double special_ = 0.0;  // sum of the infinities and NaNs added
+};
+
+// a + b rounded toward +infinity: the result is never less than the true sum.
+inline double AddRoundingUp(double a, double b) {
+  const double s = a + b;
+  if (!std::isfinite(s)) return s;
+  // Knuth's TwoSum: s + err == a + b exactly.
+  const double bb = s - a;
+  const double err = (a - (s - bb)) + (b - bb);
+  return err > 0.0 ? std::nextafter(s, INFINITY) : s;
+}
+
+}  // namespace sightline::metrics
