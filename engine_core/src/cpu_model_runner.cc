@@ -3,6 +3,7 @@
 
 #include "sightline/engine_core/model_runner.h"
 #include "sightline/kernels/cpu_ops.h"
+#include "sightline/kernels/sampling.h"
 
 namespace sightline::engine {
 
@@ -25,7 +26,19 @@ class CpuModelRunner final : public ModelRunner {
 
   const ModelConfig& config() const override { return config_; }
 
-  void Execute(const BatchInput& b, std::vector<float>* logits) override {
+  void Execute(const BatchInput& b, const SamplingBatch& sampling,
+               std::vector<std::int32_t>* tokens) override {
+    ComputeLogits(b, &logits_);
+    const int vocab = config_.vocab_size;
+    tokens->resize(sampling.rows.size());
+    for (std::size_t r = 0; r < sampling.rows.size(); ++r) {
+      float* row = logits_.data() + r * static_cast<std::size_t>(vocab);
+      kernels::cpu::ApplyPenalties(row, vocab, sampling.rows[r], sampling.penalties.data());
+      (*tokens)[r] = kernels::cpu::SampleRow(row, vocab, sampling.rows[r], &order_);
+    }
+  }
+
+  void ComputeLogits(const BatchInput& b, std::vector<float>* logits) override {
     const ModelConfig& c = config_;
     const int t = static_cast<int>(b.tokens.size());
     const auto hidden = static_cast<std::size_t>(c.hidden_size);
@@ -110,7 +123,8 @@ class CpuModelRunner final : public ModelRunner {
   std::vector<float> inv_freq_;
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [blocks, block_size, kv_size]
   // Activations, reused across steps.
-  std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, selected_;
+  std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, selected_, logits_;
+  std::vector<std::int32_t> order_;  // the sampler's scratch
 };
 
 }  // namespace

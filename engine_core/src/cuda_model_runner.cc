@@ -1,6 +1,7 @@
 // The Llama decoder on a CUDA device over the paged KV cache: the CPU
 // runner's sequence of ops (cpu_model_runner.cc), each through its CUDA
 // kernel, the matrix products through cuBLAS.
+#include <algorithm>
 #include <cmath>
 
 #include "sightline/engine_core/model_runner.h"
@@ -11,6 +12,7 @@
 
 #include "sightline/kernels/cuda_gemm.h"
 #include "sightline/kernels/cuda_ops.h"
+#include "sightline/kernels/cuda_sampling.h"
 #endif
 
 namespace sightline::engine {
@@ -42,6 +44,10 @@ std::uint64_t CudaKvBlockBytes(const ModelConfig& c, int block_size) {
 
 #ifndef SIGHTLINE_HAVE_CUDA
 
+std::uint64_t CudaStepBytes(const ModelConfig&, int, int) {
+  return 0;
+}
+
 Status MakeCudaModelRunner(ModelConfig, const ModelWeights&, int, int, bool,
                            std::unique_ptr<ModelRunner>*) {
   return Status::InvalidArgument(
@@ -49,6 +55,23 @@ Status MakeCudaModelRunner(ModelConfig, const ModelWeights&, int, int, bool,
 }
 
 #else
+
+std::uint64_t CudaStepBytes(const ModelConfig& c, int max_tokens, int max_rows) {
+  const auto t = static_cast<std::uint64_t>(std::max(max_tokens, 1));
+  const auto rows = static_cast<std::uint64_t>(std::max(max_rows, 1));
+  const std::uint64_t widest = std::max<std::uint64_t>(
+      {static_cast<std::uint64_t>(c.hidden_size), static_cast<std::uint64_t>(c.q_size()),
+       static_cast<std::uint64_t>(c.intermediate_size)});
+  // The buffers Resize() reserves, then the sampler's.
+  const std::uint64_t activations =
+      t * sizeof(float) *
+          (2ull * c.hidden_size + 2ull * c.q_size() + 2ull * c.kv_size() +
+           2ull * c.intermediate_size) +
+      t * widest * sizeof(std::uint16_t) +
+      rows * sizeof(float) * (static_cast<std::uint64_t>(c.hidden_size) + c.vocab_size) +
+      rows * sizeof(std::int32_t);
+  return activations + kernels::cuda::Sampler::ScratchBytes(max_rows, c.vocab_size);
+}
 
 namespace {
 
@@ -128,10 +151,40 @@ class CudaModelRunner final : public ModelRunner {
     return Status::Ok();
   }
 
-  void Execute(const BatchInput& b, std::vector<float>* logits) override {
+  void Execute(const BatchInput& b, const SamplingBatch& sampling,
+               std::vector<std::int32_t>* tokens) override {
+    const int rows = Forward(b);
+    tokens->resize(static_cast<std::size_t>(rows));
+    if (rows == 0) return;
+    Check(static_cast<cudaError_t>(sampler_.Sample(logits_.get(), c_.vocab_size, sampling.rows,
+                                                   sampling.penalties, sampled_.get())),
+          "sampling");
+    Check(cudaMemcpy(tokens->data(), sampled_.get(), tokens->size() * sizeof(std::int32_t),
+                     cudaMemcpyDeviceToHost),
+          "copying sampled tokens");
+  }
+
+  void ComputeLogits(const BatchInput& b, std::vector<float>* logits) override {
+    const int rows = Forward(b);
+    logits->resize(static_cast<std::size_t>(rows) * c_.vocab_size);
+    if (rows == 0) return;
+    Check(cudaMemcpy(logits->data(), logits_.get(), logits->size() * sizeof(float),
+                     cudaMemcpyDeviceToHost),
+          "copying logits");
+  }
+
+ private:
+  struct Layer {
+    DeviceBuffer<float> input_norm, post_norm;
+    Matrix q, k, v, o, gate, up, down;
+  };
+
+  CudaModelRunner() = default;
+
+  // Runs the model; leaves the logits rows in logits_ and returns their count.
+  int Forward(const BatchInput& b) {
     const int t = static_cast<int>(b.tokens.size());
     const int rows = static_cast<int>(b.logits_rows.size());
-    const auto hidden = static_cast<std::size_t>(c_.hidden_size);
     Check(Resize(t, rows), "allocating activations");
     Check(tokens_.Upload(b.tokens.data(), b.tokens.size()), "copying tokens");
     Check(positions_.Upload(b.positions.data(), b.positions.size()), "copying positions");
@@ -186,23 +239,11 @@ class CudaModelRunner final : public ModelRunner {
     // Last residual add and the final norm, then only the rows that sample.
     ops::AddRmsNorm(x_.get(), h_.get(), final_norm_.get(), c_.rms_norm_eps, t, c_.hidden_size,
                     h_.get());
-    logits->resize(static_cast<std::size_t>(rows) * c_.vocab_size);
-    if (rows == 0) return;
+    if (rows == 0) return 0;
     ops::EmbeddingGather(h_.get(), logits_rows_.get(), rows, c_.hidden_size, selected_.get());
     Linear(lm_head_, selected_.get(), rows, c_.vocab_size, c_.hidden_size, logits_.get());
-    Check(cudaMemcpy(logits->data(), logits_.get(), logits->size() * sizeof(float),
-                     cudaMemcpyDeviceToHost),
-          "copying logits");
-    (void)hidden;
+    return rows;
   }
-
- private:
-  struct Layer {
-    DeviceBuffer<float> input_norm, post_norm;
-    Matrix q, k, v, o, gate, up, down;
-  };
-
-  CudaModelRunner() = default;
 
   // A failure mid-step (a kernel fault, a lost device) cannot be answered
   // per request: the engine's fatal-error path (EngineDead, exit 1) handles it.
@@ -263,6 +304,7 @@ class CudaModelRunner final : public ModelRunner {
     const auto r = static_cast<std::size_t>(std::max(rows, 1));
     if (rc == cudaSuccess) rc = selected_.Reserve(r * static_cast<std::size_t>(c_.hidden_size));
     if (rc == cudaSuccess) rc = logits_.Reserve(r * static_cast<std::size_t>(c_.vocab_size));
+    if (rc == cudaSuccess) rc = sampled_.Reserve(r);
     if (rc == cudaSuccess && bf16_) rc = scratch16_.Reserve(n * widest);
     return rc;
   }
@@ -288,7 +330,8 @@ class CudaModelRunner final : public ModelRunner {
   std::vector<Layer> layers_;
   std::vector<DeviceBuffer<float> > k_cache_, v_cache_;  // per layer [blocks, block_size, kv_size]
   DeviceBuffer<std::int32_t> tokens_, positions_, slots_, query_start_, context_len_, tables_,
-      logits_rows_;
+      logits_rows_, sampled_;
+  ops::Sampler sampler_;
   DeviceBuffer<float> x_, h_, q_, k_, v_, attn_, gate_, up_, selected_, logits_;
   DeviceBuffer<std::uint16_t> scratch16_;  // activations converted for BF16 GEMMs
 };

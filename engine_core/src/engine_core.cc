@@ -86,18 +86,10 @@ StepOutputs EngineCore::Step() {
   out.timestamp = sched.timestamp;
   std::vector<std::int32_t> sampled(sched.scheduled.size(), -1);
   if (!sched.scheduled.empty()) {
-    runner_->Execute(BuildBatch(sched, config_.block_size), &logits_);
-    const auto vocab = static_cast<std::size_t>(runner_->config().vocab_size);
+    runner_->Execute(BuildBatch(sched, config_.block_size), BuildSampling(sched), &tokens_);
     std::size_t row = 0;
-    for (std::size_t i = 0; i < sched.scheduled.size(); ++i) {
-      Request* r = sched.scheduled[i].request;
-      if (!sched.scheduled[i].samples) continue;
-      const std::span<float> row_logits = std::span(logits_).subspan(row++ * vocab, vocab);
-      ApplyPenalties(row_logits, r->sampling,
-                     std::span(r->tokens).first(static_cast<std::size_t>(r->num_prompt_tokens)),
-                     r->output());
-      sampled[i] = SampleToken(row_logits, r->sampling, r->rng);
-    }
+    for (std::size_t i = 0; i < sched.scheduled.size(); ++i)
+      if (sched.scheduled[i].samples) sampled[i] = tokens_[row++];
     stats.ran_model = out.ran_model = true;
     stats.prompt_tokens_computed = sched.num_prompt_tokens;
   }

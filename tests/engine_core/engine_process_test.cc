@@ -250,7 +250,10 @@ class FailingRunner : public ModelRunner {
  public:
   FailingRunner() { (void)PresetModelConfig("sightline-tiny", &config_); }
   const ModelConfig& config() const override { return config_; }
-  void Execute(const BatchInput&, std::vector<float>*) override {
+  void Execute(const BatchInput&, const SamplingBatch&, std::vector<std::int32_t>*) override {
+    throw std::runtime_error("simulated device failure");
+  }
+  void ComputeLogits(const BatchInput&, std::vector<float>*) override {
     throw std::runtime_error("simulated device failure");
   }
 

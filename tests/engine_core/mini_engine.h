@@ -44,21 +44,15 @@ class MiniEngine {
     sched_->AddRequest(std::move(r));
   }
   void RunToCompletion() {
-    std::vector<float> logits;
+    std::vector<std::int32_t> tokens;
     while (sched_->HasWork()) {
       SchedulerOutput out = sched_->Schedule();
       for (const auto& s : out.scheduled) chunked_ |= !s.samples;
-      const BatchInput batch = BuildBatch(out, block_size_);
-      runner_->Execute(batch, &logits);
+      runner_->Execute(BuildBatch(out, block_size_), BuildSampling(out), &tokens);
       std::vector<std::int32_t> sampled(out.scheduled.size(), -1);
-      const int vocab = runner_->config().vocab_size;
       std::size_t row = 0;
-      for (std::size_t i = 0; i < out.scheduled.size(); ++i) {
-        if (!out.scheduled[i].samples) continue;
-        sampled[i] = SampleToken(std::span(logits).subspan(row++ * static_cast<std::size_t>(vocab),
-                                                           static_cast<std::size_t>(vocab)),
-                                 out.scheduled[i].request->sampling, out.scheduled[i].request->rng);
-      }
+      for (std::size_t i = 0; i < out.scheduled.size(); ++i)
+        if (out.scheduled[i].samples) sampled[i] = tokens[row++];
       sched_->UpdateFromOutput(out, sampled);
       for (auto& r : sched_->TakeFinished()) {
         outputs_[r->id] = std::vector<std::int32_t>(r->output().begin(), r->output().end());

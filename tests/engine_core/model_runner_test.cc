@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <span>
 
 #include "engine_core/dense_reference.h"
 #include "engine_core/mini_engine.h"
@@ -19,6 +20,27 @@ namespace sightline::engine {
 namespace {
 
 namespace ops = kernels::cpu;
+
+// The engine's sampling path for one row on the CPU: PrepareRow (uniform,
+// penalty tokens), then the kernels' reference.
+std::vector<float> Penalized(std::vector<float> logits, const SamplingParams& p,
+                             std::span<const std::int32_t> prompt,
+                             std::span<const std::int32_t> output) {
+  std::mt19937_64 rng(1);
+  std::vector<kernels::PenaltyToken> penalties;
+  const kernels::RowSampling row = PrepareRow(p, rng, prompt, output, &penalties);
+  ops::ApplyPenalties(logits.data(), static_cast<int>(logits.size()), row, penalties.data());
+  return logits;
+}
+std::int32_t SampleToken(std::vector<float> logits, const SamplingParams& p, std::mt19937_64& rng,
+                         std::span<const std::int32_t> prompt = {},
+                         std::span<const std::int32_t> output = {}) {
+  std::vector<kernels::PenaltyToken> penalties;
+  const kernels::RowSampling row = PrepareRow(p, rng, prompt, output, &penalties);
+  ops::ApplyPenalties(logits.data(), static_cast<int>(logits.size()), row, penalties.data());
+  std::vector<std::int32_t> order;
+  return ops::SampleRow(logits.data(), static_cast<int>(logits.size()), row, &order);
+}
 
 TEST(CpuKernels, RmsNormSiluAndRope) {
   const std::vector<float> x = {3, 4}, w = {1, 2};
@@ -88,34 +110,64 @@ TEST(Sampler, GreedySeededAndFilters) {
 
 TEST(Sampler, PenaltiesFollowVllmAndOpenAi) {
   SamplingParams none;
-  std::vector<float> logits = {2, -2, 1, 0.5f};
+  const std::vector<float> logits = {2, -2, 1, 0.5f};
   const std::vector<std::int32_t> prompt = {0},
-                                  output = {1, 2, 2, 99};  // 99: out of range, ignored
-  ApplyPenalties(logits, none, prompt, output);
-  EXPECT_EQ(logits, (std::vector<float>{2, -2, 1, 0.5f}));  // no penalty: untouched
+                                  output = {1, 2, 2, 99};      // 99: out of range, ignored
+  EXPECT_EQ(Penalized(logits, none, prompt, output), logits);  // no penalty: untouched
 
   SamplingParams rep;
   rep.repetition_penalty = 2;
-  ApplyPenalties(logits, rep, prompt, output);
   // Seen in the prompt or the output: positive logits halved, negative doubled; 3 unseen.
-  EXPECT_EQ(logits, (std::vector<float>{1, -4, 0.5f, 0.5f}));
+  EXPECT_EQ(Penalized(logits, rep, prompt, output), (std::vector<float>{1, -4, 0.5f, 0.5f}));
 
   SamplingParams openai;
   openai.presence_penalty = 0.25f;
   openai.frequency_penalty = 0.5f;
-  logits = {2, -2, 1, 0.5f};
-  ApplyPenalties(logits, openai, prompt, output);
   // Output tokens only: 1 once (-0.75), 2 twice (-1.25); the prompt's 0 untouched.
-  EXPECT_EQ(logits, (std::vector<float>{2, -2.75f, -0.25f, 0.5f}));
+  EXPECT_EQ(Penalized(logits, openai, prompt, output),
+            (std::vector<float>{2, -2.75f, -0.25f, 0.5f}));
+
+  SamplingParams both = openai;
+  both.repetition_penalty = 2;  // repetition first, then frequency and presence
+  EXPECT_EQ(Penalized(logits, both, prompt, output), (std::vector<float>{1, -4.75f, -0.75f, 0.5f}));
 
   // Greedy sampling sees the penalty: token 0 (seen) loses to token 3.
   SamplingParams greedy = rep;
   greedy.temperature = 0;
   greedy.repetition_penalty = 5;
-  logits = {2, -2, 1, 0.5f};
-  ApplyPenalties(logits, greedy, prompt, output);
   std::mt19937_64 rng(1);
-  EXPECT_EQ(SampleToken(logits, greedy, rng), 3);
+  EXPECT_EQ(SampleToken(logits, greedy, rng, prompt, output), 3);
+}
+
+TEST(Sampler, PrepareRowDrawsOnlyWhenSamplingAndListsDistinctTokens) {
+  std::mt19937_64 a(9), b(9);
+  std::vector<kernels::PenaltyToken> penalties = {{7, 7}};  // an earlier row's
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  const std::vector<std::int32_t> prompt = {4, 4, 5}, output = {5, 6, 6};
+  kernels::RowSampling row = PrepareRow(greedy, a, prompt, output, &penalties);
+  EXPECT_EQ(row.uniform, 0.0);
+  EXPECT_EQ(a, b);  // a greedy row leaves the generator alone
+  EXPECT_EQ(row.penalty_begin, row.penalty_end);
+
+  SamplingParams p;
+  p.temperature = 0.7f;
+  p.repetition_penalty = 1.5f;
+  p.frequency_penalty = 0.1f;
+  row = PrepareRow(p, a, prompt, output, &penalties);
+  EXPECT_EQ(row.uniform, std::uniform_real_distribution<double>(0.0, 1.0)(b));
+  EXPECT_EQ(row.temperature, 0.7f);
+  ASSERT_EQ(row.penalty_begin, 1);
+  ASSERT_EQ(row.penalty_end, 4);
+  std::map<std::int32_t, std::int32_t> got;
+  for (int i = row.penalty_begin; i < row.penalty_end; ++i)
+    got[penalties[static_cast<std::size_t>(i)].token] =
+        penalties[static_cast<std::size_t>(i)].output_count;
+  EXPECT_EQ(got, (std::map<std::int32_t, std::int32_t>{{4, 0}, {5, 1}, {6, 2}}));
+
+  p.repetition_penalty = 1;  // without it, prompt-only tokens do not matter
+  row = PrepareRow(p, a, prompt, output, &penalties);
+  EXPECT_EQ(row.penalty_end - row.penalty_begin, 2);
 }
 
 TEST(ModelRunner, BatchedChunkedPreemptedAndCachedMatchTheDenseReference) {

@@ -16,6 +16,7 @@
 #ifdef SIGHTLINE_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "kernels/device_array.h"
 #include "sightline/kernels/cuda_gemm.h"
 #include "sightline/kernels/cuda_ops.h"
 #endif
@@ -28,35 +29,6 @@ TEST(CudaKernels, NotBuilt) {
   GTEST_SKIP() << "built without the CUDA toolkit";
 }
 #else
-
-#define REQUIRE_DEVICE() \
-  if (!CudaAvailable()) GTEST_SKIP() << "no CUDA device visible"
-
-// A device copy of a host vector; freed on destruction.
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(const std::vector<T>& host) : size_(host.size()) {
-    EXPECT_EQ(cudaMalloc(&ptr_, std::max<std::size_t>(1, size_) * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(ptr_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice),
-              cudaSuccess);
-  }
-  explicit DeviceArray(std::size_t n) : DeviceArray(std::vector<T>(n)) {}
-  ~DeviceArray() { cudaFree(ptr_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  T* get() const { return ptr_; }
-  std::vector<T> ToHost() const {
-    std::vector<T> out(size_);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(out.data(), ptr_, size_ * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return out;
-  }
-
- private:
-  T* ptr_ = nullptr;
-  std::size_t size_;
-};
 
 std::vector<float> Random(std::size_t n, std::mt19937& rng, float scale = 1.0f) {
   std::normal_distribution<float> d(0.0f, scale);

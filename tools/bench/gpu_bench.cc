@@ -64,11 +64,30 @@ engine::BatchInput Batch(int seqs, int context, int queries, int block_size, int
   return b;
 }
 
-double Seconds(engine::ModelRunner& r, const engine::BatchInput& b, int repeats) {
-  std::vector<float> logits;
-  r.Execute(b, &logits);  // warm-up (and lazy allocations)
+// One row per sequence: greedy, or temperature 0.8 with top-p 0.95 (the
+// sorted path), each with its own uniform.
+engine::SamplingBatch Sampling(int rows, bool greedy) {
+  engine::SamplingBatch s;
+  for (int r = 0; r < rows; ++r) {
+    kernels::RowSampling row;
+    if (!greedy) {
+      row.temperature = 0.8f;
+      row.top_p = 0.95f;
+      row.uniform = (r + 0.5) / rows;
+    }
+    s.rows.push_back(row);
+  }
+  return s;
+}
+
+// Seconds per step: the model and sampling, as the engine runs them (Execute
+// ends with the sampled tokens' copy to the host, a device sync).
+double Seconds(engine::ModelRunner& r, const engine::BatchInput& b, bool greedy, int repeats) {
+  const engine::SamplingBatch sampling = Sampling(static_cast<int>(b.logits_rows.size()), greedy);
+  std::vector<std::int32_t> tokens;
+  r.Execute(b, sampling, &tokens);  // warm-up (and lazy allocations)
   const auto start = Clock::now();
-  for (int i = 0; i < repeats; ++i) r.Execute(b, &logits);  // Execute ends with a device sync
+  for (int i = 0; i < repeats; ++i) r.Execute(b, sampling, &tokens);
   return std::chrono::duration<double>(Clock::now() - start).count() / repeats;
 }
 
@@ -104,15 +123,19 @@ int main(int argc, char** argv) {
       "| workload | tokens/s | step ms | bound | fraction of bound |\n|---|---|---|---|---|\n");
   for (int batch : {1, 16, 64, 256}) {
     const auto b = Batch(batch, context, 1, block_size, blocks_per_seq);
-    const double t = Seconds(*runner, b, 30);
     const double kv_bytes = 2.0 * c.num_layers * batch * context * c.kv_size() * 4.0;
     const double bound = (weight_bytes + kv_bytes) / (hbm_tbps * 1e12);
-    std::printf("| decode, batch %d, context %d | %.0f | %.3f | %.3f ms (HBM) | %.0f %% |\n", batch,
-                context, batch / t, t * 1e3, bound * 1e3, 100 * bound / t);
+    for (bool greedy : {true, false}) {
+      if (!greedy && batch != 1 && batch != 64) continue;
+      const double t = Seconds(*runner, b, greedy, 30);
+      std::printf("| decode, batch %d, context %d, %s | %.0f | %.3f | %.3f ms (HBM) | %.0f %% |\n",
+                  batch, context, greedy ? "greedy" : "top-p 0.95", batch / t, t * 1e3, bound * 1e3,
+                  100 * bound / t);
+    }
   }
   for (const int tokens : {512, 2048}) {
     const auto b = Batch(1, tokens, tokens, block_size, blocks_per_seq);
-    const double t = Seconds(*runner, b, 5);
+    const double t = Seconds(*runner, b, true, 5);
     const double attention = 2.0 * c.num_layers * c.num_heads * c.head_dim * tokens * tokens;
     const double flops = 2.0 * Params(c) * tokens + attention;
     const double bound = flops / (peak_tflops * 1e12);

@@ -136,14 +136,10 @@ Status PlanGpuKvCache(const engine::ModelConfig& model, const EngineOptions& o, 
     return Status::NotFound("--device cuda: cannot read the device's memory");
   const bool bf16 = o.dtype != "float32";
   const std::uint64_t weights = engine::CudaWeightBytes(model, bf16);
-  // One step's activations at the token budget, logits for every running
-  // request, and headroom for cuBLAS and the CUDA context.
-  const std::uint64_t t = static_cast<std::uint64_t>(o.max_num_batched_tokens);
+  // One step at the token budget with every running request sampling, and
+  // headroom for cuBLAS and the CUDA context.
   const std::uint64_t activations =
-      t * 4 *
-          (2ull * model.hidden_size + 2ull * model.q_size() + 2ull * model.kv_size() +
-           2ull * model.intermediate_size) +
-      static_cast<std::uint64_t>(o.max_num_seqs) * model.vocab_size * 4 * 2 + (512ull << 20);
+      engine::CudaStepBytes(model, o.max_num_batched_tokens, o.max_num_seqs) + (512ull << 20);
   const double budget = static_cast<double>(total) * o.gpu_memory_utilization -
                         static_cast<double>(total - free) - static_cast<double>(weights) -
                         static_cast<double>(activations);

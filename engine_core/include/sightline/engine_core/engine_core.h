@@ -80,7 +80,7 @@ class EngineCore {
   std::unique_ptr<KvResidencyCollector> residency_;
   Scheduler scheduler_;
   std::mt19937_64 seeds_;
-  std::vector<float> logits_;
+  std::vector<std::int32_t> tokens_;  // one step's sampled tokens, reused
 };
 
 }  // namespace sightline::engine

@@ -10,6 +10,7 @@
 #include "sightline/engine_core/model_config.h"
 #include "sightline/engine_core/model_weights.h"
 #include "sightline/engine_core/scheduler.h"
+#include "sightline/kernels/sampling.h"
 #include "sightline/status.h"
 
 namespace sightline::engine {
@@ -26,6 +27,14 @@ struct BatchInput {
   std::vector<std::int32_t> logits_rows;  // token rows whose next-token logits are needed
 };
 
+// How to pick each logits row's token (rows[i] for logits row i), built by
+// BuildSampling (sampler.h); the algorithm is kernels/sampling.h's on both
+// devices.
+struct SamplingBatch {
+  std::vector<kernels::RowSampling> rows;
+  std::vector<kernels::PenaltyToken> penalties;  // ranges named by the rows
+};
+
 // Builds the batch for a scheduled step (sequence s = out.scheduled[s]); a
 // logits row is requested for every request that samples this step.
 BatchInput BuildBatch(const SchedulerOutput& out, int block_size);
@@ -34,8 +43,13 @@ class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
   virtual const ModelConfig& config() const = 0;
-  // Runs the model; *logits is [logits_rows.size(), vocab_size].
-  virtual void Execute(const BatchInput& batch, std::vector<float>* logits) = 0;
+  // Runs the model and samples: (*tokens)[i] is logits row i's token, picked
+  // as sampling.rows[i] says. Only token ids leave the device.
+  virtual void Execute(const BatchInput& batch, const SamplingBatch& sampling,
+                       std::vector<std::int32_t>* tokens) = 0;
+  // Runs the model and returns the logits rows themselves, [logits_rows.size(),
+  // vocab_size]: for tests and tools that compare devices.
+  virtual void ComputeLogits(const BatchInput& batch, std::vector<float>* logits) = 0;
 };
 
 // The CPU runner: OpenBLAS for the matrix products, kernels::cpu for the rest.
@@ -45,9 +59,9 @@ std::unique_ptr<ModelRunner> MakeCpuModelRunner(ModelConfig config, ModelWeights
 // The CUDA runner (kernels::cuda, cuBLAS) on the current device: weights
 // uploaded once, matrices in BF16 when `bf16` (FP32 accumulation) else FP32,
 // norms and the embedding table in FP32; the paged KV cache (FP32) on the
-// device. Per step it copies the batch's index arrays in and the logits rows
-// out. Fails with a clear error without a device, without CUDA in this
-// build, or when device memory runs out.
+// device. Per step it copies the batch's index arrays and sampling
+// instructions in and the sampled token ids out. Fails with a clear error without a device, without
+// CUDA in this build, or when device memory runs out.
 Status MakeCudaModelRunner(ModelConfig config, const ModelWeights& weights, int num_blocks,
                            int block_size, bool bf16, std::unique_ptr<ModelRunner>* out);
 
@@ -55,5 +69,8 @@ Status MakeCudaModelRunner(ModelConfig config, const ModelWeights& weights, int 
 std::uint64_t CudaWeightBytes(const ModelConfig& config, bool bf16);
 // Bytes of one KV block over all layers on the device (K and V, FP32).
 std::uint64_t CudaKvBlockBytes(const ModelConfig& config, int block_size);
+// Device memory one step takes beyond weights and KV cache: activations for
+// `max_tokens` tokens, logits and sampling scratch for `max_rows` rows.
+std::uint64_t CudaStepBytes(const ModelConfig& config, int max_tokens, int max_rows);
 
 }  // namespace sightline::engine

@@ -1,26 +1,31 @@
-// Token sampling from one row of logits: greedy (temperature 0), or
-// temperature, then min-p, top-k and top-p filtering, then a draw from the
-// request's own generator (seeded per request for reproducibility).
+// The engine's half of sampling: each request that samples this step becomes
+// a device-neutral kernels::RowSampling (kernels/sampling.h states the
+// algorithm). The uniform of a draw comes from the request's own generator,
+// on the host, so seeded requests repeat on either device; with penalties the
+// request's distinct prompt and output tokens go along. The model runner does
+// the rest on its device.
 #pragma once
 
 #include <cstdint>
 #include <random>
 #include <span>
+#include <vector>
 
+#include "sightline/engine_core/model_runner.h"
 #include "sightline/engine_core/request.h"
+#include "sightline/engine_core/scheduler.h"
 
 namespace sightline::engine {
 
-// Penalties on one row of logits, before sampling (greedy included), with
-// vLLM's and OpenAI's semantics: a token seen in the prompt or the output has
-// its logit divided by repetition_penalty when positive and multiplied by it
-// otherwise; a token generated c times loses frequency_penalty * c plus
-// presence_penalty. No-op when no penalty is set.
-void ApplyPenalties(std::span<float> logits, const SamplingParams& params,
-                    std::span<const std::int32_t> prompt, std::span<const std::int32_t> output);
+// One row per scheduled request that samples, in logits-row order (the order
+// of BuildBatch's logits_rows).
+SamplingBatch BuildSampling(const SchedulerOutput& out);
 
-// Greedy ties go to the lowest token id.
-std::int32_t SampleToken(std::span<const float> logits, const SamplingParams& params,
-                         std::mt19937_64& rng);
+// One request's row; appends its penalty tokens (if it has penalties) to
+// *penalties and names their range in the row. Draws from `rng` unless greedy.
+kernels::RowSampling PrepareRow(const SamplingParams& params, std::mt19937_64& rng,
+                                std::span<const std::int32_t> prompt,
+                                std::span<const std::int32_t> output,
+                                std::vector<kernels::PenaltyToken>* penalties);
 
 }  // namespace sightline::engine

@@ -1,0 +1,72 @@
+// The CPU reference of sampling.h's algorithm; cuda/sampling.cu follows it
+// step by step.
+#include "sightline/kernels/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace sightline::kernels::cpu {
+
+void ApplyPenalties(float* logits, int vocab, const RowSampling& row,
+                    const PenaltyToken* penalties) {
+  for (std::int32_t i = row.penalty_begin; i < row.penalty_end; ++i) {
+    const PenaltyToken& p = penalties[i];
+    if (p.token < 0 || p.token >= vocab) continue;
+    float& l = logits[p.token];
+    if (row.repetition_penalty != 1.0f)
+      l = l > 0 ? l / row.repetition_penalty : l * row.repetition_penalty;
+    if (p.output_count > 0)
+      l -= row.frequency_penalty * static_cast<float>(p.output_count) + row.presence_penalty;
+  }
+}
+
+std::int32_t SampleRow(const float* logits, int vocab, const RowSampling& row,
+                       std::vector<std::int32_t>* order) {
+  const auto argmax = static_cast<std::int32_t>(std::max_element(logits, logits + vocab) - logits);
+  if (row.greedy()) return argmax;
+
+  order->resize(static_cast<std::size_t>(vocab));
+  std::iota(order->begin(), order->end(), 0);
+  std::sort(order->begin(), order->end(), [&](std::int32_t a, std::int32_t b) {
+    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+  });
+  const float max_logit = logits[argmax];
+  auto prob = [&](std::size_t j) {
+    return static_cast<double>(std::exp((logits[(*order)[j]] - max_logit) / row.temperature));
+  };
+
+  // p does not increase along the order, so each filter keeps a prefix.
+  std::size_t keep = order->size();
+  if (row.min_p > 0) {
+    std::size_t j = 0;
+    while (j < keep && prob(j) >= row.min_p) ++j;
+    keep = j;
+  }
+  if (row.top_k > 0) keep = std::min(keep, static_cast<std::size_t>(row.top_k));
+  keep = std::max<std::size_t>(keep, 1);
+  if (row.top_p < 1.0f) {
+    double total = 0;
+    for (std::size_t j = 0; j < keep; ++j) total += prob(j);
+    const double reach = static_cast<double>(row.top_p) * total;
+    double cumulative = 0;
+    for (std::size_t j = 0; j < keep; ++j) {
+      cumulative += prob(j);
+      if (cumulative >= reach) {
+        keep = j + 1;
+        break;
+      }
+    }
+  }
+  double kept = 0;
+  for (std::size_t j = 0; j < keep; ++j) kept += prob(j);
+  const double target = row.uniform * kept;
+  double cumulative = 0;
+  for (std::size_t j = 0; j < keep; ++j) {
+    cumulative += prob(j);
+    if (cumulative >= target) return (*order)[j];
+  }
+  return (*order)[keep - 1];
+}
+
+}  // namespace sightline::kernels::cpu
