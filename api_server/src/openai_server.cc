@@ -135,7 +135,8 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   const char* prefix = api == Api::kCompletions ? "cmpl-"
                        : api == Api::kChat      ? "chatcmpl-"
                                                 : "resp_";
-  g->id = prefix + std::to_string(options_.client_index) + "-" + std::to_string(next_id_++);
+  const std::uint64_t number = next_id_++;
+  g->id = prefix + std::to_string(options_.client_index) + "-" + std::to_string(number);
   g->model = options_.served_model_name;
   g->handler = handler;
   g->method = request.method;
@@ -161,9 +162,13 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   g->remaining = g->choices.size();
 
   // The response is complete: final events or body, parent and HTTP metrics.
-  auto complete = [this, g](bool client_gone, bool engine_gone) {
+  auto complete = [this, g, number](bool client_gone, bool engine_gone) {
     g->complete = true;
     --in_flight_;
+    {
+      std::lock_guard<std::mutex> lock(live_mu_);
+      live_.erase(number);
+    }
     bool engine_error = false;
     for (const auto& c : g->choices) engine_error |= c->finish == "error";
     const int http_status = engine_gone ? 503 : engine_error ? 500 : 200;
@@ -209,16 +214,24 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
     if (--g->remaining == 0) complete(client_gone, false);
   };
 
-  ++in_flight_;  // until complete()
-  if (g->params.stream) g->StartStream();
-  out->OnDisconnect([this, g, finish_choice] {
+  // Ends the choices still running: the engine drops them, each finishes as
+  // "abort". For a client that hung up, and for a drain out of time.
+  auto abort_running = [this, g, finish_choice](bool client_gone) {
     std::lock_guard<std::mutex> lock(g->mu);
+    if (g->complete) return;
     std::vector<std::string> running;
     for (const auto& c : g->choices)
       if (!c->done) running.push_back(c->engine_id);
     engine_->Abort(running);
-    for (auto& c : g->choices) finish_choice(*c, "abort", /*client_gone=*/true);
-  });
+    for (auto& c : g->choices) finish_choice(*c, "abort", client_gone);
+  };
+  ++in_flight_;  // until complete()
+  {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    live_[number] = [abort_running] { abort_running(/*client_gone=*/false); };
+  }
+  if (g->params.stream) g->StartStream();
+  out->OnDisconnect([abort_running] { abort_running(/*client_gone=*/true); });
   // The engine's outputs for choice `c`, on the engine client's thread.
   auto on_delta = [this, g, finish_choice, complete](Choice* c) {
     return [this, g, c, finish_choice, complete](const RequestDelta& d) {
@@ -258,6 +271,16 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
       return complete(false, /*engine_gone=*/true);
     }
   }
+}
+
+void OpenAiServer::AbortAll() {
+  std::vector<std::function<void()>> aborts;
+  {
+    // Not held while aborting: completing a response takes it too.
+    std::lock_guard<std::mutex> lock(live_mu_);
+    for (const auto& [number, abort] : live_) aborts.push_back(abort);
+  }
+  for (const auto& abort : aborts) abort();
 }
 
 }  // namespace sightline::api

@@ -73,6 +73,54 @@ TEST_F(CompletionsTest, AClientHangingUpMidStreamIsCountedAsAbort) {
             0);
 }
 
+// A drain that runs out of time (--shutdown-timeout 0: at once) aborts what
+// is still running: the client gets the end of its stream with finish reason
+// "abort", the requests count as aborted, the process exits 0.
+class ShutdownTimeoutTest : public CompletionsTest {
+ protected:
+  void SetUp() override {
+    extra_api_args_ = {"--shutdown-timeout", "0"};
+    CompletionsTest::SetUp();
+  }
+};
+
+TEST_F(ShutdownTimeoutTest, RequestsCutOffByShutdownEndAndCountAsAborted) {
+  HttpClient c(port_);
+  json body = {{"model", "tiny"},    {"prompt", "long"},   {"n", 2},
+               {"max_tokens", 1500}, {"ignore_eos", true}, {"stream", true}};
+  const std::string req =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+      "application/json\r\nContent-Length: " +
+      std::to_string(body.dump().size()) + "\r\n\r\n" + body.dump();
+  boost::asio::write(c.socket(), boost::asio::buffer(req));
+  std::string received(256, '\0');
+  received.resize(c.socket().read_some(boost::asio::buffer(received)));  // the stream has started
+  const int status = api_.KillAndWait(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  boost::system::error_code ec;
+  std::string rest;
+  boost::asio::read(c.socket(), boost::asio::dynamic_buffer(rest), ec);  // to the end
+  received += rest;
+  EXPECT_EQ(ec, boost::asio::error::eof);
+  EXPECT_NE(received.find("\"finish_reason\":\"abort\""), std::string::npos);
+  EXPECT_NE(received.find("data: [DONE]"), std::string::npos);
+
+  double running = 1;
+  for (int i = 0; i < 50 && running > 0; ++i) {  // the engine dropped them
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    running = Page()[Key("vllm:num_requests_running")];
+  }
+  auto p = Page();
+  EXPECT_EQ(running, 0);
+  EXPECT_EQ(p[Key("vllm:request_success_total", "finished_reason=\"abort\",")], 2);
+  EXPECT_EQ(p[Key("vllm:request_success_total", "finished_reason=\"length\",")], 0);
+  EXPECT_EQ(p[Key("vllm:e2e_request_latency_seconds_count")], 2);
+  EXPECT_EQ(p["sightline:stream_outcomes_total{handler=\"/v1/completions\",outcome=\"completed\"}"],
+            1);
+  EXPECT_EQ(p["http_requests_total{handler=\"/v1/completions\",method=\"POST\",status=\"2xx\"}"],
+            1);
+}
+
 class PerRequestMetricsTest : public CompletionsTest {
  protected:
   void SetUp() override {

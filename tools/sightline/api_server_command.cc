@@ -139,11 +139,15 @@ int RunApiServer(const ApiOptions& o, bool dry_run) {
     }
   }
   // SIGTERM drains: no new connections, answers under way complete (up to
-  // --shutdown-timeout). Requests still running after that are aborted by
-  // the engine when this process's heartbeats stop.
-  if (!http.Drain(o.shutdown_timeout))
+  // --shutdown-timeout). Requests still running after that are aborted here
+  // — the engine drops them, they count as finished with reason "abort", and
+  // their clients get the end of their responses (a second to write it).
+  if (!http.Drain(o.shutdown_timeout)) {
     std::cerr << "WARNING api-server " << o.index << ": answers still under way after "
-              << o.shutdown_timeout << " s; stopping anyway\n";
+              << o.shutdown_timeout << " s; aborting them\n";
+    openai.AbortAll();
+    http.Drain(1.0);
+  }
   // Order matters: no HTTP handler and no engine output may reach the
   // OpenAI server once it is being destroyed.
   http.Stop();

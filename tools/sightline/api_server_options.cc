@@ -26,7 +26,7 @@ void AddApiServingFlags(CLI::App* cmd, ApiOptions* o) {
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body")
       ->capture_default_str();
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout,
-                  "Seconds SIGTERM waits for answers under way before stopping")
+                  "Seconds SIGTERM waits for answers under way before aborting them")
       ->capture_default_str();
 }
 

@@ -8,8 +8,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "sightline/api_server/chat_template.h"
 #include "sightline/api_server/engine_client.h"
@@ -35,6 +38,11 @@ class OpenAiServer {
   OpenAiServer(OpenAiServerOptions options, EngineClient* engine, const Tokenizer* tokenizer,
                RequestMetrics* metrics);
   void AddRoutes(HttpServer* server);
+  // Ends every generation still under way, for a drain that ran out of time
+  // (--shutdown-timeout): the engine drops them, each unfinished choice ends
+  // with finish reason "abort" (and is counted so), and each client gets the
+  // end of its response. Without this they would vanish from the metrics.
+  void AbortAll();
 
  private:
   enum class Api { kCompletions, kChat, kResponses };
@@ -49,6 +57,10 @@ class OpenAiServer {
   RequestMetrics* metrics_;
   std::atomic<std::uint64_t> next_id_{0};
   std::atomic<std::int64_t> in_flight_{0};  // generation requests being answered (GET /load)
+  // How to abort each generation under way, by number; an entry leaves when
+  // its response completes.
+  std::mutex live_mu_;
+  std::unordered_map<std::uint64_t, std::function<void()>> live_;
 };
 
 }  // namespace sightline::api
