@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <queue>
 #include <sstream>
 #include <unordered_map>
 
@@ -120,7 +121,12 @@ class BpeTokenizer : public Tokenizer {
         a = m.at(0).get<std::string>();
         b = m.at(1).get<std::string>();
       }
-      ranks_.emplace(a + ' ' + b, rank++);
+      // As Hugging Face: every merge's parts and result are in the vocabulary.
+      const auto ia = ids_.find(a), ib = ids_.find(b), iab = ids_.find(a + b);
+      if (ia == ids_.end() || ib == ids_.end() || iab == ids_.end())
+        return Status::InvalidArgument("merge '" + a + " " + b +
+                                       "' names a token outside the vocabulary");
+      merges_.emplace(PairKey(ia->second, ib->second), MergeRule{rank++, iab->second});
     }
     if (j.contains("added_tokens"))
       for (const auto& t : j["added_tokens"]) {
@@ -278,45 +284,86 @@ class BpeTokenizer : public Tokenizer {
     }
   }
 
-  // BPE on one pre-token: repeatedly merge the adjacent pair of best rank.
+  // BPE on one pre-token: repeatedly merge the adjacent pair of best rank,
+  // the leftmost of equal ranks first (as Hugging Face). The symbols form a
+  // linked list and candidate merges a min-heap, invalidated lazily, so a
+  // word of n characters takes O(n log n) — a 100 KB run of letters is one
+  // pre-token, and a quadratic loop would stall the server on it.
   void Merge(const std::string& word, std::vector<std::int32_t>* ids) const {
     if (ignore_merges_) {
       const auto whole = ids_.find(word);
       if (whole != ids_.end()) return ids->push_back(whole->second);
     }
-    std::vector<std::string> symbols;
+    struct Symbol {
+      std::int32_t id;  // -1: a character outside the vocabulary (never merges)
+      int prev, next;   // neighbours in the list; -1 at the ends
+      bool alive;
+    };
+    std::vector<Symbol> symbols;
     for (std::size_t i = 0; i < word.size();) {
       const std::size_t n = Utf8Length(static_cast<unsigned char>(word[i]));
-      symbols.push_back(word.substr(i, n));
+      const auto it = ids_.find(word.substr(i, n));
+      const int index = static_cast<int>(symbols.size());
+      symbols.push_back({it == ids_.end() ? -1 : it->second, index - 1, index + 1, true});
       i += n;
     }
-    while (symbols.size() > 1) {
-      int best = INT_MAX;
-      std::size_t where = 0;
-      for (std::size_t i = 0; i + 1 < symbols.size(); ++i) {
-        const auto it = ranks_.find(symbols[i] + ' ' + symbols[i + 1]);
-        if (it != ranks_.end() && it->second < best) {
-          best = it->second;
-          where = i;
-        }
+    if (symbols.empty()) return;
+    symbols.back().next = -1;
+    struct Candidate {
+      int rank, left, right;
+      std::int32_t left_id, right_id;  // the pair when pushed; stale if they changed
+      bool operator>(const Candidate& o) const {
+        return rank != o.rank ? rank > o.rank : left > o.left;
       }
-      if (best == INT_MAX) break;
-      symbols[where] += symbols[where + 1];
-      symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(where) + 1);
+    };
+    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+    auto consider = [&](int left) {
+      if (left < 0) return;
+      const int right = symbols[static_cast<std::size_t>(left)].next;
+      if (right < 0) return;
+      const std::int32_t a = symbols[static_cast<std::size_t>(left)].id;
+      const std::int32_t b = symbols[static_cast<std::size_t>(right)].id;
+      if (a < 0 || b < 0) return;
+      const auto it = merges_.find(PairKey(a, b));
+      if (it != merges_.end()) heap.push({it->second.rank, left, right, a, b});
+    };
+    for (int i = 0; i + 1 < static_cast<int>(symbols.size()); ++i) consider(i);
+    while (!heap.empty()) {
+      const Candidate c = heap.top();
+      heap.pop();
+      Symbol& l = symbols[static_cast<std::size_t>(c.left)];
+      Symbol& r = symbols[static_cast<std::size_t>(c.right)];
+      if (!l.alive || !r.alive || l.next != c.right || l.id != c.left_id || r.id != c.right_id)
+        continue;
+      l.id = merges_.at(PairKey(c.left_id, c.right_id)).merged;
+      r.alive = false;
+      l.next = r.next;
+      if (r.next >= 0) symbols[static_cast<std::size_t>(r.next)].prev = c.left;
+      consider(l.prev);
+      consider(c.left);
     }
-    for (const std::string& s : symbols) {
-      const auto it = ids_.find(s);
-      if (it != ids_.end())
-        ids->push_back(it->second);
+    for (int i = 0; i >= 0; i = symbols[static_cast<std::size_t>(i)].next) {
+      const std::int32_t id = symbols[static_cast<std::size_t>(i)].id;
+      if (id >= 0)
+        ids->push_back(id);
       else if (unk_ >= 0)
         ids->push_back(unk_);
     }
   }
 
+  struct MergeRule {
+    int rank;
+    std::int32_t merged;
+  };
+  static std::uint64_t PairKey(std::int32_t a, std::int32_t b) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) |
+           static_cast<std::uint32_t>(b);
+  }
+
   std::vector<std::string> tokens_;  // id -> token (byte-level form, or added content)
   std::unordered_map<std::string, std::int32_t> ids_;
-  std::unordered_map<std::string, int> ranks_;  // "a b" -> merge priority
-  std::map<std::int32_t, bool> added_;          // added token id -> special
+  std::unordered_map<std::uint64_t, MergeRule> merges_;  // PairKey(a, b) -> rank, a + b
+  std::map<std::int32_t, bool> added_;                   // added token id -> special
   std::unordered_map<char, std::vector<std::string>> added_by_first_;
   std::vector<std::unique_ptr<Regex>> splits_;
   std::string byte_char_[256];

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "sightline/api_server/detokenizer.h"
 #include "sightline/api_server/tokenizer.h"
@@ -154,12 +155,69 @@ TEST_F(BpeTokenizerTest, RefusesWhatItCannotReproduce) {
   EXPECT_NE(Load(spec, &t).message().find("Isolated"), std::string::npos);
   spec = Spec({{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}});
   EXPECT_NE(Load(spec, &t).message().find("regex"), std::string::npos);
+  spec = Spec({{"type", "ByteLevel"}});
+  spec["model"]["merges"].push_back("x y");  // "xy" is not in the vocabulary
+  EXPECT_NE(Load(spec, &t).message().find("merge 'x y'"), std::string::npos);
   spec = Spec(nullptr);
   spec["model"]["type"] = "WordPiece";
   EXPECT_NE(Load(spec, &t).message().find("BPE"), std::string::npos);
   std::ofstream(dir_ / "tokenizer.json") << "{not json";
   EXPECT_FALSE(LoadHfTokenizer((dir_ / "tokenizer.json").string(), &t).ok());
   EXPECT_FALSE(LoadHfTokenizer((dir_ / "missing.json").string(), &t).ok());
+}
+
+// The textbook algorithm, quadratic: merge the leftmost pair of lowest rank
+// until none is left. The tokenizer must agree with it on every word.
+std::vector<std::string> NaiveBpe(const std::string& word,
+                                  const std::vector<std::pair<std::string, std::string>>& merges) {
+  std::vector<std::string> symbols;
+  for (char c : word) symbols.emplace_back(1, c);
+  for (;;) {
+    std::size_t best = merges.size(), where = 0;
+    for (std::size_t i = 0; i + 1 < symbols.size(); ++i)
+      for (std::size_t r = 0; r < best; ++r)
+        if (merges[r].first == symbols[i] && merges[r].second == symbols[i + 1]) {
+          best = r;
+          where = i;
+          break;
+        }
+    if (best == merges.size()) return symbols;
+    symbols[where] += symbols[where + 1];
+    symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(where) + 1);
+  }
+}
+
+TEST_F(BpeTokenizerTest, MergesAgreeWithTheTextbookAlgorithmAndScaleToHugeWords) {
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {"a", "b"},  {"b", "a"},   {"a", "a"},  {"ab", "a"},   {"aa", "aa"}, {"b", "b"},
+      {"aa", "b"}, {"ba", "ab"}, {"bb", "b"}, {"aaaa", "a"}, {"ab", "ab"}};
+  json spec = Spec({{"type", "ByteLevel"}, {"add_prefix_space", false}});
+  spec["model"]["merges"] = json::array();
+  int next_id = 300;
+  for (const auto& [a, b] : merges) {
+    spec["model"]["merges"].push_back(a + " " + b);
+    if (!spec["model"]["vocab"].contains(a + b)) spec["model"]["vocab"][a + b] = next_id++;
+  }
+  std::unique_ptr<Tokenizer> t;
+  const Status s = Load(spec, &t);
+  ASSERT_TRUE(s.ok()) << s.message();
+  std::mt19937 rng(4);
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string word;
+    for (std::size_t n = 1 + rng() % 24; word.size() < n;) word += "ab"[rng() % 2];
+    std::vector<std::int32_t> want;
+    for (const std::string& sym : NaiveBpe(word, merges))
+      want.push_back(spec["model"]["vocab"][sym].get<std::int32_t>());
+    ASSERT_EQ(t->Encode(word), want) << word;
+  }
+  // One pre-token of 400,000 letters: "ab" pairs become "abab" (rank 10)
+  // only after no lower rank applies anywhere.
+  std::string huge;
+  for (int i = 0; i < 200000; ++i) huge += "ab";
+  const std::vector<std::int32_t> ids = t->Encode(huge);
+  ASSERT_EQ(ids.size(), 100000u);
+  EXPECT_EQ(ids.front(), spec["model"]["vocab"]["abab"].get<std::int32_t>());
+  EXPECT_EQ(t->Decode(ids, false), huge);
 }
 
 }  // namespace
