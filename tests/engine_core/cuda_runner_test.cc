@@ -1,7 +1,8 @@
 // The CUDA model runner: the engine's invariance test (batching, chunked
 // prefill, preemption and prefix hits leave a request's greedy tokens equal to
-// a plain dense forward pass) on the GPU path with the tiny model in FP32, and
-// BF16 agreeing with FP32 on a larger dummy model. Skips without a device.
+// a plain dense forward pass) on the GPU path with the tiny model in FP32,
+// BF16 agreeing with FP32 on a larger dummy model, and seeded sampling giving
+// the CPU's tokens. Skips without a device.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -47,21 +48,62 @@ TEST(CudaModelRunner, Bf16AgreesWithFp32OnAtLeast99PercentOfGreedyTokens) {
   c.num_kv_heads = 2;
   c.head_dim = 64;
   const ModelWeights w = DummyWeights(c, 99);
-  auto run = [&](std::unique_ptr<ModelRunner> runner) {
-    MiniEngine engine(std::move(runner), 256, 16, 512);
-    for (int i = 0; i < 16; ++i) engine.Add(std::to_string(i), Prompt(24 + i, 100 + i), 32);
-    engine.RunToCompletion();
-    return engine.outputs_;
-  };
   std::unique_ptr<ModelRunner> fp32, bf16;
   ASSERT_TRUE(MakeCudaModelRunner(c, w, 256, 16, false, &fp32).ok());
   ASSERT_TRUE(MakeCudaModelRunner(c, w, 256, 16, true, &bf16).ok());
-  const auto a = run(std::move(fp32)), b = run(std::move(bf16));
+  // The fixed prompt set, continued greedily in FP32; then every position of
+  // prompt + continuation scored by both.
+  MiniEngine engine(std::move(fp32), 256, 16, 512);
+  for (int i = 0; i < 16; ++i) engine.Add(std::to_string(i), Prompt(24 + i, 100 + i), 32);
+  engine.RunToCompletion();
+  std::unique_ptr<ModelRunner> fp32_again;
+  ASSERT_TRUE(MakeCudaModelRunner(c, w, 256, 16, false, &fp32_again).ok());
   std::size_t same = 0, total = 0;
-  for (const auto& [id, tokens] : a)
-    for (std::size_t i = 0; i < tokens.size(); ++i, ++total) same += tokens[i] == b.at(id)[i];
+  for (int i = 0; i < 16; ++i) {
+    std::vector<std::int32_t> seq = Prompt(24 + i, 100 + i);
+    const auto& out = engine.outputs_.at(std::to_string(i));
+    seq.insert(seq.end(), out.begin(), out.end());
+    const auto a = ArgmaxAtEveryPosition(*fp32_again, seq, 16);
+    const auto b = ArgmaxAtEveryPosition(*bf16, seq, 16);
+    for (std::size_t k = 0; k < a.size(); ++k, ++total) same += a[k] == b[k];
+  }
   EXPECT_GE(static_cast<double>(same), 0.99 * static_cast<double>(total))
       << same << " of " << total << " greedy tokens agree";
+}
+
+// Seeded sampling (temperature, top-k, top-p, min-p, penalties) draws the
+// same uniforms on both devices and runs one algorithm on logits that differ
+// only by float rounding: the tiny model in FP32 gives the same tokens on the
+// GPU as on the CPU.
+TEST(CudaModelRunner, SeededSamplingMatchesTheCpuRunner) {
+  if (!kernels::CudaAvailable()) GTEST_SKIP() << "no CUDA device visible";
+  ModelConfig c;
+  ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
+  const ModelWeights w = DummyWeights(c, 1234);
+  auto run = [&](std::unique_ptr<ModelRunner> runner) {
+    MiniEngine engine(std::move(runner), 256, 16, 64);
+    for (int i = 0; i < 12; ++i) {
+      SamplingParams p;
+      p.temperature = 0.6f + 0.1f * static_cast<float>(i % 5);
+      p.top_k = i % 3 == 0 ? 20 : 0;
+      p.top_p = i % 4 == 1 ? 0.9f : 1.0f;
+      p.min_p = i % 5 == 2 ? 0.05f : 0.0f;
+      p.repetition_penalty = i % 2 ? 1.2f : 1.0f;
+      p.frequency_penalty = i % 3 == 1 ? 0.3f : 0.0f;
+      p.seed = 1000 + static_cast<std::uint64_t>(i);
+      p.has_seed = true;
+      engine.Add(std::to_string(i), Prompt(10 + i, 200 + i), 24, &p);
+    }
+    engine.RunToCompletion();
+    return engine.outputs_;
+  };
+  std::unique_ptr<ModelRunner> gpu;
+  ASSERT_TRUE(MakeCudaModelRunner(c, w, 256, 16, /*bf16=*/false, &gpu).ok());
+  const auto on_gpu = run(std::move(gpu));
+  const auto on_cpu = run(MakeCpuModelRunner(c, w, 256, 16));
+  int same = 0;
+  for (const auto& [id, tokens] : on_cpu) same += on_gpu.at(id) == tokens;
+  EXPECT_GE(same, 11) << same << " of 12 sampled continuations are identical";
 }
 
 }  // namespace

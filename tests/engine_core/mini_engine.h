@@ -34,13 +34,20 @@ class MiniEngine {
     sc.eos_token_ids = {-1};  // run to max_tokens
     sched_ = std::make_unique<Scheduler>(sc, &kv_, [this] { return ++clock_; });
   }
-  void Add(const std::string& id, std::vector<std::int32_t> prompt, int max_tokens) {
+  // Greedy unless `sampling` says otherwise (its seed, if any, seeds the
+  // request's generator, as the engine does).
+  void Add(const std::string& id, std::vector<std::int32_t> prompt, int max_tokens,
+           const SamplingParams* sampling = nullptr) {
     auto r = std::make_unique<Request>();
     r->id = id;
     r->num_prompt_tokens = static_cast<int>(prompt.size());
     r->tokens = std::move(prompt);
-    r->sampling.temperature = 0;
+    if (sampling)
+      r->sampling = *sampling;
+    else
+      r->sampling.temperature = 0;
     r->sampling.max_tokens = static_cast<std::uint32_t>(max_tokens);
+    r->rng.seed(r->sampling.seed);
     sched_->AddRequest(std::move(r));
   }
   void RunToCompletion() {
@@ -72,6 +79,37 @@ class MiniEngine {
   std::unique_ptr<Scheduler> sched_;
   int block_size_;
 };
+
+// One sequence prefilled whole, with logits at every position: the model's
+// greedy choice after each prefix, teacher-forced (one early disagreement
+// cannot cascade through the rest of a continuation).
+inline std::vector<std::int32_t> ArgmaxAtEveryPosition(ModelRunner& runner,
+                                                       const std::vector<std::int32_t>& seq,
+                                                       int block_size) {
+  BatchInput b;
+  const int n = static_cast<int>(seq.size());
+  b.max_blocks_per_seq = (n + block_size - 1) / block_size;
+  b.tokens = seq;
+  for (int i = 0; i < n; ++i) {
+    b.positions.push_back(i);
+    b.slot_mapping.push_back((1 + i / block_size) * block_size + i % block_size);
+    b.logits_rows.push_back(i);
+  }
+  b.query_start = {0, n};
+  b.context_len = {n};
+  for (int k = 0; k < b.max_blocks_per_seq; ++k) b.block_tables.push_back(1 + k);
+  std::vector<float> logits;
+  runner.ComputeLogits(b, &logits);
+  const auto vocab = static_cast<std::size_t>(runner.config().vocab_size);
+  std::vector<std::int32_t> best;
+  for (int i = 0; i < n; ++i) {
+    const auto row =
+        logits.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(i) * vocab);
+    best.push_back(static_cast<std::int32_t>(
+        std::max_element(row, row + static_cast<std::ptrdiff_t>(vocab)) - row));
+  }
+  return best;
+}
 
 inline std::vector<std::int32_t> Prompt(int n, unsigned seed) {
   std::mt19937 rng(seed);

@@ -170,6 +170,26 @@ TEST(Sampler, PrepareRowDrawsOnlyWhenSamplingAndListsDistinctTokens) {
   EXPECT_EQ(row.penalty_end - row.penalty_begin, 2);
 }
 
+// The teacher-forced scoring the GPU tests use: prefilling prompt + greedy
+// continuation, the argmax after each prefix is the next token.
+TEST(ModelRunner, ArgmaxAtEveryPositionReproducesTheGreedyContinuation) {
+  ModelConfig c;
+  ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
+  const ModelWeights w = DummyWeights(c, 1234);
+  MiniEngine engine(MakeCpuModelRunner(c, w, 64, 16), 64, 16, 512);
+  const std::vector<std::int32_t> prompt = Prompt(21, 2);
+  engine.Add("a", prompt, 12);
+  engine.RunToCompletion();
+  std::vector<std::int32_t> seq = prompt;
+  const auto& out = engine.outputs_.at("a");
+  seq.insert(seq.end(), out.begin(), out.end());
+  auto runner = MakeCpuModelRunner(c, w, 64, 16);
+  const auto best = ArgmaxAtEveryPosition(*runner, seq, 16);
+  ASSERT_EQ(best.size(), seq.size());
+  for (std::size_t k = 0; k < out.size(); ++k)
+    EXPECT_EQ(best[prompt.size() - 1 + k], out[k]) << "output token " << k;
+}
+
 TEST(ModelRunner, BatchedChunkedPreemptedAndCachedMatchTheDenseReference) {
   ExpectInvariance([](const ModelConfig& c, const ModelWeights& w, int blocks, int block_size) {
     return MakeCpuModelRunner(c, w, blocks, block_size);
