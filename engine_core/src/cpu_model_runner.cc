@@ -84,7 +84,8 @@ class CpuModelRunner final : public ModelRunner {
       ops::MatMulTransB(h_.data(), L.gate.data(), t, c.intermediate_size, c.hidden_size,
                         gate_.data());
       ops::MatMulTransB(h_.data(), L.up.data(), t, c.intermediate_size, c.hidden_size, up_.data());
-      ops::SiluMul(gate_.data(), up_.data(), t * c.intermediate_size, gate_.data());
+      ops::SiluMul(gate_.data(), up_.data(), static_cast<std::size_t>(t) * c.intermediate_size,
+                   gate_.data());
       ops::MatMulTransB(gate_.data(), L.down.data(), t, c.hidden_size, c.intermediate_size,
                         h_.data());
       for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += h_[i];

@@ -103,7 +103,8 @@ class DeviceBuffer {
     return rc;
   }
   cudaError_t Upload(const T* host, std::size_t n) {
-    if (const cudaError_t rc = Reserve(n); rc != cudaSuccess) return rc;
+    if (const cudaError_t rc = Reserve(std::max<std::size_t>(n, 1)); rc != cudaSuccess) return rc;
+    if (n == 0) return cudaSuccess;  // an empty vector's data() may be null
     return cudaMemcpy(ptr_, host, n * sizeof(T), cudaMemcpyHostToDevice);
   }
   cudaError_t Zero() { return cudaMemset(ptr_, 0, size_ * sizeof(T)); }
@@ -128,6 +129,9 @@ class CudaModelRunner final : public ModelRunner {
   static Status Create(ModelConfig config, const ModelWeights& w, int num_blocks, int block_size,
                        bool bf16, std::unique_ptr<ModelRunner>* out) {
     if (!kernels::CudaAvailable()) return Status::NotFound("--device cuda: no CUDA device visible");
+    if (config.head_dim > 256 || config.head_dim % 2 != 0)  // the attention kernel's limit
+      return Status::InvalidArgument("--device cuda: head_dim " + std::to_string(config.head_dim) +
+                                     " is not supported (even, at most 256)");
     std::unique_ptr<CudaModelRunner> r(new CudaModelRunner());
     r->c_ = std::move(config);
     r->bf16_ = bf16;
@@ -191,28 +195,35 @@ class CudaModelRunner final : public ModelRunner {
     Check(slots_.Upload(b.slot_mapping.data(), b.slot_mapping.size()), "copying slots");
     Check(query_start_.Upload(b.query_start.data(), b.query_start.size()), "copying query starts");
     Check(context_len_.Upload(b.context_len.data(), b.context_len.size()), "copying lengths");
-    Check(tables_.Upload(b.block_tables.data(), std::max<std::size_t>(1, b.block_tables.size())),
-          "copying block tables");
+    Check(tables_.Upload(b.block_tables.data(), b.block_tables.size()), "copying block tables");
     Check(logits_rows_.Upload(b.logits_rows.data(), b.logits_rows.size()), "copying rows");
 
-    ops::EmbeddingGather(embed_.get(), tokens_.get(), t, c_.hidden_size, x_.get());
+    Launch(ops::EmbeddingGather(embed_.get(), tokens_.get(), t, c_.hidden_size, x_.get()),
+           "embedding");
     const float scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
     for (int l = 0; l < c_.num_layers; ++l) {
       Layer& L = layers_[static_cast<std::size_t>(l)];
       // The previous layer's MLP output joins the residual stream here, fused.
       if (l == 0)
-        ops::RmsNorm(x_.get(), L.input_norm.get(), c_.rms_norm_eps, t, c_.hidden_size, h_.get());
+        Launch(ops::RmsNorm(x_.get(), L.input_norm.get(), c_.rms_norm_eps, t, c_.hidden_size,
+                            h_.get()),
+               "rms norm");
       else
-        ops::AddRmsNorm(x_.get(), h_.get(), L.input_norm.get(), c_.rms_norm_eps, t, c_.hidden_size,
-                        h_.get());
+        Launch(ops::AddRmsNorm(x_.get(), h_.get(), L.input_norm.get(), c_.rms_norm_eps, t,
+                               c_.hidden_size, h_.get()),
+               "residual add and rms norm");
       Linear(L.q, h_.get(), t, c_.q_size(), c_.hidden_size, q_.get());
       Linear(L.k, h_.get(), t, c_.kv_size(), c_.hidden_size, k_.get());
       Linear(L.v, h_.get(), t, c_.kv_size(), c_.hidden_size, v_.get());
-      ops::Rope(q_.get(), positions_.get(), t, c_.num_heads, c_.head_dim, inv_freq_.get());
-      ops::Rope(k_.get(), positions_.get(), t, c_.num_kv_heads, c_.head_dim, inv_freq_.get());
+      Launch(ops::Rope(q_.get(), positions_.get(), t, c_.num_heads, c_.head_dim, inv_freq_.get()),
+             "rope");
+      Launch(
+          ops::Rope(k_.get(), positions_.get(), t, c_.num_kv_heads, c_.head_dim, inv_freq_.get()),
+          "rope");
       float* kc = k_cache_[static_cast<std::size_t>(l)].get();
       float* vc = v_cache_[static_cast<std::size_t>(l)].get();
-      ops::WriteKvCache(k_.get(), v_.get(), slots_.get(), t, c_.kv_size(), kc, vc);
+      Launch(ops::WriteKvCache(k_.get(), v_.get(), slots_.get(), t, c_.kv_size(), kc, vc),
+             "writing the KV cache");
       kernels::cpu::PagedAttentionArgs args{q_.get(),
                                             kc,
                                             vc,
@@ -227,20 +238,26 @@ class CudaModelRunner final : public ModelRunner {
                                             b.max_blocks_per_seq,
                                             scale,
                                             attn_.get()};
-      ops::PagedAttention(args, t);
+      Launch(ops::PagedAttention(args, t), "attention");
       Linear(L.o, attn_.get(), t, c_.hidden_size, c_.q_size(), h_.get());
-      ops::AddRmsNorm(x_.get(), h_.get(), L.post_norm.get(), c_.rms_norm_eps, t, c_.hidden_size,
-                      h_.get());
+      Launch(ops::AddRmsNorm(x_.get(), h_.get(), L.post_norm.get(), c_.rms_norm_eps, t,
+                             c_.hidden_size, h_.get()),
+             "residual add and rms norm");
       Linear(L.gate, h_.get(), t, c_.intermediate_size, c_.hidden_size, gate_.get());
       Linear(L.up, h_.get(), t, c_.intermediate_size, c_.hidden_size, up_.get());
-      ops::SiluMul(gate_.get(), up_.get(), t * c_.intermediate_size, gate_.get());
+      Launch(ops::SiluMul(gate_.get(), up_.get(),
+                          static_cast<std::size_t>(t) * c_.intermediate_size, gate_.get()),
+             "silu and mul");
       Linear(L.down, gate_.get(), t, c_.hidden_size, c_.intermediate_size, h_.get());
     }
     // Last residual add and the final norm, then only the rows that sample.
-    ops::AddRmsNorm(x_.get(), h_.get(), final_norm_.get(), c_.rms_norm_eps, t, c_.hidden_size,
-                    h_.get());
+    Launch(ops::AddRmsNorm(x_.get(), h_.get(), final_norm_.get(), c_.rms_norm_eps, t,
+                           c_.hidden_size, h_.get()),
+           "final norm");
     if (rows == 0) return 0;
-    ops::EmbeddingGather(h_.get(), logits_rows_.get(), rows, c_.hidden_size, selected_.get());
+    Launch(
+        ops::EmbeddingGather(h_.get(), logits_rows_.get(), rows, c_.hidden_size, selected_.get()),
+        "selecting rows");
     Linear(lm_head_, selected_.get(), rows, c_.vocab_size, c_.hidden_size, logits_.get());
     return rows;
   }
@@ -251,6 +268,8 @@ class CudaModelRunner final : public ModelRunner {
     if (rc != cudaSuccess)
       throw std::runtime_error(std::string("CUDA error ") + what + ": " + cudaGetErrorString(rc));
   }
+  // A kernel launch's result (the ops return a cudaError_t as an int).
+  static void Launch(int rc, const char* what) { Check(static_cast<cudaError_t>(rc), what); }
 
   cudaError_t UploadMatrix(const std::vector<float>& host, Matrix* m) {
     cudaError_t rc = m->f32.Upload(host.data(), host.size());
@@ -313,7 +332,7 @@ class CudaModelRunner final : public ModelRunner {
   void Linear(const Matrix& w, const float* in, int m, int n, int k, float* out) {
     int rc;
     if (bf16_) {
-      ops::ToBf16(in, static_cast<std::size_t>(m) * k, scratch16_.get());
+      Launch(ops::ToBf16(in, static_cast<std::size_t>(m) * k, scratch16_.get()), "to bf16");
       rc = gemm_->MatMulTransBBf16(scratch16_.get(), w.bf16.get(), m, n, k, out);
     } else {
       rc = gemm_->MatMulTransB(in, w.f32.get(), m, n, k, out);

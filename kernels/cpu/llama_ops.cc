@@ -36,8 +36,8 @@ void RmsNorm(const float* x, const float* weight, float eps, int rows, int dim, 
   }
 }
 
-void SiluMul(const float* gate, const float* up, int n, float* out) {
-  for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+void SiluMul(const float* gate, const float* up, std::size_t n, float* out) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 void Rope(float* x, const std::int32_t* positions, int tokens, int heads, int head_dim,

@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cfloat>
 
 #include "sightline/kernels/cuda_ops.h"
@@ -63,9 +64,11 @@ __global__ void RmsNormKernel(float* x, const float* add, const float* weight, f
   for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = xr[i] * inv * weight[i];
 }
 
-__global__ void SiluMulKernel(const float* gate, const float* up, int n, float* out) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+__global__ void SiluMulKernel(const float* gate, const float* up, std::size_t n, float* out) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride)
+    out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
 // One thread per (token, head, pair i): rotates (x[i], x[i + half]).
@@ -169,7 +172,7 @@ __global__ void PagedAttentionKernel(cpu::PagedAttentionArgs a) {
     float total = 0.0f;
     for (int w = 0; w < warps; ++w)
       if (sums[w] > 0) total += accs[w * a.head_dim + d] * expf(maxes[w] - m_all);
-    o[d] = total / l_all;
+    o[d] = l_all > 0 ? total / l_all : 0.0f;  // no position at all: zeros, as the CPU
   }
 }
 
@@ -206,7 +209,7 @@ __global__ void ArgmaxKernel(const float* logits, int vocab, std::int32_t* out) 
         value = best_value[w];
         index = best_index[w];
       }
-    out[blockIdx.x] = index;
+    out[blockIdx.x] = index < vocab ? index : 0;  // all NaN or -inf: 0, as the CPU
   }
 }
 
@@ -235,9 +238,10 @@ int AddRmsNorm(float* residual, const float* x, const float* weight, float eps, 
   return Launched();
 }
 
-int SiluMul(const float* gate, const float* up, int n, float* out, Stream stream) {
-  if (n <= 0) return 0;
-  SiluMulKernel<<<(n + 255) / 256, 256, 0, AsStream(stream)>>>(gate, up, n, out);
+int SiluMul(const float* gate, const float* up, std::size_t n, float* out, Stream stream) {
+  if (n == 0) return 0;
+  const auto blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 1u << 20));
+  SiluMulKernel<<<blocks, 256, 0, AsStream(stream)>>>(gate, up, n, out);
   return Launched();
 }
 

@@ -6,6 +6,7 @@
 // row and draws.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
@@ -33,8 +34,11 @@ __global__ void PenaltyKernel(float* logits, int vocab, const RowSampling* rows,
     float v = l[p.token];
     if (row.repetition_penalty != 1.0f)
       v = v > 0 ? v / row.repetition_penalty : v * row.repetition_penalty;
+    // Rounded as the CPU rounds it: no fused multiply-add.
     if (p.output_count > 0)
-      v -= row.frequency_penalty * static_cast<float>(p.output_count) + row.presence_penalty;
+      v = __fsub_rn(v,
+                    __fadd_rn(__fmul_rn(row.frequency_penalty, static_cast<float>(p.output_count)),
+                              row.presence_penalty));
     l[p.token] = v;
   }
 }
@@ -211,15 +215,27 @@ int Sampler::Sample(float* logits_dev, int vocab, const std::vector<RowSampling>
   if (rc == cudaSuccess) rc = Argmax(logits_dev, n_rows, vocab, out_dev);  // greedy rows: done
   if (rc != cudaSuccess) return rc;
 
-  // The rows that draw, and their segments in the gathered arrays.
-  std::vector<std::int32_t> host;  // [sample rows..., offsets 0, V, 2V, ...]
+  // The rows that draw, in chunks the sort and the grids can take (CUB
+  // indexes items with int; a grid's y is at most 65535).
+  std::vector<std::int32_t> drawing;
   for (int r = 0; r < n_rows; ++r)
-    if (!rows[static_cast<std::size_t>(r)].greedy()) host.push_back(r);
-  const int n = static_cast<int>(host.size());
-  if (n == 0) return cudaSuccess;
+    if (!rows[static_cast<std::size_t>(r)].greedy()) drawing.push_back(r);
+  const int per_chunk = std::max(1, std::min(65535, INT_MAX / std::max(vocab, 1)));
+  for (std::size_t first = 0; first < drawing.size() && rc == cudaSuccess; first += per_chunk) {
+    const int m = static_cast<int>(std::min<std::size_t>(per_chunk, drawing.size() - first));
+    rc = Draw(logits_dev, vocab, drawing.data() + first, m, out_dev);
+  }
+  return rc;
+}
+
+int Sampler::Draw(const float* logits_dev, int vocab, const std::int32_t* rows, int n,
+                  std::int32_t* out_dev) {
+  // [the rows..., their segments' offsets 0, V, 2V, ..., nV] in the gathered arrays.
+  std::vector<std::int32_t> host(rows, rows + n);
   for (int j = 0; j <= n; ++j) host.push_back(j * vocab);
   const auto items = static_cast<std::size_t>(n) * static_cast<std::size_t>(vocab);
   std::size_t temp_bytes = SortTempBytes(n, vocab);
+  int rc = cudaSuccess;
   for (auto [ptr, have, bytes] :
        {std::tuple{&sample_rows_, &sample_rows_bytes_, host.size() * sizeof(std::int32_t)},
         {&keys_in_, &keys_in_bytes_, items * sizeof(float)},

@@ -83,9 +83,12 @@ class MiniEngine {
 // One sequence prefilled whole, with logits at every position: the model's
 // greedy choice after each prefix, teacher-forced (one early disagreement
 // cannot cascade through the rest of a continuation).
+// *margins (optional) gets each position's gap between the best and the
+// second-best logit.
 inline std::vector<std::int32_t> ArgmaxAtEveryPosition(ModelRunner& runner,
                                                        const std::vector<std::int32_t>& seq,
-                                                       int block_size) {
+                                                       int block_size,
+                                                       std::vector<float>* margins = nullptr) {
   BatchInput b;
   const int n = static_cast<int>(seq.size());
   b.max_blocks_per_seq = (n + block_size - 1) / block_size;
@@ -103,10 +106,14 @@ inline std::vector<std::int32_t> ArgmaxAtEveryPosition(ModelRunner& runner,
   const auto vocab = static_cast<std::size_t>(runner.config().vocab_size);
   std::vector<std::int32_t> best;
   for (int i = 0; i < n; ++i) {
-    const auto row =
-        logits.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(i) * vocab);
-    best.push_back(static_cast<std::int32_t>(
-        std::max_element(row, row + static_cast<std::ptrdiff_t>(vocab)) - row));
+    const float* row = logits.data() + static_cast<std::size_t>(i) * vocab;
+    const auto top = static_cast<std::int32_t>(std::max_element(row, row + vocab) - row);
+    best.push_back(top);
+    if (!margins) continue;
+    float second = -INFINITY;
+    for (std::size_t v = 0; v < vocab; ++v)
+      if (static_cast<std::int32_t>(v) != top) second = std::max(second, row[v]);
+    margins->push_back(row[top] - second);
   }
   return best;
 }

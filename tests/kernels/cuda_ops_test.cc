@@ -68,6 +68,14 @@ TEST(CudaKernels, RmsNormAndTheFusedResidualAdd) {
     ASSERT_EQ(cuda::AddRmsNorm(dx.get(), dadd.get(), dw.get(), 1e-5f, rows, dim, dout.get()), 0);
     ExpectClose(dout.ToHost(), want, 1e-5f, 1e-6f, "AddRmsNorm");
     ExpectClose(dx.ToHost(), sum, 0, 0, "AddRmsNorm residual");
+
+    // The runner's use: the addend's buffer receives the output (in place).
+    std::vector<float> twice(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) twice[i] = sum[i] + add[i];
+    cpu::RmsNorm(twice.data(), w.data(), 1e-5f, rows, dim, want.data());
+    ASSERT_EQ(cuda::AddRmsNorm(dx.get(), dadd.get(), dw.get(), 1e-5f, rows, dim, dadd.get()), 0);
+    ExpectClose(dadd.ToHost(), want, 1e-5f, 1e-6f, "AddRmsNorm in place");
+    ExpectClose(dx.ToHost(), twice, 0, 0, "AddRmsNorm in place, residual");
   }
 }
 
@@ -200,11 +208,12 @@ TEST(CudaKernels, WriteKvCacheBySlot) {
 TEST(CudaKernels, ArgmaxTakesTheLowestIndexOfEqualMaxima) {
   REQUIRE_DEVICE();
   std::mt19937 rng(6);
-  const int rows = 4, vocab = 128256;
+  const int rows = 5, vocab = 128256;
   auto logits = Random(static_cast<std::size_t>(rows) * vocab, rng);
   logits[5] = logits[70000] = 50.0f;                                        // row 0: tie, 5 wins
   logits[vocab + vocab - 1] = 60.0f;                                        // row 1: the last index
   std::fill(logits.begin() + 2 * vocab, logits.begin() + 3 * vocab, 1.0f);  // row 2: all equal
+  std::fill(logits.begin() + 4 * vocab, logits.end(), -INFINITY);           // row 4: nothing finite
   DeviceArray<float> dl(logits);
   DeviceArray<std::int32_t> dout(static_cast<std::size_t>(rows));
   ASSERT_EQ(cuda::Argmax(dl.get(), rows, vocab, dout.get()), 0);
@@ -214,6 +223,7 @@ TEST(CudaKernels, ArgmaxTakesTheLowestIndexOfEqualMaxima) {
   EXPECT_EQ(got[2], 0);
   const auto row3 = logits.begin() + 3 * vocab;
   EXPECT_EQ(got[3], std::max_element(row3, row3 + vocab) - row3);
+  EXPECT_EQ(got[4], 0);  // as std::max_element: a valid id, never `vocab`
 }
 
 std::uint16_t Bf16Bits(float f) {  // round to nearest even, as __float2bfloat16_rn

@@ -17,7 +17,7 @@ void MatMulTransB(const float* a, const float* w, int m, int n, int k, float* ou
 void RmsNorm(const float* x, const float* weight, float eps, int rows, int dim, float* out);
 
 // out[i] = silu(gate[i]) * up[i]
-void SiluMul(const float* gate, const float* up, int n, float* out);
+void SiluMul(const float* gate, const float* up, std::size_t n, float* out);
 
 // Rotary embedding, "rotate half" layout (pairs i and i + head_dim/2), in place on
 // x[tokens, heads, head_dim] at the given positions, with per-pair inverse frequencies.

@@ -29,7 +29,7 @@ int AddRmsNorm(float* residual, const float* x, const float* weight, float eps, 
                float* out, Stream stream = nullptr);
 
 // As cpu::SiluMul.
-int SiluMul(const float* gate, const float* up, int n, float* out, Stream stream = nullptr);
+int SiluMul(const float* gate, const float* up, std::size_t n, float* out, Stream stream = nullptr);
 
 // As cpu::Rope (rotate-half, in place; inv_freq has head_dim / 2 entries).
 int Rope(float* x, const std::int32_t* positions, int tokens, int heads, int head_dim,
@@ -47,7 +47,8 @@ int WriteKvCache(const float* k, const float* v, const std::int32_t* slot_mappin
 int PagedAttention(const cpu::PagedAttentionArgs& args, int query_rows, Stream stream = nullptr);
 
 // Greedy sampling: out[r] = the index of row r's largest logit (the lowest
-// index among equal maxima, as the CPU sampler).
+// index among equal maxima, as the CPU sampler; 0 for a row without any
+// number larger than -FLT_MAX).
 int Argmax(const float* logits, int rows, int vocab, std::int32_t* out, Stream stream = nullptr);
 
 }  // namespace sightline::kernels::cuda

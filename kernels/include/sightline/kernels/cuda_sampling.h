@@ -32,8 +32,12 @@ class Sampler {
   static std::size_t ScratchBytes(int rows, int vocab);
 
  private:
-  // Grows a device allocation (never shrinks); false on failure.
+  // Grows a device allocation (never shrinks); a cudaError_t.
   int Reserve(void** ptr, std::size_t* have, std::size_t bytes);
+  // Sorts, cuts and draws `n` rows (indices into logits_dev) at once; n * vocab
+  // fits an int and n a grid dimension.
+  int Draw(const float* logits_dev, int vocab, const std::int32_t* rows, int n,
+           std::int32_t* out_dev);
 
   void* params_ = nullptr;  // RowSampling[rows]
   void* penalties_ = nullptr;
