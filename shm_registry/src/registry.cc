@@ -225,17 +225,8 @@ Status Registry::Create(std::string_view instance, const Capacity& capacity, std
   if (s.code() == Status::Code::kAlreadyExists) {
     // A leftover of an instance that did not shut down cleanly is replaced,
     // but never one that still has a live process.
-    std::unique_ptr<Registry> old;
-    Status a = Attach(instance, "probe", &old);
-    if (a.ok()) {
-      if (old->impl_->AnyProcessAlive())
-        return Status::AlreadyExists("registry '" + std::string(instance) +
-                                     "' is in use by a live process");
-      old.reset();
-      (void)SharedSegment::Unlink(impl->shm_name);
-    } else if (a.code() != Status::Code::kNotFound) {
-      return a;  // e.g. another layout version: refuse, never misread or clobber it
-    }
+    Status a = RemoveAbandoned(instance);
+    if (!a.ok() && a.code() != Status::Code::kNotFound) return a;
     s = SharedSegment::Create(impl->shm_name, geometry.segment_bytes, &impl->segment);
   }
   if (!s.ok()) return s;
@@ -284,6 +275,18 @@ Status Registry::Remove(std::string_view instance) {
     return Status::InvalidArgument("invalid registry instance name '" + std::string(instance) +
                                    "'");
   return SharedSegment::Unlink(SegmentName(instance));
+}
+
+Status Registry::RemoveAbandoned(std::string_view instance) {
+  std::unique_ptr<Registry> old;
+  // Another layout version is refused here too: never misread or clobber it.
+  if (Status a = Attach(instance, "probe", &old); !a.ok()) return a;
+  if (old->impl_->AnyProcessAlive())
+    return Status::AlreadyExists("registry '" + std::string(instance) +
+                                 "' is in use by a live process");
+  const std::string name = old->impl_->shm_name;
+  old.reset();
+  return SharedSegment::Unlink(name);
 }
 
 const std::string& Registry::instance() const {

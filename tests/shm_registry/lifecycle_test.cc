@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "sightline/shm_registry/registry.h"
@@ -387,6 +388,40 @@ TEST_F(LifecycleTest, CliDumpAndInspect) {
   EXPECT_NE(rc, 0);
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
   EXPECT_TRUE(out.starts_with("sightline: error: ")) << out;
+}
+
+// `sightline metrics remove`: what a SIGKILLed instance left (its segment,
+// its `serve` run directory) goes; a live instance is never touched.
+TEST(Cli, RemoveTakesOnlyWhatADeadInstanceLeft) {
+  const std::string name = UniqueInstance();
+  ChildProcess crashed = ChildProcess::Spawn([&](const ChildProcess::Control& c) {
+    std::unique_ptr<Registry> r;
+    if (!Registry::Create(name, Capacity{}, "supervisor", &r).ok()) return 1;
+    c.Ready();
+    c.AwaitRelease();
+    return 0;
+  });
+  crashed.WaitReady();
+  const std::string dir = "/tmp/sightline-" + name;  // as `serve` names it without XDG_RUNTIME_DIR
+  ASSERT_TRUE(std::filesystem::create_directory(dir));
+  int rc;
+  const std::string cmd =
+      "env -u XDG_RUNTIME_DIR " + std::string(SIGHTLINE_CLI) + " metrics remove --registry " + name;
+  std::string out = RunCommand(cmd, &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("in use by a live process"), std::string::npos) << out;
+  EXPECT_TRUE(std::filesystem::exists("/dev/shm/sightline." + name));
+  EXPECT_TRUE(std::filesystem::exists(dir));
+
+  crashed.KillAndWait();
+  out = RunCommand(cmd, &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/sightline." + name));
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  out = RunCommand(cmd, &rc);  // nothing left to remove
+  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Cli, DemoKeepsCountsOfAKilledWorkerAndRejectsBadCapacity) {

@@ -3,12 +3,14 @@
 #include "cli_error.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "metrics_demo.h"
 #include "registry_flags.h"
+#include "run_directory.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::cli {
@@ -65,6 +67,23 @@ int Inspect(const MetricsOptions& o) {
   return 0;
 }
 
+// The leftovers of an instance whose supervisor was SIGKILLed: its segment
+// and its run directory. Nothing is touched while any process of it lives.
+int Remove(const MetricsOptions& o) {
+  const Status s = metrics::Registry::RemoveAbandoned(o.registry);
+  if (!s.ok() && s.code() != Status::Code::kNotFound) return Fail(s);
+  // Without its segment no live instance holds the name: the directory is a leftover.
+  const std::string dir = RunDirectoryPath(o.registry);
+  std::error_code ec;
+  const bool had_dir = std::filesystem::exists(dir, ec);
+  if (had_dir && !std::filesystem::remove_all(dir, ec) && ec)
+    return Fail("cannot remove " + dir + ": " + ec.message());
+  if (!s.ok() && !had_dir) return Fail("no registry '" + o.registry + "' and no " + dir);
+  std::cout << "removed" << (s.ok() ? " registry '" + o.registry + "'" : "")
+            << (s.ok() && had_dir ? " and" : "") << (had_dir ? " " + dir : "") << "\n";
+  return 0;
+}
+
 }  // namespace
 
 void AddMetricsCommand(CLI::App& app, int* exit_code) {
@@ -81,6 +100,12 @@ void AddMetricsCommand(CLI::App& app, int* exit_code) {
       metrics->add_subcommand("inspect", "Show slots, capacity use and overflow counts");
   inspect->add_option("--registry", opts->registry, "Instance (registry) name")->required();
   inspect->callback([opts, exit_code] { *exit_code = Inspect(*opts); });
+
+  CLI::App* remove = metrics->add_subcommand(
+      "remove",
+      "Remove the segment and run directory a SIGKILLed instance left (refused while it lives)");
+  remove->add_option("--registry", opts->registry, "Instance (registry) name")->required();
+  remove->callback([opts, exit_code] { *exit_code = Remove(*opts); });
 
   CLI::App* demo = metrics->add_subcommand(
       "demo", "Fork worker processes that record metrics, kill one, show the aggregate");

@@ -4,10 +4,8 @@
 
 #include <limits.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -18,6 +16,7 @@
 #include "engine_options.h"
 #include "listening_socket.h"
 #include "registry_flags.h"
+#include "run_directory.h"
 #include "sightline/shm_registry/process_metrics.h"
 #include "sightline/shm_registry/registry.h"
 #include "stop_signals.h"
@@ -38,36 +37,6 @@ struct ServeOptions {
   std::string show_hidden_metrics_for_version;
   metrics::Capacity capacity;
   bool dry_run = false;
-};
-
-// The private directory for the engine's ZeroMQ ipc:// sockets (0700),
-// removed with everything in it when the instance stops. It is named after
-// the registry instance: only one live instance can hold that name (Create
-// refuses a live one), so a directory already there was left by a
-// supervisor that was SIGKILLed, and is replaced. Leftovers stay bounded.
-class RunDirectory {
- public:
-  Status Create(const std::string& instance) {
-    const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-    const std::string path = (runtime && *runtime ? std::string(runtime) : std::string("/tmp")) +
-                             "/sightline-" + instance;
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);  // a symlink is removed, not followed
-    if (ec) return Status::IoError("cannot remove the stale run directory " + path);
-    if (mkdir(path.c_str(), 0700) != 0)
-      return Status::IoError("cannot create the run directory " + path + ": " +
-                             std::strerror(errno));
-    path_ = path;
-    return Status::Ok();
-  }
-  ~RunDirectory() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
 };
 
 // MODEL's tokenizer when --tokenizer is left at auto: a Hugging Face

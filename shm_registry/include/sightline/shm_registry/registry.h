@@ -98,6 +98,10 @@ class Registry {
                        std::unique_ptr<Registry>* out);
   // Removes an instance's segment name (processes attached keep their mapping).
   static Status Remove(std::string_view instance);
+  // Removes the segment of an instance whose processes are all dead (one that
+  // did not shut down cleanly: its supervisor was SIGKILLed); refused
+  // (kAlreadyExists) while any is alive, kNotFound when there is none.
+  static Status RemoveAbandoned(std::string_view instance);
   // "/sightline.<instance>"; instance names are [A-Za-z0-9._-]{1,200}.
   static std::string SegmentName(std::string_view instance);
 
