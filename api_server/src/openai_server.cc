@@ -270,6 +270,12 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
       engine_->Abort(submitted_ids);
       return complete(false, /*engine_gone=*/true);
     }
+    // Aborted (the client left, a drain ran out of time) between the check
+    // above and Submit: that abort reached the engine before the request
+    // did, so the engine would run it to the end for nobody. Abort it again
+    // (harmless if the engine itself ended it).
+    std::lock_guard<std::mutex> lock(g->mu);
+    if (c->done && c->finish == "abort") engine_->Abort({c->engine_id});
   }
 }
 

@@ -16,24 +16,30 @@ void ApplyPenalties(float* logits, int vocab, const RowSampling& row,
     float& l = logits[p.token];
     if (row.repetition_penalty != 1.0f)
       l = l > 0 ? l / row.repetition_penalty : l * row.repetition_penalty;
-    if (p.output_count > 0)
-      l -= row.frequency_penalty * static_cast<float>(p.output_count) + row.presence_penalty;
+    if (p.output_count > 0) {  // two steps, rounded as vLLM rounds them
+      l -= row.frequency_penalty * static_cast<float>(p.output_count);
+      l -= row.presence_penalty;
+    }
   }
 }
 
 std::int32_t SampleRow(const float* logits, int vocab, const RowSampling& row,
                        std::vector<std::int32_t>* order) {
-  const auto argmax = static_cast<std::int32_t>(std::max_element(logits, logits + vocab) - logits);
-  if (row.greedy()) return argmax;
+  // NaN logits count as -infinity (on both devices).
+  auto key = [&](std::int32_t t) { return std::isnan(logits[t]) ? -INFINITY : logits[t]; };
+  std::int32_t argmax = 0;
+  for (std::int32_t t = 1; t < vocab; ++t)
+    if (key(t) > key(argmax)) argmax = t;
+  const float max_logit = key(argmax);
+  if (row.greedy() || !(max_logit > -INFINITY)) return argmax;  // nothing to draw from: 0
 
   order->resize(static_cast<std::size_t>(vocab));
   std::iota(order->begin(), order->end(), 0);
   std::sort(order->begin(), order->end(), [&](std::int32_t a, std::int32_t b) {
-    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+    return key(a) != key(b) ? key(a) > key(b) : a < b;
   });
-  const float max_logit = logits[argmax];
   auto prob = [&](std::size_t j) {
-    return static_cast<double>(std::exp((logits[(*order)[j]] - max_logit) / row.temperature));
+    return static_cast<double>(std::exp((key((*order)[j]) - max_logit) / row.temperature));
   };
 
   // p does not increase along the order, so each filter keeps a prefix.

@@ -181,8 +181,8 @@ __global__ void ArgmaxKernel(const float* logits, int vocab, std::int32_t* out) 
   __shared__ float best_value[1024 / kWarp];
   __shared__ int best_index[1024 / kWarp];
   const float* row = logits + static_cast<std::size_t>(blockIdx.x) * vocab;
-  float value = -FLT_MAX;
-  int index = vocab;  // larger than any real index
+  float value = -INFINITY;  // NaN never compares larger: it counts as -inf
+  int index = vocab;        // larger than any real index
   for (int i = threadIdx.x; i < vocab; i += blockDim.x)
     if (row[i] > value) {  // strided ascending: the first maximum a thread sees is its lowest
       value = row[i];

@@ -34,11 +34,11 @@ __global__ void PenaltyKernel(float* logits, int vocab, const RowSampling* rows,
     float v = l[p.token];
     if (row.repetition_penalty != 1.0f)
       v = v > 0 ? v / row.repetition_penalty : v * row.repetition_penalty;
-    // Rounded as the CPU rounds it: no fused multiply-add.
+    // Rounded as the CPU rounds it: two steps, no fused multiply-add.
     if (p.output_count > 0)
-      v = __fsub_rn(v,
-                    __fadd_rn(__fmul_rn(row.frequency_penalty, static_cast<float>(p.output_count)),
-                              row.presence_penalty));
+      v = __fsub_rn(
+          __fsub_rn(v, __fmul_rn(row.frequency_penalty, static_cast<float>(p.output_count))),
+          row.presence_penalty);
     l[p.token] = v;
   }
 }
@@ -49,7 +49,7 @@ __global__ void GatherKernel(const float* logits, const std::int32_t* sample_row
   const std::size_t j = blockIdx.y;
   const float* from = logits + static_cast<std::size_t>(sample_rows[j]) * vocab;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < vocab; i += gridDim.x * blockDim.x) {
-    keys[j * vocab + i] = from[i];
+    keys[j * vocab + i] = isnan(from[i]) ? -INFINITY : from[i];  // as the CPU's key
     ids[j * vocab + i] = i;
   }
 }
@@ -135,6 +135,7 @@ __global__ void __launch_bounds__(kThreads)
   const std::size_t j = blockIdx.x;
   const int r = sample_rows[j];
   const RowSampling row = rows[r];
+  if (!(sorted[j * vocab] > -INFINITY)) return;  // nothing to draw from: the argmax (0) stands
   SortedRow s(sorted + j * vocab, row.temperature, &temp, &s_int, &s_double);
 
   int keep = vocab;

@@ -16,17 +16,24 @@
 // algorithm below, as used by Python's math.fsum.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <vector>
 
 namespace sightline::metrics {
 
 // Accumulates doubles exactly as non-overlapping partials; Result() is the
-// sum of everything added, rounded once (half to even). Non-finite inputs make
-// the result the plain floating-point sum of the inputs.
+// sum of everything added, rounded once (half to even). Non-finite inputs, or
+// a running sum that overflows, make the result infinite (or NaN) as a plain
+// floating-point sum would be.
 class ExactSum {
  public:
+  ExactSum() = default;
+  ExactSum(const ExactSum&) = delete;
+  ExactSum& operator=(const ExactSum&) = delete;
+
   void Add(double x) {
     if (!std::isfinite(x)) {
       special_ += x;
@@ -37,12 +44,18 @@ class ExactSum {
       double y = partials_[i];
       if (std::fabs(x) < std::fabs(y)) std::swap(x, y);
       const double hi = x + y;
+      if (!std::isfinite(hi)) {  // the running sum overflows: so does the total
+        special_ += hi;
+        count_ = 0;
+        return;
+      }
       const double lo = y - (hi - x);
       if (lo != 0.0) partials_[kept++] = lo;
       x = hi;
     }
-    // Partials do not overlap, so a double's 2098-bit exponent range holds at
-    // most ~40 of them; the array cannot overflow.
+    // Partials do not overlap but can sit closer than 53 bits apart, so
+    // their number is not bounded by a small constant: grow when needed.
+    if (kept == capacity_) Grow();
     partials_[kept] = x;
     count_ = kept + 1;
   }
@@ -71,9 +84,22 @@ class ExactSum {
   }
 
  private:
-  std::array<double, 64> partials_;  // [0, count_) in use
+  static constexpr std::size_t kInline = 32;  // typical sums need a handful
+
+  void Grow() {
+    std::vector<double> bigger(capacity_ * 2);
+    std::copy(partials_, partials_ + count_, bigger.begin());
+    heap_ = std::move(bigger);
+    partials_ = heap_.data();
+    capacity_ = heap_.size();
+  }
+
+  std::array<double, kInline> inline_;
+  std::vector<double> heap_;
+  double* partials_ = inline_.data();  // [0, count_) in use
+  std::size_t capacity_ = kInline;
   std::size_t count_ = 0;
-  double special_ = 0.0;  // sum of the infinities and NaNs added
+  double special_ = 0.0;  // sum of the infinities and NaNs added, or of an overflow
 };
 
 // a + b rounded toward +infinity: the result is never less than the true sum.

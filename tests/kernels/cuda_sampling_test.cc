@@ -39,6 +39,13 @@ Case MakeCase(int rows, int vocab, bool coarse, unsigned seed) {
   Case c;
   c.logits.resize(static_cast<std::size_t>(rows) * vocab);
   for (float& l : c.logits) l = coarse ? std::round(normal(rng)) : normal(rng);
+  // NaN counts as -inf on both devices: scattered NaNs, and in larger
+  // batches a row of NaN and a row of -inf (nothing to draw from: token 0).
+  for (std::size_t i = 13; i < c.logits.size(); i += 997) c.logits[i] = std::nanf("");
+  if (rows > 2) {
+    std::fill_n(c.logits.end() - vocab, vocab, std::nanf(""));
+    std::fill_n(c.logits.end() - 2 * vocab, vocab, -INFINITY);
+  }
   for (int r = 0; r < rows; ++r) {
     RowSampling row;
     switch (r % 8) {

@@ -111,6 +111,18 @@ TEST(CpuSampling, DrawsFollowTheSoftmaxAtTheTemperature) {
   }
 }
 
+TEST(CpuSampling, NanLogitsCountAsMinusInfinity) {
+  const float nan = std::nanf("");
+  EXPECT_EQ(Sample({nan, 1, 5}, RowSampling{}, 0), 2);  // greedy
+  const RowSampling t1 = AtTemperature(1);
+  for (int i = 0; i < 100; ++i) ASSERT_NE(Sample({1, nan, 5}, t1, i / 100.0), 1);
+  EXPECT_EQ(Sample({1, nan, 5}, t1, 0.99), 0);  // 5 then 1 (e^-4): the tail is 1's
+  // Nothing to draw from: token 0, as greedy.
+  EXPECT_EQ(Sample({nan, nan, nan}, t1, 0.5), 0);
+  EXPECT_EQ(Sample({-INFINITY, nan, -INFINITY}, t1, 0.5), 0);
+  EXPECT_EQ(Sample({-INFINITY, -INFINITY, -3e38f}, t1, 0.5), 2);
+}
+
 TEST(CpuSampling, PenaltiesTouchOnlyTheirRowsTokens) {
   std::vector<float> logits = {2, -2, 1, 0.5f};
   const std::vector<PenaltyToken> penalties = {{9, 9}, {0, 0}, {1, 1}, {2, 2}, {99, 1}};

@@ -32,11 +32,25 @@ TEST(ExactSumTest, KnownValues) {
   EXPECT_EQ(Sum({1.0, 0x1p-53, -0x1p-106}), 1.0);
 }
 
+// Powers of two 30 bits apart never overlap: 70 terms leave 70 partials,
+// more than any small fixed buffer holds. (Python: math.fsum gives the same.)
+TEST(ExactSumTest, ManyNonOverlappingPartials) {
+  std::vector<double> terms;
+  for (int k = 0; k < 70; ++k) terms.push_back(std::ldexp(1.0, -1074 + 30 * k));
+  EXPECT_EQ(Sum(terms), 0x1.00000004p+996);
+  std::mt19937_64 rng(2);
+  std::shuffle(terms.begin(), terms.end(), rng);
+  EXPECT_EQ(Sum(terms), 0x1.00000004p+996);
+}
+
 TEST(ExactSumTest, NonFiniteTermsGiveThePlainSum) {
   EXPECT_EQ(Sum({1.0, INFINITY, 2.0}), INFINITY);
   EXPECT_EQ(Sum({-INFINITY, 2.0}), -INFINITY);
   EXPECT_TRUE(std::isnan(Sum({INFINITY, -INFINITY})));
   EXPECT_TRUE(std::isnan(Sum({1.0, NAN})));
+  // Finite terms whose sum overflows: infinite, as a plain sum (not NaN).
+  EXPECT_EQ(Sum({1.5e308, 1e308}), INFINITY);
+  EXPECT_EQ(Sum({-1.5e308, 2.0, -1e308}), -INFINITY);
 }
 
 // Terms k·2^-30 with integer k sum exactly in 64-bit integers; converting

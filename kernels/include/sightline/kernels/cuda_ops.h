@@ -47,8 +47,8 @@ int WriteKvCache(const float* k, const float* v, const std::int32_t* slot_mappin
 int PagedAttention(const cpu::PagedAttentionArgs& args, int query_rows, Stream stream = nullptr);
 
 // Greedy sampling: out[r] = the index of row r's largest logit (the lowest
-// index among equal maxima, as the CPU sampler; 0 for a row without any
-// number larger than -FLT_MAX).
+// index among equal maxima, as the CPU sampler; NaN counts as -inf; 0 for a
+// row without any logit above -inf).
 int Argmax(const float* logits, int rows, int vocab, std::int32_t* out, Stream stream = nullptr);
 
 }  // namespace sightline::kernels::cuda

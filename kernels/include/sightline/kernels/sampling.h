@@ -7,9 +7,11 @@
 //  1. Penalties (vLLM's and OpenAI's semantics): a token seen in the prompt or
 //     the output has its logit divided by repetition_penalty when positive
 //     and multiplied by it otherwise; a token generated c times then loses
-//     frequency_penalty * c + presence_penalty.
-//  2. temperature < kGreedyTemperature: the largest logit, ties to the lowest
-//     token id. Otherwise:
+//     frequency_penalty * c, then presence_penalty (two roundings, as vLLM).
+//     From here on a NaN logit counts as -infinity.
+//  2. temperature < kGreedyTemperature, or no logit above -infinity: the
+//     largest logit, ties to the lowest token id (0 for a row of -inf/NaN).
+//     Otherwise:
 //  3. order the tokens by (logit descending, token id ascending) — logits,
 //     not probabilities, so both devices sort identical keys;
 //     p_i = exp((logit_i - max) / temperature), so the first token has p = 1;
