@@ -126,7 +126,8 @@ class BpeTokenizer : public Tokenizer {
       if (ia == ids_.end() || ib == ids_.end() || iab == ids_.end())
         return Status::InvalidArgument("merge '" + a + " " + b +
                                        "' names a token outside the vocabulary");
-      merges_.emplace(PairKey(ia->second, ib->second), MergeRule{rank++, iab->second});
+      // A repeated pair takes its last rank, as Hugging Face's map does.
+      merges_.insert_or_assign(PairKey(ia->second, ib->second), MergeRule{rank++, iab->second});
     }
     if (j.contains("added_tokens"))
       for (const auto& t : j["added_tokens"]) {
