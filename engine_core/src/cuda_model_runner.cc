@@ -30,11 +30,11 @@ std::uint64_t MatrixElements(const ModelConfig& c) {
 
 }  // namespace
 
-std::uint64_t CudaWeightBytes(const ModelConfig& c, bool bf16) {
+std::uint64_t CudaWeightBytes(const ModelConfig& c, CudaMatrixType type) {
   const std::uint64_t h = static_cast<std::uint64_t>(c.hidden_size);
   const std::uint64_t fp32 = static_cast<std::uint64_t>(c.vocab_size) * h +  // embedding (gather)
                              h * (2 * static_cast<std::uint64_t>(c.num_layers) + 1);  // norms
-  return fp32 * 4 + MatrixElements(c) * (bf16 ? 2 : 4);
+  return fp32 * 4 + MatrixElements(c) * (type == CudaMatrixType::kFloat32 ? 4 : 2);
 }
 
 std::uint64_t CudaKvBlockBytes(const ModelConfig& c, int block_size) {
@@ -48,7 +48,7 @@ std::uint64_t CudaStepBytes(const ModelConfig&, int, int) {
   return 0;
 }
 
-Status MakeCudaModelRunner(ModelConfig, const ModelWeights&, int, int, bool,
+Status MakeCudaModelRunner(ModelConfig, const ModelWeights&, int, int, CudaMatrixType,
                            std::unique_ptr<ModelRunner>*) {
   return Status::InvalidArgument(
       "this build has no CUDA support (no CUDA toolkit at build time); use --device cpu");
@@ -115,10 +115,10 @@ class DeviceBuffer {
   std::size_t size_ = 0;
 };
 
-// A linear layer's weight on the device, FP32 or BF16.
+// A linear layer's weight on the device: FP32, or 16-bit (BF16 or FP16).
 struct Matrix {
   DeviceBuffer<float> f32;
-  DeviceBuffer<std::uint16_t> bf16;
+  DeviceBuffer<std::uint16_t> half;
 };
 
 class CudaModelRunner final : public ModelRunner {
@@ -127,14 +127,14 @@ class CudaModelRunner final : public ModelRunner {
 
   // Everything that can fail happens here, not in Execute.
   static Status Create(ModelConfig config, const ModelWeights& w, int num_blocks, int block_size,
-                       bool bf16, std::unique_ptr<ModelRunner>* out) {
+                       CudaMatrixType type, std::unique_ptr<ModelRunner>* out) {
     if (!kernels::CudaAvailable()) return Status::NotFound("--device cuda: no CUDA device visible");
     if (config.head_dim > 256 || config.head_dim % 2 != 0)  // the attention kernel's limit
       return Status::InvalidArgument("--device cuda: head_dim " + std::to_string(config.head_dim) +
                                      " is not supported (even, at most 256)");
     std::unique_ptr<CudaModelRunner> r(new CudaModelRunner());
     r->c_ = std::move(config);
-    r->bf16_ = bf16;
+    r->type_ = type;
     r->block_size_ = block_size;
     std::string error;
     if (!ops::Gemm::Create(&r->gemm_, &error)) return Status::IoError(error);
@@ -273,9 +273,9 @@ class CudaModelRunner final : public ModelRunner {
 
   cudaError_t UploadMatrix(const std::vector<float>& host, Matrix* m) {
     cudaError_t rc = m->f32.Upload(host.data(), host.size());
-    if (rc != cudaSuccess || !bf16_) return rc;
-    if ((rc = m->bf16.Reserve(host.size())) != cudaSuccess) return rc;
-    rc = static_cast<cudaError_t>(ops::ToBf16(m->f32.get(), host.size(), m->bf16.get()));
+    if (rc != cudaSuccess || type_ == CudaMatrixType::kFloat32) return rc;
+    if ((rc = m->half.Reserve(host.size())) != cudaSuccess) return rc;
+    rc = static_cast<cudaError_t>(To16(m->f32.get(), host.size(), m->half.get()));
     if (rc == cudaSuccess) rc = cudaDeviceSynchronize();
     m->f32 = DeviceBuffer<float>();  // the FP32 copy was only the conversion's source
     return rc;
@@ -324,16 +324,19 @@ class CudaModelRunner final : public ModelRunner {
     if (rc == cudaSuccess) rc = selected_.Reserve(r * static_cast<std::size_t>(c_.hidden_size));
     if (rc == cudaSuccess) rc = logits_.Reserve(r * static_cast<std::size_t>(c_.vocab_size));
     if (rc == cudaSuccess) rc = sampled_.Reserve(r);
-    if (rc == cudaSuccess && bf16_) rc = scratch16_.Reserve(n * widest);
+    if (rc == cudaSuccess && type_ != CudaMatrixType::kFloat32) rc = scratch16_.Reserve(n * widest);
     return rc;
   }
 
-  // out[m, n] = in[m, k] * W[n, k]^T, in BF16 or FP32 as the weights are.
+  // out[m, n] = in[m, k] * W[n, k]^T, in the weights' type (FP32 accumulation).
   void Linear(const Matrix& w, const float* in, int m, int n, int k, float* out) {
     int rc;
-    if (bf16_) {
-      Launch(ops::ToBf16(in, static_cast<std::size_t>(m) * k, scratch16_.get()), "to bf16");
-      rc = gemm_->MatMulTransBBf16(scratch16_.get(), w.bf16.get(), m, n, k, out);
+    if (type_ == CudaMatrixType::kBFloat16) {
+      Launch(To16(in, static_cast<std::size_t>(m) * k, scratch16_.get()), "to bfloat16");
+      rc = gemm_->MatMulTransBBf16(scratch16_.get(), w.half.get(), m, n, k, out);
+    } else if (type_ == CudaMatrixType::kFloat16) {
+      Launch(To16(in, static_cast<std::size_t>(m) * k, scratch16_.get()), "to float16");
+      rc = gemm_->MatMulTransBFp16(scratch16_.get(), w.half.get(), m, n, k, out);
     } else {
       rc = gemm_->MatMulTransB(in, w.f32.get(), m, n, k, out);
     }
@@ -341,7 +344,12 @@ class CudaModelRunner final : public ModelRunner {
   }
 
   ModelConfig c_;
-  bool bf16_ = false;
+  // FP32 -> this runner's 16-bit matrix type (round to nearest even).
+  int To16(const float* in, std::size_t n, std::uint16_t* out) const {
+    return type_ == CudaMatrixType::kFloat16 ? ops::ToFp16(in, n, out) : ops::ToBf16(in, n, out);
+  }
+
+  CudaMatrixType type_ = CudaMatrixType::kFloat32;
   int block_size_ = 16;
   std::unique_ptr<ops::Gemm> gemm_;
   DeviceBuffer<float> embed_, final_norm_, inv_freq_;
@@ -352,14 +360,14 @@ class CudaModelRunner final : public ModelRunner {
       logits_rows_, sampled_;
   ops::Sampler sampler_;
   DeviceBuffer<float> x_, h_, q_, k_, v_, attn_, gate_, up_, selected_, logits_;
-  DeviceBuffer<std::uint16_t> scratch16_;  // activations converted for BF16 GEMMs
+  DeviceBuffer<std::uint16_t> scratch16_;  // activations converted for 16-bit GEMMs
 };
 
 }  // namespace
 
 Status MakeCudaModelRunner(ModelConfig config, const ModelWeights& weights, int num_blocks,
-                           int block_size, bool bf16, std::unique_ptr<ModelRunner>* out) {
-  return CudaModelRunner::Create(std::move(config), weights, num_blocks, block_size, bf16, out);
+                           int block_size, CudaMatrixType type, std::unique_ptr<ModelRunner>* out) {
+  return CudaModelRunner::Create(std::move(config), weights, num_blocks, block_size, type, out);
 }
 
 #endif  // SIGHTLINE_HAVE_CUDA

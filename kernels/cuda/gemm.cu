@@ -1,5 +1,6 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "sightline/kernels/cuda_gemm.h"
@@ -15,6 +16,20 @@ cublasHandle_t H(void* h) {
 __global__ void ToBf16Kernel(const float* in, std::size_t n, __nv_bfloat16* out) {
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = __float2bfloat16_rn(in[i]);
+}
+
+__global__ void ToFp16Kernel(const float* in, std::size_t n, __half* out) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2half_rn(in[i]);
+}
+
+// 16-bit inputs, FP32 accumulation and output.
+int GemmEx16(void* handle, cudaDataType type, const std::uint16_t* a, const std::uint16_t* w, int m,
+             int n, int k, float* out) {
+  const float one = 1.0f, zero = 0.0f;
+  return static_cast<int>(cublasGemmEx(H(handle), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, w, type,
+                                       k, a, type, k, &zero, out, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                                       CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace
@@ -45,16 +60,25 @@ int Gemm::MatMulTransB(const float* a, const float* w, int m, int n, int k, floa
 
 int Gemm::MatMulTransBBf16(const std::uint16_t* a, const std::uint16_t* w, int m, int n, int k,
                            float* out) {
-  const float one = 1.0f, zero = 0.0f;
-  return static_cast<int>(cublasGemmEx(H(handle_), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, w,
-                                       CUDA_R_16BF, k, a, CUDA_R_16BF, k, &zero, out, CUDA_R_32F, n,
-                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return GemmEx16(handle_, CUDA_R_16BF, a, w, m, n, k, out);
+}
+
+int Gemm::MatMulTransBFp16(const std::uint16_t* a, const std::uint16_t* w, int m, int n, int k,
+                           float* out) {
+  return GemmEx16(handle_, CUDA_R_16F, a, w, m, n, k, out);
 }
 
 int ToBf16(const float* in, std::size_t n, std::uint16_t* out) {
   if (n == 0) return 0;
   ToBf16Kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(
       in, n, reinterpret_cast<__nv_bfloat16*>(out));
+  return static_cast<int>(cudaGetLastError());
+}
+
+int ToFp16(const float* in, std::size_t n, std::uint16_t* out) {
+  if (n == 0) return 0;
+  ToFp16Kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(in, n,
+                                                                reinterpret_cast<__half*>(out));
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -280,7 +280,8 @@ TEST(Serve, BadFlagsFailBeforeAnythingStarts) {
       {"--block-size", "5000"},
       {"--device", "tpu"},
       {"--device", "cuda", "--gpu-memory-utilization", "0"},
-      {"--dtype", "float16"},
+      {"--dtype", "float8"},
+      {"--dtype", "float16"},  // the CPU path computes in float32
       {"--max-model-len", "999999"},
       {"--scheduling-policy", "lifo"},
       {"--kv-cache-metrics-sample", "2"},

@@ -239,7 +239,17 @@ float FromBf16(std::uint16_t b) {
   return f;
 }
 
-TEST(CudaKernels, GemmFp32AndBf16MatchTheCpu) {
+_Float16 ToHalf(float f) {
+  return static_cast<_Float16>(f);
+}
+std::uint16_t HalfBits(float f) {
+  const _Float16 h = ToHalf(f);
+  std::uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+
+TEST(CudaKernels, GemmFp32Bf16AndFp16MatchTheCpu) {
   REQUIRE_DEVICE();
   std::string error;
   std::unique_ptr<cuda::Gemm> gemm;
@@ -267,6 +277,17 @@ TEST(CudaKernels, GemmFp32AndBf16MatchTheCpu) {
     for (std::size_t i = 0; i < 1000 && i < w.size(); ++i) ASSERT_EQ(host16[i], Bf16Bits(w[i]));
     ASSERT_EQ(gemm->MatMulTransBBf16(a16.get(), w16.get(), m, n, k, dout.get()), 0);
     ExpectClose(dout.ToHost(), want, 1e-3f, 1e-3f, "BF16 GEMM");
+
+    // FP16 inputs likewise; the host rounds with GCC's _Float16 (to nearest even).
+    for (std::size_t i = 0; i < a.size(); ++i) ar[i] = static_cast<float>(ToHalf(a[i]));
+    for (std::size_t i = 0; i < w.size(); ++i) wr[i] = static_cast<float>(ToHalf(w[i]));
+    cpu::MatMulTransB(ar.data(), wr.data(), m, n, k, want.data());
+    ASSERT_EQ(cuda::ToFp16(da.get(), a.size(), a16.get()), 0);
+    ASSERT_EQ(cuda::ToFp16(dw.get(), w.size(), w16.get()), 0);
+    host16 = w16.ToHost();
+    for (std::size_t i = 0; i < 1000 && i < w.size(); ++i) ASSERT_EQ(host16[i], HalfBits(w[i]));
+    ASSERT_EQ(gemm->MatMulTransBFp16(a16.get(), w16.get(), m, n, k, dout.get()), 0);
+    ExpectClose(dout.ToHost(), want, 1e-3f, 1e-3f, "FP16 GEMM");
   }
 }
 

@@ -112,13 +112,15 @@ int main(int argc, char** argv) {
   const int blocks_per_seq = (std::max(context, 2048) + block_size - 1) / block_size;
   const int num_blocks = 1 + max_batch * blocks_per_seq;
   std::unique_ptr<engine::ModelRunner> runner;
-  if (Status s = engine::MakeCudaModelRunner(c, w, num_blocks, block_size, true, &runner);
+  if (Status s = engine::MakeCudaModelRunner(c, w, num_blocks, block_size,
+                                             engine::CudaMatrixType::kBFloat16, &runner);
       !s.ok()) {
     std::fprintf(stderr, "gpu_bench: %s\n", s.message().c_str());
     return 1;
   }
-  const double weight_bytes = static_cast<double>(engine::CudaWeightBytes(c, true)) -
-                              4.0 * c.vocab_size * c.hidden_size;  // the gather reads T rows only
+  const double weight_bytes =
+      static_cast<double>(engine::CudaWeightBytes(c, engine::CudaMatrixType::kBFloat16)) -
+      4.0 * c.vocab_size * c.hidden_size;  // the gather reads T rows only
   std::printf(
       "| workload | tokens/s | step ms | bound | fraction of bound |\n|---|---|---|---|---|\n");
   for (int batch : {1, 16, 64, 256}) {

@@ -101,9 +101,8 @@ int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
   kernels::cpu::SetBlasThreads(o.threads);
   std::unique_ptr<engine::ModelRunner> runner;
   if (cuda) {
-    const bool bf16 = o.dtype != "float32";
-    if (Status s =
-            engine::MakeCudaModelRunner(model, weights, c.num_blocks, c.block_size, bf16, &runner);
+    if (Status s = engine::MakeCudaModelRunner(model, weights, c.num_blocks, c.block_size,
+                                               CudaMatrixTypeFor(o.dtype), &runner);
         !s.ok())
       return Fail(s.message());
     weights = engine::ModelWeights();  // on the device now
@@ -111,8 +110,8 @@ int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
     runner = engine::MakeCpuModelRunner(model, std::move(weights), c.num_blocks, c.block_size);
   }
   std::cerr << "INFO engine: device " << (cuda ? "cuda" : "cpu") << " ("
-            << (cuda && o.dtype != "float32" ? "bfloat16" : "float32") << "), " << c.num_blocks
-            << " KV blocks of " << c.block_size << " tokens\n";
+            << (cuda ? CudaMatrixTypeName(CudaMatrixTypeFor(o.dtype)) : "float32") << "), "
+            << c.num_blocks << " KV blocks of " << c.block_size << " tokens\n";
   engine::EngineCore core(c, std::move(runner), engine_metrics.get(), [] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
         .count();

@@ -25,7 +25,7 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* o) {
                   "auto (the CPU until the CUDA path is verified on a GPU), cpu or cuda")
       ->capture_default_str();
   cmd->add_option("--dtype", o->dtype,
-                  "auto (bfloat16 on CUDA, float32 on the CPU), float32, bfloat16")
+                  "auto (bfloat16 on CUDA, float32 on the CPU), float32, bfloat16, float16")
       ->capture_default_str();
   cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization,
                   "Fraction of the GPU's memory for weights, activations and the KV cache")
@@ -76,15 +76,17 @@ Status CheckEngineOptions(const engine::ModelConfig& model, EngineOptions* o, Kv
   auto invalid = [](const std::string& m) { return Status::InvalidArgument(m); };
   if (o->device != "auto" && o->device != "cpu" && o->device != "cuda")
     return invalid("--device must be auto, cpu or cuda");
-  if (o->dtype != "auto" && o->dtype != "float32" && o->dtype != "bfloat16")
-    return invalid("--dtype must be auto, float32 or bfloat16");
+  if (o->dtype != "auto" && o->dtype != "float32" && o->dtype != "bfloat16" &&
+      o->dtype != "float16")
+    return invalid("--dtype must be auto, float32, bfloat16 or float16");
   if (!(o->gpu_memory_utilization > 0 && o->gpu_memory_utilization <= 1))
     return invalid("--gpu-memory-utilization must be in (0, 1]");
   const bool cuda = ResolveDevice(*o) == "cuda";
   if (o->device == "cuda" && !kernels::CudaAvailable())
     return Status::NotFound("--device cuda: no CUDA device is visible (or this build has no CUDA)");
-  if (!cuda && o->dtype == "bfloat16")
-    return invalid("--dtype bfloat16 needs --device cuda: the CPU path computes in float32");
+  if (!cuda && (o->dtype == "bfloat16" || o->dtype == "float16"))
+    return invalid("--dtype " + o->dtype +
+                   " needs --device cuda: the CPU path computes in float32");
   if (o->max_model_len < 0) return invalid("--max-model-len must be positive");
   if (o->max_model_len == 0) o->max_model_len = model.max_position_embeddings;
   if (o->max_model_len > model.max_position_embeddings)
@@ -130,12 +132,29 @@ std::string ResolveDevice(const EngineOptions& o) {
   return o.device;
 }
 
+engine::CudaMatrixType CudaMatrixTypeFor(const std::string& dtype) {
+  if (dtype == "float32") return engine::CudaMatrixType::kFloat32;
+  if (dtype == "float16") return engine::CudaMatrixType::kFloat16;
+  return engine::CudaMatrixType::kBFloat16;
+}
+
+const char* CudaMatrixTypeName(engine::CudaMatrixType type) {
+  switch (type) {
+    case engine::CudaMatrixType::kFloat32:
+      return "float32";
+    case engine::CudaMatrixType::kFloat16:
+      return "float16";
+    case engine::CudaMatrixType::kBFloat16:
+      break;
+  }
+  return "bfloat16";
+}
+
 Status PlanGpuKvCache(const engine::ModelConfig& model, const EngineOptions& o, KvPlan* plan) {
   std::uint64_t free = 0, total = 0;
   if (!kernels::CudaMemoryInfo(&free, &total))
     return Status::NotFound("--device cuda: cannot read the device's memory");
-  const bool bf16 = o.dtype != "float32";
-  const std::uint64_t weights = engine::CudaWeightBytes(model, bf16);
+  const std::uint64_t weights = engine::CudaWeightBytes(model, CudaMatrixTypeFor(o.dtype));
   // One step at the token budget with every running request sampling, and
   // headroom for cuBLAS and the CUDA context.
   const std::uint64_t activations =

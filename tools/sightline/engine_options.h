@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sightline/engine_core/model_config.h"
+#include "sightline/engine_core/model_runner.h"
 #include "sightline/status.h"
 
 namespace sightline::cli {
@@ -19,7 +20,8 @@ struct EngineOptions {
   std::string input, output, registry, served_model_name;
   std::string load_format = "auto";
   std::string device = "auto";  // auto | cpu | cuda
-  std::string dtype = "auto";   // auto (bfloat16 on CUDA, float32 on the CPU) | float32 | bfloat16
+  std::string dtype = "auto";  // auto (bfloat16 on CUDA, float32 on the CPU) | float32 | bfloat16 |
+                               // float16
   double gpu_memory_utilization = 0.9;
   std::uint32_t engine_index = 0;
   std::uint64_t seed = 0;
@@ -56,6 +58,11 @@ Status ResolveModelConfig(const EngineOptions& o, engine::ModelConfig* config, b
 
 // "cuda" or "cpu": --device, with auto meaning CUDA when a device is visible.
 std::string ResolveDevice(const EngineOptions& o);
+
+// The CUDA runner's matrix type for --dtype (auto: bfloat16).
+engine::CudaMatrixType CudaMatrixTypeFor(const std::string& dtype);
+// Its name, for logs: float32, bfloat16 or float16.
+const char* CudaMatrixTypeName(engine::CudaMatrixType type);
 
 // Every check that needs no weights; fills in max_model_len (the model's when
 // 0) and served_model_name (the model's when empty). On the CPU it sizes the

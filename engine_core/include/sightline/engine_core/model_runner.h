@@ -56,17 +56,21 @@ class ModelRunner {
 std::unique_ptr<ModelRunner> MakeCpuModelRunner(ModelConfig config, ModelWeights weights,
                                                 int num_blocks, int block_size);
 
+// How the CUDA runner holds the linear layers' weights and feeds cuBLAS:
+// FP32, or BF16 / FP16 inputs with FP32 accumulation (--dtype).
+enum class CudaMatrixType { kFloat32, kBFloat16, kFloat16 };
+
 // The CUDA runner (kernels::cuda, cuBLAS) on the current device: weights
-// uploaded once, matrices in BF16 when `bf16` (FP32 accumulation) else FP32,
-// norms and the embedding table in FP32; the paged KV cache (FP32) on the
-// device. Per step it copies the batch's index arrays and sampling
-// instructions in and the sampled token ids out. Fails with a clear error without a device, without
-// CUDA in this build, or when device memory runs out.
+// uploaded once, matrices as `type` says, norms and the embedding table in
+// FP32; the paged KV cache (FP32) on the device. Per step it copies the
+// batch's index arrays and sampling instructions in and the sampled token ids
+// out. Fails with a clear error without a device, without CUDA in this build,
+// or when device memory runs out.
 Status MakeCudaModelRunner(ModelConfig config, const ModelWeights& weights, int num_blocks,
-                           int block_size, bool bf16, std::unique_ptr<ModelRunner>* out);
+                           int block_size, CudaMatrixType type, std::unique_ptr<ModelRunner>* out);
 
 // Device memory the CUDA runner's weights take, to size the KV cache first.
-std::uint64_t CudaWeightBytes(const ModelConfig& config, bool bf16);
+std::uint64_t CudaWeightBytes(const ModelConfig& config, CudaMatrixType type);
 // Bytes of one KV block over all layers on the device (K and V, FP32).
 std::uint64_t CudaKvBlockBytes(const ModelConfig& config, int block_size);
 // Device memory one step takes beyond weights and KV cache: activations for

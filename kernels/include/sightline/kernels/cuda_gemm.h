@@ -25,13 +25,17 @@ class Gemm {
   // a and w hold BF16 values (uint16_t bit patterns); out is FP32.
   int MatMulTransBBf16(const std::uint16_t* a, const std::uint16_t* w, int m, int n, int k,
                        float* out);
+  // a and w hold IEEE FP16 values (uint16_t bit patterns); out is FP32.
+  int MatMulTransBFp16(const std::uint16_t* a, const std::uint16_t* w, int m, int n, int k,
+                       float* out);
 
  private:
   Gemm() = default;
   void* handle_ = nullptr;  // cublasHandle_t
 };
 
-// FP32 -> BF16 (round to nearest even), on the device, default stream.
+// FP32 -> BF16 / FP16 (round to nearest even), on the device, default stream.
 int ToBf16(const float* in, std::size_t n, std::uint16_t* out);
+int ToFp16(const float* in, std::size_t n, std::uint16_t* out);
 
 }  // namespace sightline::kernels::cuda
