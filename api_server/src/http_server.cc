@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "sightline/api_server/detokenizer.h"
+
 namespace sightline::api {
 
 namespace asio = boost::asio;
@@ -23,13 +25,21 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-HttpResponse ErrorResponse(int status, const std::string& message, const std::string& type) {
+HttpResponse ErrorResponse(int status, const std::string& message, const std::string& type,
+                           const std::string& param) {
+  std::size_t pending = 0;
+  const nlohmann::json param_json =
+      param.empty() ? nlohmann::json(nullptr) : nlohmann::json(ValidUtf8Prefix(param, true, &pending));
   HttpResponse r;
   r.status = status;
-  r.body =
-      nlohmann::json{
-          {"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}}}}
-          .dump();
+  // The text is sanitised above; replace is the second line of defence, so a
+  // body is always built.
+  r.body = nlohmann::json{{"error",
+                           {{"message", ValidUtf8Prefix(message, true, &pending)},
+                            {"type", type},
+                            {"param", param_json},
+                            {"code", status}}}}
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return r;
 }
 

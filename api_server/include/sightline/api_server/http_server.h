@@ -32,7 +32,11 @@ struct HttpResponse {
 };
 
 // An OpenAI-style error body: {"error": {"message", "type", "param", "code"}}.
-HttpResponse ErrorResponse(int status, const std::string& message, const std::string& type);
+// `message` and `param` may hold any bytes (a client's path, a field name):
+// invalid UTF-8 becomes U+FFFD, so building the body never throws. An empty
+// `param` is rendered as null.
+HttpResponse ErrorResponse(int status, const std::string& message, const std::string& type,
+                           const std::string& param = "");
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
