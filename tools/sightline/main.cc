@@ -1,4 +1,6 @@
 // `sightline`: the single CLI front door. Each subcommand lives in its own file.
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 
 #include "api_server_command.h"
@@ -7,7 +9,24 @@
 #include "metrics_command.h"
 #include "serve_command.h"
 
+namespace {
+// Every connection is a descriptor, and the soft limit is often 1024 while
+// the hard limit is far higher: raise the soft one to the hard one (children,
+// the engine and the API servers, inherit it). Best effort: on failure the
+// HTTP server's connection cap still follows whatever limit is in force.
+void RaiseFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) return;
+  // An infinite hard limit is refused for NOFILE: take the kernel's ceiling.
+  limit.rlim_cur = 1 << 20;
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
+  RaiseFileLimit();
   CLI::App app{"Sightline: an LLM inference server with metrics you can trust", "sightline"};
   app.require_subcommand(1);
   app.failure_message([](const CLI::App*, const CLI::Error& e) {

@@ -1,8 +1,16 @@
-// HttpServer: HTTP/1.1 on Boost.Beast/Asio with keep-alive and a bounded
-// request body. It serves on a listening socket inherited from the
+// HttpServer: HTTP/1.1 (and 1.0) on Boost.Beast/Asio with keep-alive and a
+// bounded request body. It serves on a listening socket inherited from the
 // supervisor, or binds one itself with SO_REUSEPORT so that N API-server
-// processes share a port. Routing is by exact path; handlers are plain
-// functions (the streaming endpoints arrive with the completions work).
+// processes share a port. Routing is by exact path (origin- or absolute-form
+// targets); HEAD is answered by the GET route without the body; a 405
+// carries Allow.
+//
+// Nothing a client sends ends the process or pins it: an exception escaping
+// a handler becomes a 500 (and a line on stderr), one escaping the I/O loop
+// costs its connection only; a request is refused on its header (Host
+// missing on 1.1: 400; a transfer coding other than chunked: 501; 401; 413)
+// before its body is read or 100 Continue is sent; reads and writes have
+// deadlines; connections beyond a cap are answered 503 and closed.
 #pragma once
 
 #include <cstdint>
@@ -42,8 +50,11 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
 // How an asynchronous handler answers, later and from any thread: one Send(),
 // or StartStream() + Write()* + End() (chunked transfer, e.g. server-sent
-// events). OnDisconnect's callback runs once if the client goes away before
-// the answer is complete (while waiting or mid-stream).
+// events; to an HTTP/1.0 client the raw bytes, ended by closing). The first
+// Send() or StartStream() wins; calls after the answer is complete, or once
+// the connection has moved on to another request, do nothing.
+// OnDisconnect's callback runs once if the client goes away before the
+// answer is complete (while waiting or mid-stream, or it stopped reading).
 class Responder {
  public:
   virtual ~Responder() = default;
@@ -66,6 +77,18 @@ struct HttpServerOptions {
   // these paths (liveness and scraping stay open).
   std::string api_key;
   std::vector<std::string> open_paths = {"/health", "/ping", "/metrics"};
+  // A request's header must arrive within this (idle keep-alive time
+  // included), and its body within this again; otherwise the connection is
+  // closed (slow clients cannot hold connections).
+  double read_timeout_s = 30;
+  // A response, or one chunk of a stream, not written within this (the
+  // client stopped reading) drops the connection: the OnDisconnect callback
+  // runs and what was queued is freed.
+  double write_timeout_s = 30;
+  // Connections open at once; beyond it a new connection is answered 503
+  // and closed. 0: derived from RLIMIT_NOFILE, with headroom left for the
+  // 503s themselves.
+  std::size_t max_connections = 0;
 };
 
 class HttpServer {

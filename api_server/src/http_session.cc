@@ -1,0 +1,555 @@
+// One connection of HttpServer: read a request header, refuse it early or
+// read its body, dispatch, answer (whole or streamed), repeat while
+// keep-alive. Every member of a Session is touched only on its strand.
+#include "http_session.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <boost/asio.hpp>
+#include <cerrno>
+#include <cctype>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "http_protocol.h"
+
+namespace sightline::api::http_internal {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+bool HttpCore::Authorized(const HttpRequest& req) const {
+  if (options.api_key.empty()) return true;
+  for (const auto& open : options.open_paths)
+    if (req.path == open) return true;
+  auto it = req.headers.find("authorization");
+  return it != req.headers.end() && BearerMatches(it->second, options.api_key);
+}
+
+const AsyncHandler* HttpCore::Find(const HttpRequest& req, HttpResponse* error) const {
+  auto it = routes.find({req.method, req.path});
+  // HEAD is GET without the body (RFC 9110 §9.3.2); the session drops it.
+  if (it == routes.end() && req.method == "HEAD") it = routes.find({"GET", req.path});
+  if (it == routes.end()) it = routes.find({"", req.path});
+  if (it != routes.end()) return &it->second;
+  std::set<std::string> allowed;
+  for (const auto& [key, handler] : routes)
+    if (key.second == req.path) allowed.insert(key.first);
+  if (allowed.empty()) {
+    *error = ErrorResponse(404, "no route for " + req.path, "NotFoundError");
+    return nullptr;
+  }
+  if (allowed.count("GET")) allowed.insert("HEAD");
+  std::string allow;
+  for (const auto& m : allowed) allow += (allow.empty() ? "" : ", ") + m;
+  *error = ErrorResponse(405, "method " + req.method + " not allowed on " + req.path,
+                         "BadRequestError");
+  error->headers["Allow"] = allow;  // RFC 9110 §15.5.6: a 405 MUST carry it
+  return nullptr;
+}
+
+void RunLoop(asio::io_context& io) {
+  for (;;) {
+    try {
+      io.run();
+      return;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sightline: HTTP: exception escaped a handler: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "sightline: HTTP: exception escaped a handler\n");
+    }
+  }
+}
+
+namespace {
+
+const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+const std::string kLastChunk = "0\r\n\r\n";
+// After a response that ends the connection, unread client bytes are
+// discarded this long before closing, so the close is a FIN rather than a
+// RST that could destroy the response before the client reads it
+// (RFC 9112 §9.6).
+constexpr auto kLinger = std::chrono::seconds(2);
+
+std::chrono::steady_clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+std::string_view View(beast::string_view s) {
+  return {s.data(), s.size()};
+}
+
+bool IsHttpError(const beast::error_code& ec) {
+  return &ec.category() == &http::make_error_code(http::error::need_more).category();
+}
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(HttpCore* core, tcp::socket s, bool admitted)
+      : core_(core), admitted_(admitted), stream_(std::move(s)), write_timer_(stream_.get_executor()) {}
+  ~Session() {
+    AnswerDone();
+    if (admitted_)
+      --core_->connections;
+    else
+      --core_->refusing;
+  }
+
+  void Start() { Read(); }
+  void Refuse() {
+    Finish(ErrorResponse(503,
+                         "too many connections (this server accepts " +
+                             std::to_string(core_->max_connections) + ")",
+                         "ServiceUnavailableError"),
+           false);
+  }
+
+  // What a Responder does, posted to the strand; `seq` names the request it
+  // answers, and calls for any other (an earlier one) are dropped, so a late
+  // or repeated call can never answer a later request on the connection.
+  template <typename F>
+  void Post(std::uint64_t seq, F f) {
+    // A template, not std::function: Write() runs per token, and asio
+    // recycles its handler memory where std::function would allocate.
+    asio::post(stream_.get_executor(), [self = shared_from_this(), seq, f = std::move(f)]() mutable {
+      if (self->seq_ != seq) return;
+      try {
+        f(*self);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "sightline: HTTP: answering a request: %s\n", e.what());
+        self->Hangup();
+      } catch (...) {
+        std::fprintf(stderr, "sightline: HTTP: answering a request: unknown exception\n");
+        self->Hangup();
+      }
+    });
+  }
+  void Finish(HttpResponse r, bool keep_alive);
+  void StreamHeader(int status, std::string type, std::map<std::string, std::string> headers);
+  void Queue(std::string wire) {
+    if (gone_ || closing_ || head_) return;
+    pending_.push_back(std::move(wire));
+    Pump();
+  }
+  void EndStream() {
+    if (gone_ || closing_) return;
+    ending_ = true;
+    Pump();
+  }
+  void SetOnDisconnect(std::function<void()> cb) {
+    if (complete_) return;  // answered in full: the client no longer matters
+    if (gone_) return cb();
+    on_disconnect_ = std::move(cb);
+  }
+  std::uint64_t seq() const { return seq_; }
+  unsigned version() const { return version_; }
+  bool keep_alive() const { return keep_alive_; }
+
+ private:
+  void Read();
+  void OnHeader(beast::error_code ec);
+  void OnBody(beast::error_code ec);
+  void Dispatch();
+  bool Refused(const beast::error_code& ec);
+  void WatchForHangup();
+  void Pump();
+  void ArmWriteTimer(Clock::duration d);
+  void Hangup();
+  void Linger();
+  void Discard();
+  void Close() {
+    write_timer_.cancel();
+    stream_.close();
+  }
+  void BeginAnswer() {
+    if (!counted_) ++core_->answering;
+    counted_ = true;
+  }
+  void AnswerDone() {
+    if (counted_) --core_->answering;
+    counted_ = false;
+  }
+  void Completed() {  // the answer is fully written
+    AnswerDone();
+    complete_ = true;
+    on_disconnect_ = nullptr;
+  }
+
+  HttpCore* core_;
+  const bool admitted_;
+  beast::tcp_stream stream_;
+  asio::steady_timer write_timer_;
+  beast::flat_buffer buffer_;
+  std::unique_ptr<http::request_parser<http::string_body>> parser_;
+  HttpRequest request_;               // the one being read (header first)
+  const AsyncHandler* handler_ = nullptr;
+  http::response<http::string_body> res_;
+  // Streaming: the header, then chunks (in wire form) written one at a time.
+  std::unique_ptr<http::response<http::empty_body>> stream_header_;
+  std::unique_ptr<http::response_serializer<http::empty_body>> serializer_;
+  std::deque<std::string> pending_;
+  std::uint64_t seq_ = 0;  // the request being answered
+  unsigned version_ = 11;
+  bool keep_alive_ = false, head_ = false;
+  bool writing_ = false, ending_ = false, answered_ = false, complete_ = false;
+  bool gone_ = false;     // the client went away (or stopped reading)
+  bool closing_ = false;  // the last response was written; lingering
+  bool counted_ = false;  // this request is in core_->answering
+  bool write_timer_armed_ = false;
+  Clock::time_point write_started_;
+  std::function<void()> on_disconnect_;
+};
+
+// Answers one request of a session; safe to call from any thread.
+class SessionResponder : public Responder {
+ public:
+  explicit SessionResponder(std::shared_ptr<Session> s)
+      : session_(std::move(s)), seq_(session_->seq()), version_(session_->version()),
+        keep_alive_(session_->keep_alive()) {}
+  void Send(HttpResponse r) override {
+    session_->Post(seq_, [r = std::move(r), ka = keep_alive_](Session& s) mutable {
+      s.Finish(std::move(r), ka);
+    });
+  }
+  void StartStream(int status, std::string type,
+                   std::map<std::string, std::string> headers) override {
+    session_->Post(seq_, [status, type = std::move(type),
+                          headers = std::move(headers)](Session& s) mutable {
+      s.StreamHeader(status, std::move(type), std::move(headers));
+    });
+  }
+  void Write(std::string chunk) override {
+    if (chunk.empty()) return;  // a zero-size chunk would end the stream
+    // HTTP/1.0 has no chunked coding: its stream is the raw bytes, ended by
+    // closing the connection (RFC 9112 §6.3 item 8).
+    std::string wire = version_ >= 11 ? ChunkWire(chunk) : std::move(chunk);
+    session_->Post(seq_, [wire = std::move(wire)](Session& s) mutable { s.Queue(std::move(wire)); });
+  }
+  void End() override {
+    session_->Post(seq_, [](Session& s) { s.EndStream(); });
+  }
+  void OnDisconnect(std::function<void()> cb) override {
+    session_->Post(seq_, [cb = std::move(cb)](Session& s) mutable { s.SetOnDisconnect(std::move(cb)); });
+  }
+
+ private:
+  std::shared_ptr<Session> session_;
+  const std::uint64_t seq_;
+  const unsigned version_;
+  const bool keep_alive_;
+};
+
+void Session::Read() {
+  // Everything of the previous request goes: a late call for it is dropped
+  // by seq, and nothing it queued may leak into this one.
+  ++seq_;
+  handler_ = nullptr;
+  head_ = writing_ = ending_ = answered_ = complete_ = false;
+  pending_.clear();
+  serializer_.reset();
+  stream_header_.reset();
+  on_disconnect_ = nullptr;
+  parser_ = std::make_unique<http::request_parser<http::string_body>>();
+  parser_->body_limit(core_->options.max_body_bytes);
+  // One deadline for the header, idle keep-alive time included: a client
+  // trickling bytes (slowloris) cannot hold the connection longer.
+  stream_.expires_after(Seconds(core_->options.read_timeout_s));
+  http::async_read_header(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                            self->OnHeader(ec);
+                          });
+}
+
+// Errors of reading a request: true when the request was answered or the
+// connection closed.
+bool Session::Refused(const beast::error_code& ec) {
+  if (!ec) return false;
+  if (ec == http::error::body_limit) {
+    BeginAnswer();
+    Finish(ErrorResponse(413,
+                         "request body exceeds " + std::to_string(core_->options.max_body_bytes) +
+                             " bytes",
+                         "BadRequestError"),
+           false);
+  } else if (IsHttpError(ec) && ec != http::error::end_of_stream) {
+    BeginAnswer();
+    Finish(ErrorResponse(400, "malformed HTTP request: " + ec.message(), "BadRequestError"), false);
+  } else {
+    Close();  // the client went away, or let the read deadline pass
+  }
+  return true;
+}
+
+void Session::OnHeader(beast::error_code ec) {
+  if (ec) version_ = 11;  // what the refusal speaks, when the start line is unknown
+  if (Refused(ec)) return;
+  const auto& m = parser_->get();
+  version_ = m.version();
+  keep_alive_ = m.keep_alive();
+  request_ = HttpRequest{};
+  request_.method = std::string(m.method_string());
+  head_ = m.method() == http::verb::head;
+  SplitTarget(View(m.target()), &request_.path, &request_.query);
+  std::vector<std::string_view> codings;
+  for (const auto& field : m) {
+    std::string name(field.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (field.name() == http::field::transfer_encoding) codings.push_back(View(field.value()));
+    request_.headers[name] = std::string(field.value());
+  }
+  HttpResponse error;
+  bool framing = false;  // the body's length is unknown: the connection must end
+  const std::size_t hosts = m.count(http::field::host);
+  const TransferCoding coding = ClassifyTransferEncoding(codings);
+  if (hosts > 1 || (version_ >= 11 && hosts == 0)) {  // RFC 9112 §3.2
+    error = ErrorResponse(400, "an HTTP/1.1 request needs exactly one Host header",
+                          "BadRequestError");
+  } else if (coding != TransferCoding::kNone && version_ < 11) {  // RFC 9112 §6.1
+    error = ErrorResponse(400, "Transfer-Encoding in an HTTP/1.0 request", "BadRequestError");
+    framing = true;
+  } else if (coding == TransferCoding::kUnsupported) {
+    error = ErrorResponse(501, "unsupported Transfer-Encoding (only chunked is implemented)",
+                          "NotImplementedError");
+    framing = true;
+  } else if (!core_->Authorized(request_)) {
+    error = ErrorResponse(401, "missing or invalid API key", "AuthenticationError");
+  } else if (core_->draining && request_.path != "/metrics") {
+    error = ErrorResponse(503, "the server is shutting down", "ServiceUnavailableError");
+    keep_alive_ = false;
+  } else {
+    handler_ = core_->Find(request_, &error);
+  }
+  if (!handler_) {
+    // Refused on its header: the body is not read (nor 100 Continue sent),
+    // so the connection goes on only if there is no body.
+    BeginAnswer();
+    return Finish(std::move(error), keep_alive_ && !framing && parser_->is_done());
+  }
+  if (parser_->is_done()) return Dispatch();
+  auto read_body = [self = shared_from_this()] {
+    self->stream_.expires_after(Seconds(self->core_->options.read_timeout_s));
+    http::async_read(self->stream_, self->buffer_, *self->parser_,
+                     [self](beast::error_code e, std::size_t) { self->OnBody(e); });
+  };
+  const auto expect = m.find(http::field::expect);
+  if (version_ >= 11 && expect != m.end() && IEquals(View(expect->value()), "100-continue")) {
+    stream_.expires_after(Seconds(core_->options.write_timeout_s));
+    asio::async_write(stream_, asio::buffer(kContinue),
+                      [self = shared_from_this(), read_body](beast::error_code e, std::size_t) {
+                        if (e) return self->Close();
+                        read_body();
+                      });
+    return;
+  }
+  read_body();
+}
+
+void Session::OnBody(beast::error_code ec) {
+  if (Refused(ec)) return;
+  request_.body = std::move(parser_->get().body());
+  Dispatch();
+}
+
+void Session::Dispatch() {
+  BeginAnswer();
+  stream_.expires_never();  // the handler may take as long as generation does
+  HttpRequest req = std::move(request_);
+  WatchForHangup();
+  try {
+    (*handler_)(req, std::make_shared<SessionResponder>(shared_from_this()));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sightline: HTTP: %s %s: internal error: %s\n", req.method.c_str(),
+                 req.path.c_str(), e.what());
+    Finish(ErrorResponse(500, "internal server error", "InternalServerError"), false);
+  } catch (...) {
+    std::fprintf(stderr, "sightline: HTTP: %s %s: internal error\n", req.method.c_str(),
+                 req.path.c_str());
+    Finish(ErrorResponse(500, "internal server error", "InternalServerError"), false);
+  }
+}
+
+// While a request is being answered, a readable socket with nothing to read
+// means the client hung up.
+void Session::WatchForHangup() {
+  stream_.socket().async_wait(
+      tcp::socket::wait_read,
+      asio::bind_executor(stream_.get_executor(),
+                          [self = shared_from_this(), seq = seq_](beast::error_code ec) {
+                            if (ec || self->seq_ != seq || self->complete_) return;
+                            char byte;
+                            const ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte,
+                                                     1, MSG_PEEK | MSG_DONTWAIT);
+                            // 0: an orderly close; an error other than "nothing
+                            // yet": a reset. Bytes: a pipelined request, read later.
+                            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+                              self->Hangup();
+                          }));
+}
+
+void Session::Hangup() {
+  if (gone_) return;
+  gone_ = true;
+  AnswerDone();
+  // Chunks queued behind the write under way are freed now, not when the
+  // handler lets go of its responder.
+  if (pending_.size() > 1) pending_.erase(pending_.begin() + 1, pending_.end());
+  Close();  // before the callback: a throwing one must not leave the socket open
+  if (on_disconnect_) std::exchange(on_disconnect_, nullptr)();
+}
+
+void Session::Finish(HttpResponse r, bool keep_alive) {
+  if (gone_ || closing_ || answered_) return;
+  answered_ = true;
+  keep_alive = keep_alive && !core_->draining;
+  res_ = {};
+  res_.version(version_);
+  res_.result(static_cast<http::status>(r.status));
+  res_.set(http::field::server, "sightline");
+  res_.set(http::field::content_type, r.content_type);
+  for (const auto& [k, v] : r.headers) res_.set(k, v);
+  // RFC 9110 §15.5.2: every 401 names the scheme.
+  if (r.status == 401 && res_.find(http::field::www_authenticate) == res_.end())
+    res_.set(http::field::www_authenticate, "Bearer");
+  if (head_) {
+    res_.content_length(r.body.size());  // what GET would send, without it
+  } else {
+    res_.body() = std::move(r.body);
+    res_.prepare_payload();
+  }
+  res_.keep_alive(keep_alive);
+  stream_.expires_after(Seconds(core_->options.write_timeout_s));
+  http::async_write(stream_, res_,
+                    [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
+                      if (ec) return self->Hangup();
+                      self->Completed();
+                      if (!keep_alive) return self->Linger();
+                      self->Read();
+                    });
+}
+
+void Session::StreamHeader(int status, std::string type,
+                           std::map<std::string, std::string> headers) {
+  if (gone_ || closing_ || answered_) return;
+  answered_ = true;
+  stream_header_ = std::make_unique<http::response<http::empty_body>>(
+      static_cast<http::status>(status), version_);
+  stream_header_->set(http::field::server, "sightline");
+  stream_header_->set(http::field::content_type, type);
+  stream_header_->set(http::field::cache_control, "no-cache");
+  for (const auto& [k, v] : headers) stream_header_->set(k, v);
+  // One stream per connection keeps the framing simple. HTTP/1.0 has no
+  // chunked coding: no length, and the close ends the body.
+  if (version_ >= 11) stream_header_->chunked(true);
+  stream_header_->keep_alive(false);
+  stream_header_->set(http::field::connection, "close");
+  serializer_ = std::make_unique<http::response_serializer<http::empty_body>>(*stream_header_);
+  writing_ = true;
+  stream_.expires_after(Seconds(core_->options.write_timeout_s));
+  http::async_write_header(stream_, *serializer_,
+                           [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                             self->writing_ = false;
+                             if (ec) return self->Hangup();
+                             self->stream_.expires_never();
+                             self->Pump();
+                           });
+}
+
+void Session::Pump() {
+  if (writing_ || gone_ || closing_ || !serializer_) return;
+  bool last = false;
+  if (pending_.empty()) {
+    if (!ending_) return;
+    ending_ = false;
+    if (version_ < 11 || head_) {  // no last chunk: the close ends the body
+      Completed();
+      return Linger();
+    }
+    pending_.push_back(kLastChunk);
+    last = true;
+  }
+  writing_ = true;
+  // One clock read per chunk; the timer is armed at most once per deadline.
+  write_started_ = Clock::now();
+  if (!write_timer_armed_) ArmWriteTimer(Seconds(core_->options.write_timeout_s));
+  // The raw socket: no Beast timer or rate policy per chunk.
+  asio::async_write(stream_.socket(), asio::buffer(pending_.front()),
+                    [self = shared_from_this(), last](beast::error_code ec, std::size_t) {
+                      self->writing_ = false;
+                      if (ec) return self->Hangup();
+                      self->pending_.pop_front();
+                      if (last) {
+                        self->Completed();
+                        return self->Linger();
+                      }
+                      self->Pump();
+                    });
+}
+
+// A streamed write that makes no progress for write_timeout_s means the
+// client stopped reading: it is dropped, so it cannot pin the connection or
+// the chunks queued behind the write.
+void Session::ArmWriteTimer(Clock::duration d) {
+  write_timer_armed_ = true;
+  write_timer_.expires_after(d);
+  write_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    self->write_timer_armed_ = false;
+    if (ec || self->gone_ || self->closing_ || !self->writing_) return;
+    const auto limit = Seconds(self->core_->options.write_timeout_s);
+    const auto stalled = Clock::now() - self->write_started_;
+    if (stalled >= limit) return self->Hangup();
+    self->ArmWriteTimer(limit - stalled);
+  });
+}
+
+void Session::Linger() {
+  if (gone_ || closing_) return;
+  closing_ = true;
+  beast::error_code ignored;
+  write_timer_.cancel();
+  stream_.socket().cancel(ignored);  // the hangup watch
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream_.expires_after(std::min<Clock::duration>(kLinger, Seconds(core_->options.read_timeout_s)));
+  Discard();
+}
+
+void Session::Discard() {
+  stream_.async_read_some(buffer_.prepare(4096),
+                          [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                            if (ec) return self->Close();
+                            self->buffer_.clear();
+                            self->Discard();
+                          });
+}
+
+}  // namespace
+
+void ServeConnection(HttpCore* core, tcp::socket socket) {
+  // Streamed tokens are small writes: without TCP_NODELAY, Nagle holds each
+  // one until the previous is acknowledged (40 ms with a delayed ACK), which
+  // a client would see as inter-token latency.
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  ++core->connections;
+  std::make_shared<Session>(core, std::move(socket), true)->Start();
+}
+
+void RefuseConnection(HttpCore* core, tcp::socket socket) {
+  if (core->refusing.load() >= kMaxRefusing) return;  // closed as it goes
+  ++core->refusing;
+  std::make_shared<Session>(core, std::move(socket), false)->Refuse();
+}
+
+}  // namespace sightline::api::http_internal
