@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "json_body.h"
+
 namespace sightline::api {
 
 namespace {
@@ -83,38 +85,15 @@ Status ResolveChatTemplate(const std::string& flag, std::string_view tokenizer_c
       "the model has no chat template; pass --chat-template chatml|llama-2|llama-3|plain");
 }
 
-Status ParseMessages(std::string_view messages_json, std::vector<ChatMessage>* out) {
-  const auto j = nlohmann::json::parse(messages_json, nullptr, false);
-  if (j.is_discarded() || !j.is_array() || j.empty())
-    return Status::InvalidArgument("'messages' must be a non-empty array");
-  std::vector<ChatMessage> messages;
-  for (std::size_t i = 0; i < j.size(); ++i) {
-    const auto& m = j[i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      return Status::InvalidArgument(where + " needs a string 'role'");
-    ChatMessage msg{m["role"].get<std::string>(), ""};
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" &&
-        msg.role != "developer")
-      return Status::InvalidArgument(where + ".role '" + msg.role +
-                                     "' is not system, user or assistant");
-    if (msg.role == "developer") msg.role = "system";
-    const auto& c = m.contains("content") ? m["content"] : nlohmann::json();
-    if (c.is_string()) {
-      msg.content = c.get<std::string>();
-    } else if (c.is_array()) {  // [{"type": "text", "text": "..."}]
-      for (const auto& part : c) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-            !part["text"].is_string())
-          return Status::InvalidArgument(where + ".content: only text parts are supported");
-        msg.content += part["text"].get<std::string>();
-      }
-    } else if (!c.is_null() || msg.role != "assistant") {
-      return Status::InvalidArgument(where + ".content must be a string or a list of text parts");
-    }
-    messages.push_back(std::move(msg));
+Status ParseMessages(std::string_view messages_json, std::vector<ChatMessage>* out,
+                     std::string* param) {
+  nlohmann::json j;
+  BodyError error;
+  if (!ParseBoundedJson(messages_json, "'messages'", &j, &error) ||
+      !ReadMessages(j, "messages", /*responses=*/false, out, &error)) {
+    if (param) *param = error.param;
+    return Status::InvalidArgument(error.message);
   }
-  *out = std::move(messages);
   return Status::Ok();
 }
 

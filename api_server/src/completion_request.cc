@@ -1,224 +1,397 @@
 #include "completion_request.h"
 
+#include <limits>
 #include <nlohmann/json.hpp>
+
+#include "json_body.h"
 
 namespace sightline::api {
 
 using nlohmann::json;
 
-Status ParseGeneration(const std::string& body, bool chat, const ParseContext& ctx,
-                       CompletionParams* p, int* http_status) {
-  const Tokenizer& tok = *ctx.tokenizer;
-  const EngineInfo& engine = *ctx.engine;
-  const std::string& served_model = ctx.served_model;
-  *http_status = 400;
-  p->chat = chat;
-  const json j = json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return Status::InvalidArgument("the body is not a JSON object");
-  auto bad = [](const std::string& m) { return Status::InvalidArgument(m); };
-  if (j.contains("model") &&
-      (!j["model"].is_string() || j["model"].get<std::string>() != served_model)) {
-    *http_status = 404;
-    return Status::NotFound("the model '" +
-                            (j["model"].is_string() ? j["model"].get<std::string>() : "?") +
-                            "' does not exist; this server serves '" + served_model + "'");
+namespace {
+
+enum class Kind { kCompletions, kChat, kResponses };
+
+constexpr std::int64_t kMaxCount = 1'000'000'000;  // max_tokens, min_tokens, top_k
+constexpr const char* kUnsupported = "is unsupported";
+constexpr const char* kNoLogprobs = "is unsupported: logprobs are not supported yet";
+
+bool Refuse(BodyError* e, std::string param, std::string message, int status = 400) {
+  e->status = status;
+  e->param = std::move(param);
+  e->message = std::move(message);
+  return false;
+}
+
+Status Result(bool ok, const BodyError& e, int* http_status, std::string* param) {
+  if (ok) return Status::Ok();
+  *http_status = e.status;
+  if (param) *param = e.param;
+  return e.status == 404 ? Status::NotFound(e.message) : Status::InvalidArgument(e.message);
+}
+
+// `model`: absent, or the model this server serves (else 404).
+bool CheckModel(const Fields& f, const std::string& served, BodyError* e) {
+  std::string model;
+  if (!f.String("model", &model)) return false;
+  if (f.Find("model") && model != served)
+    return Refuse(
+        e, "model",
+        "the model " + Quote(model) + " does not exist; this server serves " + Quote(served), 404);
+  return true;
+}
+
+bool TokenIds(const json& list, const std::string& name, std::int64_t vocab,
+              std::vector<std::int32_t>* out, BodyError* e) {
+  out->reserve(list.size());
+  for (const json& t : list) {
+    std::int64_t id = 0;
+    if (!AsInteger(t, 0, vocab - 1, &id))
+      return Refuse(
+          e, name,
+          "'" + name + "' token ids must be integers in [0, " + std::to_string(vocab) + ")");
+    out->push_back(static_cast<std::int32_t>(id));
   }
-  for (const char* unsupported : {"echo", "suffix", "logprobs", "best_of"})
-    if (j.contains(unsupported) && !j[unsupported].is_null() && j[unsupported] != false &&
-        j[unsupported] != 1)
-      return bad(std::string("'") + unsupported + "' is unsupported");
-  if (j.contains("n") && !j["n"].is_null()) {
-    if (!j["n"].is_number_integer() || j["n"].get<std::int64_t>() < 1 ||
-        j["n"].get<std::int64_t>() > static_cast<std::int64_t>(kMaxChoices))
-      return bad("'n' must be an integer in [1, " + std::to_string(kMaxChoices) + "]");
-    p->n = j["n"].get<std::uint32_t>();
+  return true;
+}
+
+bool TooManyChoices(std::size_t prompts, std::uint32_t n, BodyError* e) {
+  return Refuse(e, "n",
+                "prompts x n is " + std::to_string(prompts * n) + "; at most " +
+                    std::to_string(kMaxChoices) + " choices per request");
+}
+
+// `prompt`: a string, a list of token ids, or a list of either (several prompts).
+bool ReadPrompt(const Fields& f, const ParseContext& ctx, CompletionParams* p, BodyError* e) {
+  const json* prompt = f.Find("prompt");
+  if (!prompt) return Refuse(e, "prompt", "'prompt' is required");
+  const std::int64_t vocab = ctx.engine->vocab_size;
+  if (prompt->is_string()) {
+    p->prompts.push_back(ctx.tokenizer->Encode(prompt->get_ref<const std::string&>()));
+    return true;
   }
-  auto token_ids = [&](const json& list, std::vector<std::int32_t>* out) -> Status {
-    for (const auto& t : list) {
-      if (!t.is_number_integer() || t.get<std::int64_t>() < 0 ||
-          t.get<std::int64_t>() >= engine.vocab_size)
-        return bad("'prompt' token ids must be integers in [0, " +
-                   std::to_string(engine.vocab_size) + ")");
-      out->push_back(t.get<std::int32_t>());
-    }
-    return Status::Ok();
-  };
-  if (chat) {
-    if (!j.contains("messages")) return bad("'messages' is required");
-    std::vector<ChatMessage> messages;
-    if (Status s = ParseMessages(j["messages"].dump(), &messages); !s.ok()) return s;
-    const bool add_generation_prompt = j.value("add_generation_prompt", true);
-    p->prompts.push_back(
-        tok.Encode(RenderChat(ctx.chat_template, messages, add_generation_prompt)));
-  } else {
-    if (!j.contains("prompt")) return bad("'prompt' is required");
-    const json& prompt = j["prompt"];
-    // A string, a list of token ids, or a list of either (several prompts).
-    if (prompt.is_string()) {
-      p->prompts.push_back(tok.Encode(prompt.get<std::string>()));
-    } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
-      p->prompts.emplace_back();
-      if (Status s = token_ids(prompt, &p->prompts.back()); !s.ok()) return s;
-    } else if (prompt.is_array() && !prompt.empty()) {
-      for (const auto& one : prompt) {
-        p->prompts.emplace_back();
-        if (one.is_string()) {
-          p->prompts.back() = tok.Encode(one.get<std::string>());
-        } else if (one.is_array()) {
-          if (Status s = token_ids(one, &p->prompts.back()); !s.ok()) return s;
-        } else {
-          return bad("each prompt must be a string or a list of token ids");
-        }
-      }
+  if (!prompt->is_array() || prompt->empty())
+    return Refuse(e, "prompt",
+                  "'prompt' must be a string, a list of token ids, or a list of those");
+  if ((*prompt)[0].is_number()) {
+    p->prompts.emplace_back();
+    return TokenIds(*prompt, "prompt", vocab, &p->prompts.back(), e);
+  }
+  // Counted before any is tokenized: a million tiny prompts cost nothing.
+  if (prompt->size() * p->n > kMaxChoices) return TooManyChoices(prompt->size(), p->n, e);
+  for (std::size_t i = 0; i < prompt->size(); ++i) {
+    const json& one = (*prompt)[i];
+    const std::string name = "prompt[" + std::to_string(i) + "]";
+    p->prompts.emplace_back();
+    if (one.is_string())
+      p->prompts.back() = ctx.tokenizer->Encode(one.get_ref<const std::string&>());
+    else if (!one.is_array())
+      return Refuse(e, name, "each prompt must be a string or a list of token ids");
+    else if (!TokenIds(one, name, vocab, &p->prompts.back(), e))
+      return false;
+  }
+  return true;
+}
+
+// The conversation of a chat (`messages`) or Responses (`instructions`,
+// `input`) body.
+bool ReadConversation(const Fields& f, Kind kind, std::vector<ChatMessage>* messages,
+                      BodyError* e) {
+  if (kind == Kind::kChat) {
+    const json* m = f.Find("messages");
+    if (!m) return Refuse(e, "messages", "'messages' is required");
+    return ReadMessages(*m, "messages", /*responses=*/false, messages, e);
+  }
+  std::string instructions;
+  if (!f.String("instructions", &instructions)) return false;
+  if (f.Find("instructions")) messages->push_back({"system", instructions});
+  const json* input = f.Find("input");
+  if (!input) return Refuse(e, "input", "'input' is required");
+  if (input->is_string()) {
+    messages->push_back({"user", input->get<std::string>()});
+    return true;
+  }
+  std::vector<ChatMessage> turns;
+  if (!input->is_array() || input->empty())
+    return Refuse(e, "input", "'input' must be a string or a non-empty list of messages");
+  if (!ReadMessages(*input, "input", /*responses=*/true, &turns, e)) return false;
+  messages->insert(messages->end(), turns.begin(), turns.end());
+  return true;
+}
+
+// An output format object (`response_format`, Responses' `text.format`):
+// only plain text is produced, so only {"type": "text"} is accepted.
+bool TextFormat(const Fields& parent, const char* key, BodyError* e) {
+  if (!parent.Object(key)) return false;
+  const json* v = parent.Find(key);
+  if (!v) return true;
+  const Fields format(*v, parent.Name(key), e);
+  std::string type = "text";
+  if (!format.String("type", &type)) return false;
+  if (type != "text") return format.Fail("type", "is " + Quote(type) + "; only text is supported");
+  return true;
+}
+
+// Features this server does not implement are accepted only with their
+// neutral value, so that none is accepted and then silently ignored.
+bool RefuseUnimplemented(const Fields& f, Kind kind, std::uint32_t n, BodyError* e) {
+  for (const char* key : {"echo", "use_beam_search", "background"}) {
+    bool on = false;
+    if (!f.Bool(key, &on)) return false;
+    if (on) return f.Fail(key, kUnsupported);
+  }
+  for (const char* key : {"suffix", "previous_response_id"}) {
+    std::string text;
+    if (!f.String(key, &text)) return false;
+    if (!text.empty()) return f.Fail(key, kUnsupported);
+  }
+  if (const json* tools = f.Find("tools")) {
+    if (!tools->is_array()) return f.Fail("tools", "must be a list");
+    if (!tools->empty()) return f.Fail("tools", kUnsupported);
+  }
+  if (const json* choice = f.Find("tool_choice")) {
+    if (!choice->is_string() && !choice->is_object())
+      return f.Fail("tool_choice", "must be a string or an object");
+    if (choice->is_object() || (*choice != "none" && *choice != "auto"))
+      return f.Fail("tool_choice", kUnsupported);
+  }
+  if (!f.Object("logit_bias")) return false;
+  if (const json* bias = f.Find("logit_bias"); bias && !bias->empty())
+    return f.Fail("logit_bias", kUnsupported);
+  std::int64_t best_of = n;
+  if (!f.Integer("best_of", 1, static_cast<std::int64_t>(kMaxChoices), &best_of)) return false;
+  if (best_of < n) return f.Fail("best_of", "must be at least 'n'");
+  if (best_of > n) return f.Fail("best_of", kUnsupported);
+  // Completions ask for logprobs with an integer (0 included: the sampled
+  // token's), chat with true; false and null ask for none.
+  if (const json* logprobs = f.Find("logprobs")) {
+    if (logprobs->is_boolean()) {
+      if (logprobs->get<bool>()) return f.Fail("logprobs", kNoLogprobs);
+    } else if (kind == Kind::kCompletions && logprobs->is_number()) {
+      return f.Fail("logprobs", kNoLogprobs);
     } else {
-      return bad("'prompt' must be a string, a list of token ids, or a list of those");
+      return f.Fail("logprobs",
+                    kind == Kind::kCompletions ? "must be an integer" : "must be a boolean");
     }
   }
-  if (p->prompts.size() * p->n > kMaxChoices)
-    return bad("prompts x n is " + std::to_string(p->prompts.size() * p->n) + "; at most " +
-               std::to_string(kMaxChoices) + " choices per request");
+  std::int64_t top_logprobs = 0;
+  if (!f.Integer("top_logprobs", 0, 20, &top_logprobs)) return false;
+  if (top_logprobs > 0) return f.Fail("top_logprobs", kNoLogprobs);
+  std::int64_t prompt_logprobs = 0;
+  if (!f.Integer("prompt_logprobs", 0, kMaxCount, &prompt_logprobs)) return false;
+  if (f.Find("prompt_logprobs")) return f.Fail("prompt_logprobs", kNoLogprobs);
+  if (kind != Kind::kResponses) return TextFormat(f, "response_format", e);
+  if (!f.Object("text")) return false;
+  const json* text = f.Find("text");
+  return !text || TextFormat(Fields(*text, "text", e), "format", e);
+}
+
+// `stop` and `stop_token_ids`, within the caps that bound per-token work.
+bool ReadStops(const Fields& f, const ParseContext& ctx, CompletionParams* p, BodyError* e) {
+  if (const json* stop = f.Find("stop")) {
+    const std::string rule = "must be a string or a list of at most " +
+                             std::to_string(kMaxStopStrings) + " strings, each 1 to " +
+                             std::to_string(kMaxStopStringBytes) + " bytes";
+    auto add = [&](const json& s) {
+      if (!s.is_string()) return false;
+      const auto& text = s.get_ref<const std::string&>();
+      if (text.empty() || text.size() > kMaxStopStringBytes) return false;
+      p->stop.push_back(text);
+      return true;
+    };
+    if (stop->is_string()) {
+      if (!add(*stop)) return f.Fail("stop", rule);
+    } else if (!stop->is_array() || stop->size() > kMaxStopStrings) {
+      return f.Fail("stop", rule);
+    } else {
+      for (const json& s : *stop)
+        if (!add(s)) return f.Fail("stop", rule);
+    }
+  }
+  if (const json* ids = f.Find("stop_token_ids")) {
+    const std::int64_t vocab = ctx.engine->vocab_size;
+    if (!ids->is_array() || ids->size() > kMaxStopTokenIds)
+      return f.Fail("stop_token_ids",
+                    "must be a list of at most " + std::to_string(kMaxStopTokenIds) + " token ids");
+    if (!TokenIds(*ids, "stop_token_ids", vocab, &p->stop_token_ids, e)) return false;
+  }
+  return true;
+}
+
+bool ReadGeneration(const json& j, Kind kind, const ParseContext& ctx, CompletionParams* p,
+                    BodyError* e) {
+  const Fields f(j, "", e);
+  p->chat = kind != Kind::kCompletions;
+  if (!CheckModel(f, ctx.served_model, e)) return false;
+  if (kind == Kind::kResponses)
+    for (const char* key : {"n", "prompt", "messages"})
+      if (f.Find(key))
+        return Refuse(e, key,
+                      "/v1/responses takes 'input' (and 'instructions'), not 'prompt', "
+                      "'messages' or 'n'");
+  if (!f.Integer("n", 1, static_cast<std::int64_t>(kMaxChoices), &p->n)) return false;
+  if (!RefuseUnimplemented(f, kind, p->n, e)) return false;
+  if (kind == Kind::kCompletions) {
+    if (!ReadPrompt(f, ctx, p, e)) return false;
+  } else {
+    std::vector<ChatMessage> messages;
+    bool add_generation_prompt = true;
+    if (!ReadConversation(f, kind, &messages, e) ||
+        !f.Bool("add_generation_prompt", &add_generation_prompt))
+      return false;
+    p->prompts.push_back(
+        ctx.tokenizer->Encode(RenderChat(ctx.chat_template, messages, add_generation_prompt)));
+  }
+  if (p->prompts.size() * p->n > kMaxChoices) return TooManyChoices(p->prompts.size(), p->n, e);
+  const char* prompt_key = kind == Kind::kCompletions ? "prompt"
+                           : kind == Kind::kChat      ? "messages"
+                                                      : "input";
   for (const auto& one : p->prompts)
-    if (one.empty()) return bad("the prompt is empty");
-  auto number = [&](const char* key, auto* dst, double lo, double hi) -> Status {
-    if (!j.contains(key) || j[key].is_null()) return Status::Ok();
-    if (!j[key].is_number()) return bad(std::string("'") + key + "' must be a number");
-    const double v = j[key].get<double>();
-    if (!(v >= lo && v <= hi))
-      return bad(std::string("'") + key + "' must be in [" + json(lo).dump() + ", " +
-                 json(hi).dump() + "]");
-    *dst = static_cast<std::remove_pointer_t<decltype(dst)>>(v);
-    return Status::Ok();
-  };
-  // Chat clients may say max_completion_tokens (the newer OpenAI name).
-  const char* max_key =
-      chat && j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  Status s = number(max_key, &p->max_tokens, 1, 1e9);
-  if (s.ok() && j.contains(max_key) && !j[max_key].is_null()) p->max_tokens_set = true;
-  if (s.ok()) s = number("temperature", &p->temperature, 0, 100);
-  if (s.ok()) s = number("top_p", &p->top_p, 1e-9, 1);
-  if (s.ok()) s = number("min_p", &p->min_p, 0, 1);
-  if (s.ok()) s = number("top_k", &p->top_k, -1, 1e9);
-  if (s.ok()) s = number("repetition_penalty", &p->repetition_penalty, 1e-6, 100);
-  if (s.ok()) s = number("presence_penalty", &p->presence_penalty, -2, 2);
-  if (s.ok()) s = number("frequency_penalty", &p->frequency_penalty, -2, 2);
-  if (s.ok()) s = number("min_tokens", &p->min_tokens, 0, 1e9);
-  if (s.ok()) s = number("priority", &p->priority, -1e9, 1e9);
-  if (!s.ok()) return s;
+    if (one.empty()) return Refuse(e, prompt_key, "the prompt is empty");
+
+  // Chat clients may say max_completion_tokens (OpenAI's newer name), which
+  // wins; Responses say max_output_tokens.
+  std::uint32_t unused = 0;
+  const char* max_key = kind == Kind::kResponses ? "max_output_tokens"
+                        : kind == Kind::kChat && f.Find("max_completion_tokens")
+                            ? "max_completion_tokens"
+                            : "max_tokens";
+  if (!f.Integer(max_key, 1, kMaxCount, &p->max_tokens) ||
+      (kind == Kind::kChat && !f.Integer("max_tokens", 1, kMaxCount, &unused)))
+    return false;
+  p->max_tokens_set = f.Find(max_key) != nullptr;
+  std::int64_t seed = 0;
+  if (!f.Number("temperature", 0, 100, &p->temperature) || !f.Number("top_p", 1e-9, 1, &p->top_p) ||
+      !f.Number("min_p", 0, 1, &p->min_p) || !f.Integer("top_k", -1, kMaxCount, &p->top_k) ||
+      !f.Number("repetition_penalty", 1e-6, 100, &p->repetition_penalty) ||
+      !f.Number("presence_penalty", -2, 2, &p->presence_penalty) ||
+      !f.Number("frequency_penalty", -2, 2, &p->frequency_penalty) ||
+      !f.Integer("min_tokens", 0, kMaxCount, &p->min_tokens) ||
+      !f.Integer("priority", -kMaxCount, kMaxCount, &p->priority) ||
+      !f.Integer("seed", std::numeric_limits<std::int64_t>::min(),
+                 std::numeric_limits<std::int64_t>::max(), &seed) ||
+      !f.Bool("ignore_eos", &p->ignore_eos) || !f.Bool("stream", &p->stream))
+    return false;
   if (p->top_k < 0) p->top_k = 0;  // -1 means off, as in vLLM
-  if (j.contains("seed") && !j["seed"].is_null()) {
-    if (!j["seed"].is_number_integer()) return bad("'seed' must be an integer");
-    p->seed = j["seed"].get<std::uint64_t>();
+  if (f.Find("seed")) {
+    p->seed = static_cast<std::uint64_t>(seed);
     p->has_seed = true;
   }
-  auto flag = [&](const char* key, bool* dst) -> Status {
-    if (!j.contains(key) || j[key].is_null()) return Status::Ok();
-    if (!j[key].is_boolean()) return bad(std::string("'") + key + "' must be a boolean");
-    *dst = j[key].get<bool>();
-    return Status::Ok();
-  };
-  if (s = flag("ignore_eos", &p->ignore_eos); !s.ok()) return s;
-  if (s = flag("stream", &p->stream); !s.ok()) return s;
-  if (j.contains("stream_options") && j["stream_options"].is_object())
-    p->include_usage = j["stream_options"].value("include_usage", false);
-  if (j.contains("stop") && !j["stop"].is_null()) {
-    const json& stop = j["stop"];
-    if (stop.is_string())
-      p->stop.push_back(stop.get<std::string>());
-    else if (stop.is_array()) {
-      for (const auto& x : stop) {
-        if (!x.is_string()) return bad("'stop' must be a string or a list of strings");
-        p->stop.push_back(x.get<std::string>());
-      }
-    } else {
-      return bad("'stop' must be a string or a list of strings");
+  if (p->max_tokens_set && p->min_tokens > p->max_tokens)
+    return f.Fail("min_tokens", std::string("must not exceed '") + max_key + "'");
+  // Usage is always part of a Responses answer: its stream_options is not ours.
+  if (kind != Kind::kResponses) {
+    if (!f.Object("stream_options")) return false;
+    if (const json* options = f.Find("stream_options")) {
+      // As vLLM: an empty object is as good as none.
+      if (!p->stream && !options->empty())
+        return f.Fail("stream_options", "is only allowed when 'stream' is true");
+      const Fields o(*options, "stream_options", e);
+      bool continuous = false;
+      if (!o.Bool("include_usage", &p->include_usage) ||
+          !o.Bool("continuous_usage_stats", &continuous))
+        return false;
+      if (continuous) return o.Fail("continuous_usage_stats", kUnsupported);
     }
   }
-  if (j.contains("stop_token_ids") && j["stop_token_ids"].is_array())
-    for (const auto& x : j["stop_token_ids"])
-      if (x.is_number_integer()) p->stop_token_ids.push_back(x.get<std::int32_t>());
-  if (j.contains("cache_salt") && j["cache_salt"].is_string())
-    p->cache_salt = j["cache_salt"].get<std::string>();
+  if (!ReadStops(f, ctx, p, e)) return false;
+  // Fields that change nothing here, type-checked all the same.
+  std::string user;
+  bool unused_flag = false;
+  if (!f.String("cache_salt", &p->cache_salt) || !f.String("user", &user) ||
+      !f.Object("metadata") || !f.Bool("store", &unused_flag) ||
+      !f.Bool("parallel_tool_calls", &unused_flag))
+    return false;
   for (const auto& one : p->prompts) {
     const std::uint64_t len = one.size();
-    if (len >= engine.max_model_len)
-      return bad("the prompt has " + std::to_string(len) +
-                 " tokens; this model's maximum context length is " +
-                 std::to_string(engine.max_model_len));
-    if (len + p->max_tokens > engine.max_model_len)
-      return bad("the prompt (" + std::to_string(len) + " tokens) plus max_tokens (" +
-                 std::to_string(p->max_tokens) +
-                 ") exceeds this model's maximum context length of " +
-                 std::to_string(engine.max_model_len));
+    if (len >= ctx.engine->max_model_len)
+      return Refuse(e, prompt_key,
+                    "the prompt has " + std::to_string(len) +
+                        " tokens; this model's maximum context length is " +
+                        std::to_string(ctx.engine->max_model_len));
+    if (len + p->max_tokens > ctx.engine->max_model_len)
+      return Refuse(e, max_key,
+                    "the prompt (" + std::to_string(len) + " tokens) plus " + max_key + " (" +
+                        std::to_string(p->max_tokens) +
+                        ") exceeds this model's maximum context length of " +
+                        std::to_string(ctx.engine->max_model_len));
   }
-  return Status::Ok();
+  return true;
+}
+
+bool ReadTokenize(const json& j, const ParseContext& ctx, std::string* text, BodyError* e) {
+  const Fields f(j, "", e);
+  if (!CheckModel(f, ctx.served_model, e)) return false;
+  if (const json* prompt = f.Find("prompt")) {
+    if (!prompt->is_string()) return f.Fail("prompt", "must be a string");
+    *text = prompt->get<std::string>();
+    return true;
+  }
+  const json* list = f.Find("messages");
+  if (!list) return Refuse(e, "prompt", "'prompt' (a string) or 'messages' is required");
+  std::vector<ChatMessage> messages;
+  bool add_generation_prompt = true;
+  if (!ReadMessages(*list, "messages", /*responses=*/false, &messages, e) ||
+      !f.Bool("add_generation_prompt", &add_generation_prompt))
+    return false;
+  *text = RenderChat(ctx.chat_template, messages, add_generation_prompt);
+  return true;
+}
+
+bool ReadDetokenize(const json& j, const ParseContext& ctx, std::vector<std::int32_t>* tokens,
+                    BodyError* e) {
+  const Fields f(j, "", e);
+  if (!CheckModel(f, ctx.served_model, e)) return false;
+  const json* list = f.Find("tokens");
+  if (!list || !list->is_array())
+    return Refuse(e, "tokens", "'tokens' (a list of token ids) is required");
+  return TokenIds(*list, "tokens", ctx.tokenizer->vocab_size(), tokens, e);
+}
+
+}  // namespace
+
+Status ParseGeneration(const std::string& body, bool chat, const ParseContext& ctx,
+                       CompletionParams* p, int* http_status, std::string* param) {
+  *http_status = 400;
+  json j;
+  BodyError e;
+  const bool ok = ParseJsonObject(body, &j, &e) &&
+                  ReadGeneration(j, chat ? Kind::kChat : Kind::kCompletions, ctx, p, &e);
+  return Result(ok, e, http_status, param);
 }
 
 Status ParseResponses(const std::string& body, const ParseContext& ctx, CompletionParams* p,
-                      int* http_status) {
+                      int* http_status, std::string* param) {
   *http_status = 400;
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return Status::InvalidArgument("the body is not a JSON object");
-  auto bad = [](const std::string& m) { return Status::InvalidArgument(m); };
-  for (const char* unsupported : {"previous_response_id", "tools", "background"})
-    if (j.contains(unsupported) && !j[unsupported].is_null() && j[unsupported] != false &&
-        j[unsupported] != json::array())
-      return bad(std::string("'") + unsupported + "' is unsupported");
-  if (j.contains("n") || j.contains("prompt") || j.contains("messages"))
-    return bad("/v1/responses takes 'input' (and 'instructions'), not 'prompt', 'messages' or 'n'");
-  json messages = json::array();
-  if (j.contains("instructions") && !j["instructions"].is_null()) {
-    if (!j["instructions"].is_string()) return bad("'instructions' must be a string");
-    messages.push_back({{"role", "system"}, {"content", j["instructions"]}});
-  }
-  if (!j.contains("input")) return bad("'input' is required");
-  const json& input = j["input"];
-  if (input.is_string()) {
-    messages.push_back({{"role", "user"}, {"content", input}});
-  } else if (input.is_array() && !input.empty()) {
-    for (json item : input) {
-      // Content parts are input_text (user) or output_text (earlier assistant turns).
-      if (item.is_object() && item.contains("content") && item["content"].is_array())
-        for (json& part : item["content"])
-          if (part.is_object() &&
-              (part.value("type", "") == "input_text" || part.value("type", "") == "output_text"))
-            part["type"] = "text";
-      if (item.is_object()) item.erase("type");  // {"type": "message", ...}
-      messages.push_back(std::move(item));
-    }
-  } else {
-    return bad("'input' must be a string or a non-empty list of messages");
-  }
-  j["messages"] = std::move(messages);
-  j.erase("input");
-  j.erase("instructions");
-  if (j.contains("max_output_tokens")) {
-    j["max_tokens"] = j["max_output_tokens"];
-    j.erase("max_output_tokens");
-  }
-  j.erase("max_completion_tokens");
-  j.erase("stream_options");  // usage is always part of a Responses answer
-  const Status s = ParseGeneration(j.dump(), /*chat=*/true, ctx, p, http_status);
-  if (!s.ok() && *http_status == 400) {  // name the Responses field, not the chat one it became
-    std::string m = s.message();
-    for (auto [from, to] :
-         {std::pair<std::string, std::string>{"'max_tokens'", "'max_output_tokens'"},
-          {"max_tokens (", "max_output_tokens ("},
-          {"messages[", "input["},
-          {"'messages'", "'input'"}})
-      for (std::size_t at; (at = m.find(from)) != std::string::npos;)
-        m.replace(at, from.size(), to);
-    return Status::InvalidArgument(m);
-  }
-  if (!s.ok()) return s;
-  p->responses = true;
-  return s;
+  json j;
+  BodyError e;
+  const bool ok = ParseJsonObject(body, &j, &e) && ReadGeneration(j, Kind::kResponses, ctx, p, &e);
+  if (ok) p->responses = true;
+  return Result(ok, e, http_status, param);
+}
+
+Status ParseTokenize(const std::string& body, const ParseContext& ctx, std::string* text,
+                     int* http_status, std::string* param) {
+  *http_status = 400;
+  json j;
+  BodyError e;
+  const bool ok = ParseJsonObject(body, &j, &e) && ReadTokenize(j, ctx, text, &e);
+  return Result(ok, e, http_status, param);
+}
+
+Status ParseDetokenize(const std::string& body, const ParseContext& ctx,
+                       std::vector<std::int32_t>* tokens, int* http_status, std::string* param) {
+  *http_status = 400;
+  json j;
+  BodyError e;
+  const bool ok = ParseJsonObject(body, &j, &e) && ReadDetokenize(j, ctx, tokens, &e);
+  return Result(ok, e, http_status, param);
 }
 
 std::vector<std::uint8_t> BuildAddRequest(const std::string& id, const CompletionParams& p,
                                           std::size_t prompt_index, std::uint32_t sample,
-                                          std::uint32_t client) {
+                                          std::uint32_t client, std::uint64_t incarnation) {
   flatbuffers::FlatBufferBuilder b;
   const auto id_off = b.CreateString(id);
   const auto prompt = b.CreateVector(p.prompts[prompt_index]);
@@ -245,6 +418,7 @@ std::vector<std::uint8_t> BuildAddRequest(const std::string& id, const Completio
   r.add_prompt_token_ids(prompt);
   r.add_sampling(sampling);
   r.add_client_index(client);
+  r.add_incarnation(incarnation);
   r.add_priority(p.priority);
   if (!p.cache_salt.empty()) r.add_cache_salt(salt);
   const auto bytes = ipc::Seal(b, ipc::Body::AddRequest, r.Finish().Union());

@@ -1,5 +1,6 @@
-// Parsing and validating OpenAI generation requests (/v1/completions,
-// /v1/chat/completions, /v1/responses) into engine requests. Internal to the API server.
+// Parsing and validating OpenAI request bodies (/v1/completions,
+// /v1/chat/completions, /v1/responses, /tokenize, /detokenize) and building
+// engine requests. Internal to the API server.
 #pragma once
 
 #include <cstdint>
@@ -42,23 +43,47 @@ struct ParseContext {
   ChatTemplate chat_template = ChatTemplate::kPlain;
 };
 
-// Parses and checks a body; on error *http_status is 400 or 404 and the
-// status message is the OpenAI error message.
+// Caps on stop conditions, so that no request buys unbounded per-token work.
+inline constexpr std::size_t kMaxStopStrings = 64;
+inline constexpr std::size_t kMaxStopStringBytes = 1024;
+inline constexpr std::size_t kMaxStopTokenIds = 1024;
+
+// Every parser below reads each field it knows with its type checked (an
+// integer field takes 2.0 as vLLM does, never 1.5), refuses features it
+// does not implement unless given their neutral value (logprobs, logit_bias,
+// tools, ...), tolerates unknown fields, and never throws. On error
+// *http_status is 400 (404 for another model), the status message is the
+// OpenAI error message and *param, if given, names the field at fault
+// ("stream_options.include_usage", "messages[0].content[1].type"), or is
+// empty.
+
+// /v1/completions (`chat` false) and /v1/chat/completions.
 Status ParseGeneration(const std::string& body, bool chat, const ParseContext& ctx,
-                       CompletionParams* p, int* http_status);
+                       CompletionParams* p, int* http_status, std::string* param = nullptr);
 
 // /v1/responses: `input` (a string or a list of messages whose content is a
 // string or input_text parts) and `instructions` become a conversation;
 // `max_output_tokens` is max_tokens. Everything else as for chat. Features
 // that need server-side state or tools (previous_response_id, tools) get 400.
 Status ParseResponses(const std::string& body, const ParseContext& ctx, CompletionParams* p,
-                      int* http_status);
+                      int* http_status, std::string* param = nullptr);
+
+// /tokenize: the text to encode, `prompt` or `messages` rendered with the
+// chat template (`add_generation_prompt`, default true).
+Status ParseTokenize(const std::string& body, const ParseContext& ctx, std::string* text,
+                     int* http_status, std::string* param = nullptr);
+
+// /detokenize: `tokens`, ids in [0, the tokenizer's vocabulary).
+Status ParseDetokenize(const std::string& body, const ParseContext& ctx,
+                       std::vector<std::int32_t>* tokens, int* http_status,
+                       std::string* param = nullptr);
 
 // The engine request for choice `sample` (of n) of prompt `prompt_index` of
-// `p`, routed back to `client`. With a seed, sample k uses seed + k (as vLLM
-// does), so n seeded samples differ from each other yet are reproducible.
+// `p`, routed back to `client` (index and incarnation). With a seed, sample
+// k uses seed + k (as vLLM does), so n seeded samples differ from each other
+// yet are reproducible.
 std::vector<std::uint8_t> BuildAddRequest(const std::string& id, const CompletionParams& p,
                                           std::size_t prompt_index, std::uint32_t sample,
-                                          std::uint32_t client);
+                                          std::uint32_t client, std::uint64_t incarnation = 0);
 
 }  // namespace sightline::api

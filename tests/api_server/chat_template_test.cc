@@ -75,14 +75,47 @@ TEST(ChatTemplate, ParsesMessagesAndRejectsBadOnes) {
       {"{}", "non-empty array"},
       {R"([{"content":"x"}])", "needs a string 'role'"},
       {R"([{"role":"robot","content":"x"}])", "'robot'"},
-      {R"([{"role":"user","content":5}])", "content must be"},
+      {R"([{"role":"user","content":5}])", "'messages[0].content' must be"},
       {R"([{"role":"user","content":[{"type":"image_url"}]}])", "only text parts"},
-      {"not json", "non-empty array"}};
+      {R"([{"role":"user"}])", "'messages[0].content' must be"},  // only assistants may omit it
+      {"[5]", "'messages[0]' must be a message object"},
+      {"not json", "not valid JSON"}};
   for (const auto& [json, why] : bad) {
     const Status s = ParseMessages(json, &m);
     EXPECT_FALSE(s.ok()) << json;
     EXPECT_NE(s.message().find(why), std::string::npos) << json << " -> " << s.message();
   }
+}
+
+// Every wrong type in a message is a refusal naming the field, never an
+// exception (a part {"type": 5} threw type_error.302 from json::value).
+TEST(ChatTemplate, MessageErrorsNameTheField) {
+  const std::vector<std::pair<const char*, const char*>> cases = {
+      {R"([{"role":"user","content":[{"type":5,"text":"x"}]}])", "messages[0].content[0].type"},
+      {R"([{"role":"user","content":[{"text":"x"}]}])", "messages[0].content[0].type"},
+      {R"([{"role":"user","content":"a"},{"role":"user","content":[{"type":"text","text":7}]}])",
+       "messages[1].content[0].text"},
+      {R"([{"role":"user","content":["x"]}])", "messages[0].content[0]"},
+      {R"([{"role":5,"content":"x"}])", "messages[0].role"},
+      {R"([{"role":"user","content":"x","name":[]}])", "messages[0].name"},
+      {R"([{"role":"user","content":{}}])", "messages[0].content"},
+      {R"({"role":"user"})", "messages"},
+  };
+  for (const auto& [json, param] : cases) {
+    std::vector<ChatMessage> m;
+    std::string at;
+    const Status s = ParseMessages(json, &m, &at);
+    EXPECT_FALSE(s.ok()) << json;
+    EXPECT_EQ(at, param) << json << " -> " << s.message();
+  }
+  // 64 levels parse; deeper is refused before the parser sees it.
+  std::string deep = "1";
+  for (int i = 0; i < 64; ++i) deep = "[" + deep + "]";
+  std::vector<ChatMessage> m;
+  EXPECT_NE(ParseMessages(deep, &m).message().find("'messages[0]' must be a message object"),
+            std::string::npos);
+  EXPECT_NE(ParseMessages("[" + deep + "]", &m).message().find("nested deeper than 64"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
-// Body validation for /v1/completions and /v1/chat/completions: every bad
-// body gets a 400 (or 404 for another model) with a message naming the
-// problem; unknown fields are tolerated; good bodies map onto engine params.
+// Body validation for /v1/completions, /v1/chat/completions, /v1/responses,
+// /tokenize and /detokenize: every bad body gets a 400 (or 404 for another
+// model) with a message and param naming the problem, never an exception;
+// unknown fields are tolerated; good bodies map onto engine params.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "completion_request.h"
 
@@ -11,6 +14,32 @@ namespace sightline::api {
 namespace {
 
 using nlohmann::json;
+
+// Whether `param` ("messages[0].content[1].type") names a place in `body`: a
+// value there, or a key missing from an object there ("... is required").
+bool NamesAPlace(const json& body, const std::string& param) {
+  const json* at = &body;
+  std::size_t i = 0;
+  while (i < param.size()) {
+    if (param[i] == '[') {
+      const std::size_t close = param.find(']', i);
+      if (close == std::string::npos || !at->is_array()) return false;
+      const std::size_t k = std::stoul(param.substr(i + 1, close - i - 1));
+      if (k >= at->size()) return false;
+      at = &(*at)[k];
+      i = close + 1;
+      continue;
+    }
+    if (param[i] == '.') ++i;
+    const std::size_t end = std::min(param.find_first_of(".[", i), param.size());
+    if (!at->is_object()) return false;
+    const auto it = at->find(param.substr(i, end - i));
+    if (it == at->end()) return end == param.size();
+    at = &*it;
+    i = end;
+  }
+  return true;
+}
 
 class RequestParsingTest : public ::testing::Test {
  protected:
@@ -33,6 +62,39 @@ class RequestParsingTest : public ::testing::Test {
     const Status s = ParseGeneration(body.dump(), chat, ctx_, &p, &status);
     EXPECT_TRUE(s.ok()) << body.dump() << ": " << s.message();
     return p;
+  }
+  enum Endpoint { kCompletions, kChat, kResponses, kTokenize, kDetokenize };
+  struct Outcome {
+    int status = 200;
+    std::string message, param;
+  };
+  // Any endpoint's parser on a raw body; status 200 when it accepts.
+  Outcome Parse(Endpoint endpoint, const std::string& body) {
+    CompletionParams p;
+    std::string text;
+    std::vector<std::int32_t> tokens;
+    Outcome o;
+    int status = 0;
+    const Status s =
+        endpoint == kCompletions ? ParseGeneration(body, false, ctx_, &p, &status, &o.param)
+        : endpoint == kChat      ? ParseGeneration(body, true, ctx_, &p, &status, &o.param)
+        : endpoint == kResponses ? ParseResponses(body, ctx_, &p, &status, &o.param)
+        : endpoint == kTokenize  ? ParseTokenize(body, ctx_, &text, &status, &o.param)
+                                 : ParseDetokenize(body, ctx_, &tokens, &status, &o.param);
+    if (s.ok()) {
+      // What an accepted body promises the rest of the server.
+      EXPECT_TRUE(o.param.empty());
+      if (endpoint <= kResponses) {
+        EXPECT_GE(p.n, 1u);
+        EXPECT_LE(p.prompts.size() * p.n, kMaxChoices);
+        for (const auto& one : p.prompts) EXPECT_FALSE(one.empty());
+        EXPECT_LE(p.stop.size(), kMaxStopStrings);
+      }
+      return o;
+    }
+    o.status = status;
+    o.message = s.message();
+    return o;
   }
   std::unique_ptr<Tokenizer> tokenizer_;
   EngineInfo engine_;
@@ -89,9 +151,9 @@ TEST_F(RequestParsingTest, GoodBodiesMapOntoEngineParams) {
 
 TEST_F(RequestParsingTest, BadBodiesAreRefusedWithAReason) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"{", "not a JSON object"},
+      {"{", "the body is not valid JSON"},
       {"[1]", "not a JSON object"},
-      {"\"\xff\xfe\"", "not a JSON object"},  // invalid UTF-8
+      {"\"\xff\xfe\"", "the body is not valid JSON"},  // invalid UTF-8
       {R"({})", "'prompt' is required"},
       {R"({"prompt": 5})", "'prompt' must be"},
       {R"({"prompt": []})", "'prompt' must be"},
@@ -102,8 +164,8 @@ TEST_F(RequestParsingTest, BadBodiesAreRefusedWithAReason) {
       {R"({"prompt": [1, -2]})", "token ids"},
       {R"({"prompt": [1, 260]})", "token ids"},
       {R"({"prompt": ""})", "empty"},
-      {R"({"prompt": "a", "max_tokens": 0})", "'max_tokens' must be in"},
-      {R"({"prompt": "a", "max_tokens": "5"})", "'max_tokens' must be a number"},
+      {R"({"prompt": "a", "max_tokens": 0})", "'max_tokens' must be an integer in [1, "},
+      {R"({"prompt": "a", "max_tokens": "5"})", "'max_tokens' must be an integer"},
       {R"({"prompt": "a", "temperature": -1})", "'temperature'"},
       {R"({"prompt": "a", "top_p": 0})", "'top_p'"},
       {R"({"prompt": "a", "top_p": 1e300})", "'top_p'"},
@@ -172,7 +234,7 @@ TEST_F(RequestParsingTest, ResponsesBodiesBecomeConversations) {
       {{{"input", json::array()}}, "'input' must be"},
       {{{"input", {{{"role", "robot"}, {"content", "x"}}}}}, "input[0].role"},
       {{{"input", "x"}, {"instructions", 3}}, "'instructions' must be a string"},
-      {{{"input", "x"}, {"max_output_tokens", 0}}, "'max_output_tokens' must be in"},
+      {{{"input", "x"}, {"max_output_tokens", 0}}, "'max_output_tokens' must be an integer in"},
       {{{"input", "x"}, {"max_output_tokens", 60}}, "plus max_output_tokens"},
       {{{"input", "x"}, {"previous_response_id", "resp_1"}},
        "'previous_response_id' is unsupported"},
@@ -188,6 +250,321 @@ TEST_F(RequestParsingTest, ResponsesBodiesBecomeConversations) {
   CompletionParams r;
   EXPECT_EQ(parse({{"input", "x"}, {"model", "gpt-4"}}, &r).first, 404);
   EXPECT_EQ(parse({{"input", "x"}, {"tools", json::array()}}, &r).second, "ok");
+}
+
+// The issue's reproductions: each wrong type is a 400 naming the field (the
+// old parser threw type_error.302 through json::value and ended the process).
+TEST_F(RequestParsingTest, WrongTypesAreRefusedNamingTheField) {
+  struct Case {
+    Endpoint endpoint;
+    std::string body, param, why;
+  };
+  const std::vector<Case> cases = {
+      {kCompletions, R"({"prompt":"x","stream":true,"stream_options":{"include_usage":"yes"}})",
+       "stream_options.include_usage", "must be a boolean"},
+      {kCompletions, R"({"prompt":"x","stream_options":{"include_usage":"yes"}})", "stream_options",
+       "only allowed when 'stream' is true"},
+      {kChat, R"({"messages":[{"role":"user","content":"x"}],"add_generation_prompt":"yes"})",
+       "add_generation_prompt", "must be a boolean"},
+      {kTokenize, R"({"messages":[{"role":"user","content":"x"}],"add_generation_prompt":"yes"})",
+       "add_generation_prompt", "must be a boolean"},
+      {kChat, R"({"messages":[{"role":"user","content":[{"type":5,"text":"x"}]}]})",
+       "messages[0].content[0].type", "must be a string"},
+      {kChat,
+       R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text"}]}]})",
+       "messages[0].content[1].text", "is required"},
+      {kResponses, R"({"input":[{"role":"user","content":[{"type":5,"text":"x"}]}]})",
+       "input[0].content[0].type", "must be a string"},
+      {kResponses, R"({"instructions":"s","input":[{"role":"robot","content":"x"}]})",
+       "input[0].role", "'robot'"},  // indices are the client's, not shifted by instructions
+      {kResponses, R"({"input":[{"type":"function_call","role":"user","content":"x"}]})",
+       "input[0].type", "only messages"},
+      {kCompletions, R"({"prompt":"x","user":5})", "user", "must be a string"},
+      {kCompletions, R"({"prompt":"x","metadata":[1]})", "metadata", "must be an object"},
+      {kCompletions, R"({"prompt":"x","cache_salt":{}})", "cache_salt", "must be a string"},
+      {kCompletions, R"({"prompt":"x","model":5})", "model", "must be a string"},
+      {kCompletions, R"({"prompt":"x","logit_bias":{"5":10}})", "logit_bias", "unsupported"},
+      {kCompletions, R"({"prompt":"x","logit_bias":"x"})", "logit_bias", "must be an object"},
+      {kCompletions, R"({"prompt":["a",[1,1.5]]})", "prompt[1]", "token ids"},
+      {kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})",
+       "tools", "unsupported"},
+      {kChat,
+       R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
+       "response_format.type", "only text"},
+      {kResponses, R"({"input":"x","text":{"format":{"type":"json_schema"}}})", "text.format.type",
+       "only text"},
+      {kDetokenize, R"({"tokens":[1,"a"]})", "tokens", "token ids must be integers"},
+      {kDetokenize, R"({"tokens":[1],"model":"other"})", "model", "does not exist"},
+      {kTokenize, R"({"prompt":5})", "prompt", "must be a string"},
+  };
+  for (const auto& c : cases) {
+    const Outcome o = Parse(c.endpoint, c.body);
+    EXPECT_EQ(o.status, c.param == "model" && c.why == "does not exist" ? 404 : 400) << c.body;
+    EXPECT_EQ(o.param, c.param) << c.body << " -> " << o.message;
+    EXPECT_NE(o.message.find(c.why), std::string::npos) << c.body << " -> " << o.message;
+  }
+}
+
+// Section 4 of the issue: what vLLM and OpenAI refuse is refused here too.
+TEST_F(RequestParsingTest, ValidatesAsVllmDoes) {
+  // Integer fields: 1.5 is refused, 2.0 accepted (as pydantic does).
+  for (const char* key : {"max_tokens", "n", "top_k", "min_tokens", "seed", "priority"}) {
+    EXPECT_EQ(Parse(kCompletions, json{{"prompt", "a"}, {key, 1.5}}.dump()).param, key);
+    EXPECT_EQ(Parse(kCompletions, json{{"prompt", "a"}, {key, 2.0}}.dump()).status, 200) << key;
+  }
+  EXPECT_EQ(Accept({{"prompt", "a"}, {"max_tokens", 2.0}}).max_tokens, 2u);
+  const json chat_messages = {{{"role", "user"}, {"content", "x"}}};
+  EXPECT_EQ(
+      Parse(kChat, json{{"messages", chat_messages}, {"max_completion_tokens", 1.5}}.dump()).param,
+      "max_completion_tokens");
+  EXPECT_EQ(Parse(kResponses, R"({"input":"x","max_output_tokens":1.5})").param,
+            "max_output_tokens");
+  for (const char* huge : {"1e300", "1e19", "18446744073709551615"})
+    EXPECT_EQ(Parse(kCompletions, std::string(R"({"prompt":"a","seed":)") + huge + "}").param,
+              "seed");
+  // min_tokens may not exceed max_tokens.
+  Outcome o = Parse(kCompletions, R"({"prompt":"a","max_tokens":2,"min_tokens":3})");
+  EXPECT_EQ(o.param, "min_tokens");
+  EXPECT_NE(o.message.find("must not exceed 'max_tokens'"), std::string::npos) << o.message;
+  EXPECT_EQ(Parse(kCompletions, R"({"prompt":"a","max_tokens":3,"min_tokens":3})").status, 200);
+  // stream_options needs stream: true (an empty object is no options, as in vLLM).
+  EXPECT_EQ(
+      Parse(kChat,
+            json{{"messages", chat_messages}, {"stream_options", {{"include_usage", true}}}}.dump())
+          .param,
+      "stream_options");
+  EXPECT_EQ(Parse(kCompletions, R"({"prompt":"a","stream":false,"stream_options":{}})").status,
+            200);
+  // stop_token_ids: every entry an id in [0, vocab); none dropped silently.
+  for (const char* bad : {"[1.5]", "[-1]", "[260]", R"(["a"])", "[null]", "5", "[[1]]"})
+    EXPECT_EQ(
+        Parse(kCompletions, std::string(R"({"prompt":"a","stop_token_ids":)") + bad + "}").param,
+        "stop_token_ids")
+        << bad;
+  EXPECT_EQ(Accept({{"prompt", "a"}, {"stop_token_ids", {0, 259}}}).stop_token_ids,
+            (std::vector<std::int32_t>{0, 259}));
+  // logprobs are refused rather than accepted and ignored; "none" is fine.
+  for (const auto& [endpoint, body, param] : std::vector<std::tuple<Endpoint, json, std::string>>{
+           {kCompletions, {{"prompt", "a"}, {"logprobs", 1}}, "logprobs"},
+           {kCompletions, {{"prompt", "a"}, {"logprobs", 0}}, "logprobs"},
+           {kChat, {{"messages", chat_messages}, {"logprobs", true}}, "logprobs"},
+           {kChat, {{"messages", chat_messages}, {"top_logprobs", 2}}, "top_logprobs"},
+           {kResponses, {{"input", "x"}, {"top_logprobs", 2}}, "top_logprobs"},
+           {kCompletions, {{"prompt", "a"}, {"prompt_logprobs", 0}}, "prompt_logprobs"}}) {
+    o = Parse(endpoint, body.dump());
+    EXPECT_EQ(o.param, param) << body.dump();
+    EXPECT_NE(o.message.find("logprobs are not supported yet"), std::string::npos) << o.message;
+  }
+  for (const json& fine :
+       {json{{"prompt", "a"}, {"logprobs", nullptr}}, json{{"prompt", "a"}, {"logprobs", false}}})
+    EXPECT_EQ(Parse(kCompletions, fine.dump()).status, 200) << fine.dump();
+  EXPECT_EQ(
+      Parse(kChat,
+            json{{"messages", chat_messages}, {"logprobs", false}, {"top_logprobs", 0}}.dump())
+          .status,
+      200);
+}
+
+// Stop strings are capped at parse time (count, length, non-empty), and the
+// error says the caps.
+TEST_F(RequestParsingTest, StopStringsAreCapped) {
+  const std::string longest(kMaxStopStringBytes, 'x');
+  EXPECT_EQ(Accept({{"prompt", "a"}, {"stop", std::vector<std::string>(kMaxStopStrings, longest)}})
+                .stop.size(),
+            kMaxStopStrings);
+  for (const json& stop :
+       {json(std::vector<std::string>(kMaxStopStrings + 1, "x")), json(longest + "x"),
+        json::array({"a", longest + "x"}), json(""), json::array({"a", ""})}) {
+    const Outcome o = Parse(kCompletions, json{{"prompt", "a"}, {"stop", stop}}.dump());
+    EXPECT_EQ(o.param, "stop");
+    EXPECT_NE(o.message.find("at most 64 strings, each 1 to 1024 bytes"), std::string::npos)
+        << o.message;
+  }
+  EXPECT_EQ(Parse(kCompletions, json{{"prompt", "a"},
+                                     {"stop_token_ids", std::vector<int>(kMaxStopTokenIds + 1, 1)}}
+                                    .dump())
+                .param,
+            "stop_token_ids");
+}
+
+// Nesting is bounded before parsing: 100k levels in any field of any
+// endpoint is a 400 (it overflowed the stack in a recursive dump or copy),
+// while 64 levels, more than any real body needs, still parse.
+TEST_F(RequestParsingTest, DeepNestingIsRefusedBeforeParsing) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const auto& [endpoint, body] : std::vector<std::pair<Endpoint, std::string>>{
+           {kChat, R"({"messages": )" + deep + "}"},
+           {kChat, R"({"messages":[{"role":"user","content":"x"}],"metadata":)" + deep + "}"},
+           {kTokenize, R"({"messages": )" + deep + "}"},
+           {kResponses, R"({"input":"x","metadata":)" + deep + "}"},
+           {kCompletions, R"({"prompt":"a","x":)" + deep + "}"},
+           {kDetokenize, R"({"tokens":)" + deep + "}"}}) {
+    const Outcome o = Parse(endpoint, body);
+    EXPECT_EQ(o.status, 400);
+    EXPECT_EQ(o.message, "the body is nested deeper than 64 levels");
+  }
+  // Brackets inside strings are text, not nesting.
+  EXPECT_EQ(Parse(kCompletions, json{{"prompt", deep}, {"max_tokens", 1}}.dump()).param, "prompt");
+  auto nested = [](int levels) {  // `levels` objects deep in all, the body included
+    std::string m = "1";
+    for (int i = 1; i < levels; ++i) m = R"({"a":)" + m + "}";
+    return R"({"prompt":"a","metadata":)" + m + "}";
+  };
+  EXPECT_EQ(Parse(kCompletions, nested(64)).status, 200);
+  EXPECT_EQ(Parse(kCompletions, nested(65)).message, "the body is nested deeper than 64 levels");
+  std::vector<ChatMessage> m;
+  EXPECT_FALSE(ParseMessages(deep, &m).ok());
+}
+
+// The class, generated: for a valid body of each endpoint, every field it
+// has (nested ones included) and every field the parser knows is set to
+// each kind of JSON value. The parser never throws; it accepts, or refuses
+// with 400 (404 only for `model`) and an error whose param names a place in
+// the body.
+TEST_F(RequestParsingTest, GeneratedCorpusNeverThrowsAndNamesTheField) {
+  const std::vector<std::string> known = {"model",
+                                          "n",
+                                          "prompt",
+                                          "messages",
+                                          "input",
+                                          "instructions",
+                                          "max_tokens",
+                                          "max_completion_tokens",
+                                          "max_output_tokens",
+                                          "temperature",
+                                          "top_p",
+                                          "min_p",
+                                          "top_k",
+                                          "repetition_penalty",
+                                          "presence_penalty",
+                                          "frequency_penalty",
+                                          "min_tokens",
+                                          "priority",
+                                          "seed",
+                                          "ignore_eos",
+                                          "stream",
+                                          "stream_options",
+                                          "stop",
+                                          "stop_token_ids",
+                                          "cache_salt",
+                                          "user",
+                                          "metadata",
+                                          "store",
+                                          "parallel_tool_calls",
+                                          "echo",
+                                          "use_beam_search",
+                                          "background",
+                                          "suffix",
+                                          "previous_response_id",
+                                          "tools",
+                                          "tool_choice",
+                                          "logit_bias",
+                                          "best_of",
+                                          "logprobs",
+                                          "top_logprobs",
+                                          "prompt_logprobs",
+                                          "response_format",
+                                          "text",
+                                          "add_generation_prompt",
+                                          "tokens"};
+  const std::string kDeep = "\"@deep@\"", kRaw = "\"@raw@\"";
+  const std::vector<json> values = {nullptr,
+                                    true,
+                                    false,
+                                    0,
+                                    1,
+                                    -1,
+                                    2.0,
+                                    1.5,
+                                    -1.5,
+                                    1e300,
+                                    -1e300,
+                                    json::parse("18446744073709551615"),
+                                    json::parse("-9223372036854775808"),
+                                    "",
+                                    "x",
+                                    "yes",
+                                    "\xc3\xa9\xe2\x82\xac",
+                                    json::array(),
+                                    json::array({1}),
+                                    json::array({"x"}),
+                                    json::array({json::object()}),
+                                    json::object(),
+                                    json{{"type", "text"}, {"text", "x"}},
+                                    json{{"a", 1}},
+                                    "@deep@",
+                                    "@raw@"};
+  const json messages = {
+      {{"role", "system"}, {"content", "s"}},
+      {{"role", "user"}, {"name", "u"}, {"content", {{{"type", "text"}, {"text", "a"}}}}},
+      {{"role", "assistant"}, {"content", nullptr}}};
+  const std::vector<std::pair<Endpoint, json>> bases = {
+      {kCompletions,
+       {{"model", "tiny"},
+        {"prompt", json::array({"ab", json::array({1, 2})})},
+        {"n", 2},
+        {"max_tokens", 4},
+        {"stop", {"x"}},
+        {"stream", true},
+        {"stream_options", {{"include_usage", true}}},
+        {"stop_token_ids", {3}},
+        {"metadata", {{"k", "v"}}},
+        {"response_format", {{"type", "text"}}}}},
+      {kChat,
+       {{"messages", messages},
+        {"max_completion_tokens", 3},
+        {"add_generation_prompt", true},
+        {"logprobs", false},
+        {"tools", json::array()}}},
+      {kResponses,
+       {{"instructions", "be brief"},
+        {"input",
+         {{{"type", "message"},
+           {"role", "user"},
+           {"content", {{{"type", "input_text"}, {"text", "hi"}}}}}}},
+        {"max_output_tokens", 4},
+        {"text", {{"format", {{"type", "text"}}}}}}},
+      {kTokenize, {{"messages", messages}, {"add_generation_prompt", false}}},
+      {kDetokenize, {{"tokens", {104, 105}}}},
+  };
+  std::size_t parsed = 0, accepted = 0;
+  for (const auto& [endpoint, base] : bases) {
+    ASSERT_EQ(Parse(endpoint, base.dump()).status, 200) << base.dump();
+    std::vector<json::json_pointer> paths;
+    const json flattened = base.flatten();
+    for (const auto& [flat, value] : flattened.items()) {
+      (void)value;
+      for (json::json_pointer p(flat); !p.empty(); p = p.parent_pointer())
+        if (std::find(paths.begin(), paths.end(), p) == paths.end()) paths.push_back(p);
+    }
+    for (const std::string& key : known) paths.push_back(json::json_pointer("/" + key));
+    for (const auto& path : paths)
+      for (const json& value : values) {
+        json body = base;
+        body[path] = value;
+        std::string text = body.dump();
+        const bool raw = value == "@deep@" || value == "@raw@";
+        if (const auto at = text.find(kDeep); at != std::string::npos)
+          text.replace(at, kDeep.size(), std::string(5000, '[') + std::string(5000, ']'));
+        if (const auto at = text.find(kRaw); at != std::string::npos)
+          text.replace(at, kRaw.size(), "\"\xff\xc3\x28\"");
+        Outcome o;
+        ASSERT_NO_THROW(o = Parse(endpoint, text)) << text;
+        ++parsed;
+        const std::string where = path.to_string() + " = " + value.dump() + ": " + o.message;
+        if (o.status == 200) {
+          ++accepted;
+          continue;
+        }
+        EXPECT_TRUE(o.status == 400 || (o.status == 404 && path.to_string() == "/model")) << where;
+        EXPECT_FALSE(o.message.empty()) << where;
+        if (raw) continue;  // not JSON, or too deep: the body itself is at fault
+        EXPECT_FALSE(o.param.empty()) << where;
+        EXPECT_TRUE(NamesAPlace(body, o.param)) << where << " (param " << o.param << ")";
+      }
+  }
+  EXPECT_GT(parsed, 5000u);
+  EXPECT_GT(accepted, 500u);  // the corpus is not all refusals
 }
 
 }  // namespace

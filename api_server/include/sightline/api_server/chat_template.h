@@ -30,8 +30,11 @@ Status ResolveChatTemplate(const std::string& flag, std::string_view tokenizer_c
 // Maps a Jinja template's text to a built-in one by its markers.
 Status RecognizeJinja(std::string_view jinja, ChatTemplate* out);
 
-// Parses OpenAI `messages` (content as a string or a list of text parts).
-Status ParseMessages(std::string_view messages_json, std::vector<ChatMessage>* out);
+// Parses OpenAI `messages` (content as a string or a list of text parts),
+// refusing JSON nested deeper than 64 levels before parsing it. On error,
+// *param (if given) is the field at fault: "messages[0].content".
+Status ParseMessages(std::string_view messages_json, std::vector<ChatMessage>* out,
+                     std::string* param = nullptr);
 
 // The prompt, ending with the assistant's turn opener when `add_generation_prompt`.
 std::string RenderChat(ChatTemplate t, const std::vector<ChatMessage>& messages,
