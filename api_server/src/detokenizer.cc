@@ -1,7 +1,5 @@
 #include "sightline/api_server/detokenizer.h"
 
-#include <algorithm>
-
 namespace sightline::api {
 
 namespace {
@@ -90,48 +88,6 @@ std::string IncrementalDetokenizer::Flush() {
   if (full.size() <= prefix.size() || full.compare(0, prefix.size(), prefix) != 0) return {};
   std::size_t pending = 0;
   return ValidUtf8Prefix(std::string_view(full).substr(prefix.size()), true, &pending);
-}
-
-StopMatcher::StopMatcher(std::vector<std::string> stops) {
-  for (auto& s : stops)
-    if (!s.empty()) {
-      holdback_ = std::max(holdback_, s.size() - 1);
-      stops_.push_back(std::move(s));
-    }
-}
-
-StopMatcher::Result StopMatcher::Feed(std::string_view delta) {
-  Result r;
-  buffer_.append(delta);
-  std::size_t best = std::string::npos;
-  for (const std::string& s : stops_) {
-    const std::size_t at = buffer_.find(s);
-    if (at < best) {
-      best = at;
-      r.stop = s;
-    }
-  }
-  if (best != std::string::npos) {
-    r.text = buffer_.substr(0, best);
-    r.stopped = true;
-    buffer_.clear();
-    return r;
-  }
-  // Release all but what could still be the start of a stop string, never
-  // cutting a UTF-8 character in two.
-  if (buffer_.size() > holdback_) {
-    std::size_t cut = buffer_.size() - holdback_;
-    while (cut > 0 && (static_cast<unsigned char>(buffer_[cut]) & 0xC0) == 0x80) --cut;
-    r.text = buffer_.substr(0, cut);
-    buffer_.erase(0, cut);
-  }
-  return r;
-}
-
-std::string StopMatcher::Flush() {
-  std::string rest;
-  rest.swap(buffer_);
-  return rest;
 }
 
 }  // namespace sightline::api

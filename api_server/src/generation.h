@@ -40,7 +40,8 @@ struct Choice {
   std::string finish;   // the finish reason once done
   EventTemplate chunk;  // this choice's text chunk (chat, completions), made when first needed
 
-  Choice(const Tokenizer* t, std::vector<std::string> stop)
+  // `stop` is compiled once per request and shared by its choices.
+  Choice(const Tokenizer* t, std::shared_ptr<const StopStrings> stop)
       : detok(t, true), stops(std::move(stop)) {}
 
   // METRICS.md §8 from engine timestamps; a field is null when its

@@ -9,6 +9,10 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "generation.h"
 #include "sightline/shm_registry/registry.h"
 
@@ -67,7 +71,7 @@ void BM_StreamedToken(benchmark::State& state) {
     g->params.prompts = {std::vector<std::int32_t>(16, 'a')};
     g->per_request_metrics = per_request;
     g->out = responder;
-    auto c = std::make_unique<Choice>(tokenizer.get(), g->params.stop);
+    auto c = std::make_unique<Choice>(tokenizer.get(), StopStrings::Compile(g->params.stop));
     c->engine_id = g->id + "-0";
     c->stats.prompt_tokens = 16;
     g->choices.push_back(std::move(c));
@@ -101,6 +105,45 @@ BENCHMARK(BM_StreamedToken)
     ->Args({256, 2, 0})
     ->Args({1, 0, 0})
     ->Unit(benchmark::kMillisecond);
+
+// Stop-string matching for one streamed token (4 bytes of text), by number
+// and length of stop strings. The stops share a 16-byte prefix with the text,
+// so the automaton goes deep and holds text back, but never matches: the
+// steady state of a long stream. Per-token cost should not depend on either.
+void BM_StopMatcherToken(benchmark::State& state) {
+  const auto num = static_cast<std::size_t>(state.range(0));
+  const auto len = static_cast<std::size_t>(state.range(1));
+  std::vector<std::string> stops;
+  for (std::size_t i = 0; i < num; ++i) {
+    std::string s = "quick brown fox " + std::to_string(i) + " ";
+    s.resize(std::max(len, s.size()), 'z');
+    stops.push_back(std::move(s));
+  }
+  StopMatcher matcher(stops);
+  const std::string_view text = "the quick brown fox jumps over the lazy dog ";  // 44 bytes
+  std::size_t at = 0, released = 0;
+  for (auto _ : state) {
+    released += matcher.Feed(text.substr(at, 4)).text.size();
+    at = (at + 4) % text.size();
+  }
+  benchmark::DoNotOptimize(released);
+}
+BENCHMARK(BM_StopMatcherToken)
+    ->ArgNames({"stops", "len"})
+    ->Args({1, 16})
+    ->Args({64, 16})
+    ->Args({64, 1024})
+    ->Args({10000, 16})
+    ->Args({100000, 16});
+
+// Compiling a request's stop strings, once per request (shared by its n choices).
+void BM_StopStringsCompile(benchmark::State& state) {
+  std::vector<std::string> stops;
+  for (std::int64_t i = 0; i < state.range(0); ++i)
+    stops.push_back("quick brown fox " + std::to_string(i) + " ");
+  for (auto _ : state) benchmark::DoNotOptimize(StopStrings::Compile(stops));
+}
+BENCHMARK(BM_StopStringsCompile)->Arg(64)->Arg(100000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace sightline::api

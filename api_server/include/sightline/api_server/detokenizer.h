@@ -1,6 +1,6 @@
 // Streaming text out of token ids: UTF-8-safe incremental detokenization and
-// stop-string detection, the two things that decide what text a streamed
-// chunk may carry.
+// (stop_matcher.h) stop-string detection, the two things that decide what
+// text a streamed chunk may carry.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sightline/api_server/stop_matcher.h"  // StopMatcher, long declared here
 #include "sightline/api_server/tokenizer.h"
 
 namespace sightline::api {
@@ -35,27 +36,6 @@ class IncrementalDetokenizer {
   std::vector<std::int32_t> tokens_;
   std::size_t prefix_offset_ = 0;  // window start: context for the decoder
   std::size_t read_offset_ = 0;    // text up to here has been emitted
-};
-
-// Finds stop strings in streamed text. Text that could still become the
-// start of a stop string is held back; once a stop string appears, the text
-// before it is released and the match reported (the stop string itself is
-// never emitted).
-class StopMatcher {
- public:
-  explicit StopMatcher(std::vector<std::string> stops);
-  struct Result {
-    std::string text;  // safe to emit now
-    bool stopped = false;
-    std::string stop;  // which stop string matched
-  };
-  Result Feed(std::string_view delta);
-  std::string Flush();  // at the end: the held-back text is not a stop after all
-
- private:
-  std::vector<std::string> stops_;
-  std::size_t holdback_ = 0;  // longest stop - 1
-  std::string buffer_;
 };
 
 }  // namespace sightline::api
