@@ -20,6 +20,7 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace sightline::metrics {
@@ -101,6 +102,19 @@ class ExactSum {
   std::size_t count_ = 0;
   double special_ = 0.0;  // sum of the infinities and NaNs added, or of an overflow
 };
+
+// Adds a u64 exactly: as two doubles of at most 32 significant bits each.
+inline void AddWhole(ExactSum* sum, std::uint64_t v) {
+  if (const std::uint64_t hi = v & ~std::uint64_t{0xFFFFFFFF}) sum->Add(static_cast<double>(hi));
+  if (const std::uint64_t lo = v & 0xFFFFFFFF) sum->Add(static_cast<double>(lo));
+}
+
+// The least double not below `v`.
+inline double RoundUpToDouble(std::uint64_t v) {
+  const auto d = static_cast<double>(v);  // to nearest: may be below
+  if (d >= 0x1p64 || static_cast<std::uint64_t>(d) >= v) return d;
+  return std::nextafter(d, INFINITY);
+}
 
 // a + b rounded toward +infinity: the result is never less than the true sum.
 inline double AddRoundingUp(double a, double b) {

@@ -121,7 +121,8 @@ void Registry::Impl::SyncFamiliesLocked() {
     for (std::uint32_t i = 0; i < e->num_labels && i < layout::kMaxLabels; ++i)
       f->label_names.emplace_back(Str(e->label_names[i]));
     const std::uint64_t bytes = std::uint64_t{e->num_bounds} * sizeof(double);
-    if (e->bounds_off + bytes <= hdr->arena_bytes) {
+    // bytes == 0: no bounds, and memcpy into an empty vector's null data() is UB.
+    if (bytes != 0 && e->bounds_off + bytes <= hdr->arena_bytes) {
       f->bounds.resize(e->num_bounds);
       std::memcpy(f->bounds.data(), base + hdr->off_arena + e->bounds_off, bytes);
     }

@@ -113,11 +113,18 @@ inline std::uint32_t FractionalCell(const SeriesInfo& s) {
   return s.cell_base + (s.type == MetricType::kHistogram ? s.num_bounds + 1 : 1);
 }
 
-// What FoldCells does with fractional cells (see exact_sum.h for why).
+// What FoldCells does with fractional cells and with counters' whole parts
+// (see exact_sum.h for why).
 enum class Fractions {
   kAddRoundingUp,  // the reaper: archive += value, rounded toward +infinity
   kSkip,           // a scrape: left to SumFractionalCells, which sums exactly
 };
+
+// Observation counts go up by one per observation, so no process or
+// instance reaches 2^64 of them; saturating keeps even that from wrapping.
+inline std::uint64_t SaturatingAdd(std::uint64_t a, std::uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
 
 // Folds `src` (one process's cells) into `dst`. `alive` says whether the
 // process counts for the live modes. `per_process(series_id, pid, value)`
@@ -137,12 +144,23 @@ void FoldCells(const std::vector<SeriesInfo>& series, std::uint32_t num_series,
     }
     switch (s.type) {
       case MetricType::kCounter:  // [integral part u64, fractional part double]
+        // A scrape sums whole parts exactly with the fractions; the archive
+        // keeps what fits in its u64 and moves the rest, rounded up, to its
+        // double cell: never a wrap, never less than it absorbed.
+        if (fractions == Fractions::kSkip) break;
+        if (const std::uint64_t whole = Load(in); whole > UINT64_MAX - Load(out)) {
+          const std::uint32_t f = FractionalCell(s);
+          StoreD(dst + f, AddRoundingUp(LoadD(dst + f), RoundUpToDouble(whole)));
+        } else {
+          Store(out, Load(out) + whole);
+        }
+        break;
       case MetricType::kSummary:  // [count u64, sum double]
-        Store(out, Load(out) + Load(in));
+        Store(out, SaturatingAdd(Load(out), Load(in)));
         break;
       case MetricType::kHistogram:  // [bucket counts u64..., sum double]
         for (std::uint32_t b = 0; b <= s.num_bounds; ++b)
-          Store(out + b, Load(out + b) + Load(in + b));
+          Store(out + b, SaturatingAdd(Load(out + b), Load(in + b)));
         break;
       case MetricType::kGauge: {
         double v;
@@ -190,7 +208,9 @@ void FoldCells(const std::vector<SeriesInfo>& series, std::uint32_t num_series,
 // Sets each fractional cell of `dst` (holding the archive's value) to the
 // exactly rounded sum of that value and the same cell of every slab in
 // `slabs`: the result does not depend on slot order or on which processes
-// have been folded into the archive.
+// have been folded into the archive. A counter's whole parts (archive and
+// slabs) join its sum, exactly, so no total of u64s can wrap: `dst` then
+// holds [0, the counter's value].
 inline void SumFractionalCells(const std::vector<SeriesInfo>& series, std::uint32_t num_series,
                                const std::vector<const std::uint64_t*>& slabs, std::uint64_t* dst) {
   using namespace fold;
@@ -198,12 +218,16 @@ inline void SumFractionalCells(const std::vector<SeriesInfo>& series, std::uint3
     const SeriesInfo& s = series[id];
     if (!HasFractionalCell(s)) continue;
     const std::uint32_t f = FractionalCell(s);
+    const bool counter = s.type == MetricType::kCounter;
     ExactSum sum;
     sum.Add(LoadD(dst + f));
+    if (counter) AddWhole(&sum, Load(dst + s.cell_base));
     for (const std::uint64_t* slab : slabs) {
       const double v = LoadD(slab + f);
       if (v != 0.0) sum.Add(v);  // most processes never touch most series
+      if (counter) AddWhole(&sum, Load(slab + s.cell_base));
     }
+    if (counter) Store(dst + s.cell_base, 0);
     StoreD(dst + f, sum.Result());
   }
 }

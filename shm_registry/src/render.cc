@@ -196,8 +196,10 @@ void Registry::Impl::PatchRegistryHealthLocked(Snapshot* snap) {
       std::uint64_t* cell = snap->cells.data() + series_info[s].cell_base;
       if (name == kOverflowFamily && c.labels[s].size() == 1) {
         for (int r = 0; r < kNumOverflowReasons; ++r)
-          if (OverflowReasonName(static_cast<OverflowReason>(r)) == c.labels[s][0].second)
+          if (OverflowReasonName(static_cast<OverflowReason>(r)) == c.labels[s][0].second) {
             fold::Store(cell, hdr->overflow[r].load(std::memory_order_relaxed));
+            fold::StoreD(cell + 1, 0.0);  // the whole value: [count, no fraction]
+          }
       } else if (name == kSeriesFamily || name == kSlotsFamily) {
         fold::StoreD(cell + detail::kGaugeValue,
                      name == kSeriesFamily ? snap->num_series : snap->live_slots);

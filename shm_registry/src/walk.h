@@ -57,7 +57,7 @@ void WalkSnapshot(Snapshot& snap, const Registry::Impl::RenderCache& cache,
           const std::size_t n = f.bounds.size();
           std::uint64_t cumulative = 0;
           for (std::size_t b = 0; b <= n; ++b) {
-            cumulative += Load(c + b);
+            cumulative = SaturatingAdd(cumulative, Load(c + b));
             sink.Bucket(s, b, cumulative);
           }
           sink.Sample(s, "_count", static_cast<double>(cumulative));

@@ -108,10 +108,18 @@ class Family;
 
 // Counter cells: [integral increments as u64, other increments as double].
 // Whole-number increments (the common case: tokens, requests) take one
-// wait-free fetch_add and stay exact up to 2^64; fractional ones use a
-// compare-exchange on the second cell. The exported value is their sum.
+// wait-free fetch_add and stay exact; fractional ones use a compare-exchange
+// on the second cell. The exported value is their exact sum, rounded once.
+//
+// The u64 never wraps (a wrap would render as a counter reset): once it
+// reaches kWholeLimit, further whole increments go to the double cell. Small
+// increments check the limit before their fetch_add, so threads racing past
+// the check overshoot it by under 2^32 each, far from 2^64; large ones
+// (>= 2^32) add only while the result stays within the limit.
 class Counter : public detail::HandleBase {
  public:
+  static constexpr std::uint64_t kWholeLimit = std::uint64_t{1} << 63;
+
   Counter() = default;
   // Adds `amount` (default 1). Negative or NaN amounts are ignored: a counter
   // never goes backwards.
@@ -119,12 +127,22 @@ class Counter : public detail::HandleBase {
     if (!(amount >= 0)) return;
     std::uint64_t* slab = SlabOrDrop();
     if (!slab) return;
-    if (amount < 0x1p63 && amount == static_cast<double>(static_cast<std::uint64_t>(amount))) {
-      detail::Cell(slab, cell_)
-          .fetch_add(static_cast<std::uint64_t>(amount), std::memory_order_relaxed);
-    } else {
-      detail::AddDouble(detail::Cell(slab, cell_ + 1), amount);
+    auto cell = detail::Cell(slab, cell_);
+    if (amount < 0x1p32) {  // the common case: one load and one fetch_add
+      const auto whole = static_cast<std::uint32_t>(amount);
+      if (static_cast<double>(whole) == amount &&
+          cell.load(std::memory_order_relaxed) < kWholeLimit) {
+        cell.fetch_add(whole, std::memory_order_relaxed);
+        return;
+      }
+    } else if (amount < 0x1p63 &&
+               amount == static_cast<double>(static_cast<std::uint64_t>(amount))) {
+      const auto whole = static_cast<std::uint64_t>(amount);
+      std::uint64_t old = cell.load(std::memory_order_relaxed);
+      while (old < kWholeLimit && whole <= kWholeLimit - old)
+        if (cell.compare_exchange_weak(old, old + whole, std::memory_order_relaxed)) return;
     }
+    detail::AddDouble(detail::Cell(slab, cell_ + 1), amount);
   }
 
  private:
