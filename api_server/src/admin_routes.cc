@@ -26,12 +26,13 @@ HttpResponse MetricsResponse(metrics::Registry* registry, const HttpRequest& req
 }
 
 void AddAdminRoutes(HttpServer* server, metrics::Registry* registry,
-                    std::function<bool()> engine_alive) {
+                    std::function<bool()> engine_healthy) {
   server->Route("GET", "/metrics",
                 [registry](const HttpRequest& r) { return MetricsResponse(registry, r); });
-  auto health = [engine_alive](const HttpRequest&) {
-    if (!engine_alive())
-      return ErrorResponse(503, "the engine is not running", "ServiceUnavailableError");
+  auto health = [engine_healthy](const HttpRequest&) {
+    if (!engine_healthy())
+      return ErrorResponse(503, "the engine is not running or not responding",
+                           "ServiceUnavailableError");
     HttpResponse ok;
     ok.body = "";
     return ok;

@@ -1,39 +1,60 @@
 #include "sightline/api_server/engine_client.h"
 
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <unordered_map>
 #include <zmq.hpp>
+
+#include "sightline/ipc/client_identity.h"
 
 namespace sightline::api {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-std::string Identity(std::uint32_t index) {
-  return "c" + std::to_string(index);
+
+std::int64_t Now() {
+  return Clock::now().time_since_epoch().count();
+}
+
+// Random per process: a restarted API server must not look like its
+// predecessor to the engine.
+std::uint64_t RandomIncarnation() {
+  std::uint64_t v = 0;
+  while (v == 0) {
+    if (getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) {
+      std::random_device rd;
+      v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    }
+  }
+  return v;
 }
 }  // namespace
 
 struct EngineClient::Impl {
   Options options;
+  std::string identity;
   zmq::context_t context{1};
-  std::thread io;
+  std::thread io, dispatcher;
   std::atomic<bool> stop{false}, ready{false}, alive{true};
-  int wake_fd = -1;  // eventfd: callers wake the I/O thread after queueing
+  std::atomic<std::int64_t> last_heard{0};  // Clock ticks of the engine's last message
+  int wake_fd = -1;                         // eventfd: callers wake the I/O thread after queueing
 
-  std::mutex mu;  // guards everything below
+  std::mutex mu;  // guards everything below (alive changes under it too)
   std::condition_variable ready_cv;
   EngineInfo info;
   std::deque<std::vector<std::uint8_t>> outbox;
-  // Shared, so the output thread copies a pointer (not the handler's
+  // Shared, so the handler thread copies a pointer (not the handler's
   // captures) before calling it outside the lock. Looked up by string_view:
   // no std::string per output.
   struct IdHash {
@@ -42,9 +63,21 @@ struct EngineClient::Impl {
   };
   using HandlerMap = std::unordered_map<std::string, std::shared_ptr<const OutputHandler>, IdHash,
                                         std::equal_to<>>;
+  using UtilityMap =
+      std::unordered_map<std::uint64_t, std::function<void(bool, const std::string&)>>;
   HandlerMap handlers;
-  std::unordered_map<std::uint64_t, std::function<void(bool, const std::string&)>> utilities;
+  UtilityMap utilities;
   std::uint64_t next_call = 1;
+
+  // I/O thread -> handler thread: a received message, or work to run there.
+  struct Work {
+    zmq::message_t message;
+    std::function<void()> fn;
+  };
+  std::mutex work_mu;
+  std::condition_variable work_cv;
+  std::deque<Work> work;
+  bool work_stop = false;
 
   void Wake() {
     const std::uint64_t one = 1;
@@ -57,22 +90,32 @@ struct EngineClient::Impl {
     }
     Wake();
   }
-  // The engine is gone: fail every request and call still waiting.
+  void Dispatch(Work w) {
+    {
+      std::lock_guard<std::mutex> g(work_mu);
+      work.push_back(std::move(w));
+    }
+    work_cv.notify_one();
+  }
+  // The engine is gone: fail every request and call still waiting. No
+  // Submit can slip in after: it checks `alive` under the same lock.
   void Gone() {
-    alive = false;
-    HandlerMap h;
-    std::unordered_map<std::uint64_t, std::function<void(bool, const std::string&)>> u;
+    auto failed = std::make_shared<std::pair<HandlerMap, UtilityMap>>();
     {
       std::lock_guard<std::mutex> g(mu);
-      h.swap(handlers);
-      u.swap(utilities);
+      alive = false;
+      failed->first.swap(handlers);
+      failed->second.swap(utilities);
     }
-    for (auto& [id, handler] : h) (*handler)(RequestDelta{});
-    for (auto& [id, done] : u) done(false, "the engine is not running");
     ready_cv.notify_all();
+    Dispatch({zmq::message_t(), [failed] {
+                for (auto& [id, handler] : failed->first) (*handler)(RequestDelta{});
+                for (auto& [id, done] : failed->second) done(false, "the engine is not running");
+              }});
   }
   void OnMessage(const zmq::message_t& m);
   void Run();
+  void RunHandlers();
 };
 
 void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
@@ -128,15 +171,42 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
     case ipc::Body::EngineDead:
       Gone();
       break;
-    default:
+    default:  // the engine's Heartbeat: only its arrival matters (last_heard)
       break;
+  }
+}
+
+void EngineClient::Impl::RunHandlers() {
+  for (;;) {
+    std::deque<Work> batch;
+    {
+      std::unique_lock<std::mutex> lock(work_mu);
+      work_cv.wait(lock, [&] { return work_stop || !work.empty(); });
+      if (work_stop) return;
+      batch.swap(work);
+    }
+    for (Work& w : batch) {
+      // The last line of defence: a handler's defect is logged, and the
+      // other requests' outputs keep flowing (OpenAiServer fails the one
+      // response itself, see its on_delta).
+      try {
+        if (w.fn)
+          w.fn();
+        else
+          OnMessage(w.message);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "ERROR api-server: an output handler failed: %s\n", e.what());
+      }
+      std::lock_guard<std::mutex> g(work_mu);
+      if (work_stop) return;
+    }
   }
 }
 
 void EngineClient::Impl::Run() {
   zmq::socket_t in(context, zmq::socket_type::dealer), out(context, zmq::socket_type::dealer);
   for (zmq::socket_t* s : {&in, &out}) {
-    s->set(zmq::sockopt::routing_id, Identity(options.client_index));
+    s->set(zmq::sockopt::routing_id, identity);
     s->set(zmq::sockopt::linger, 0);
   }
   // Connection events of the output socket tell whether the engine is there.
@@ -159,8 +229,9 @@ void EngineClient::Impl::Run() {
     // Every 0.5 s; every 0.1 s while still waiting for EngineReady.
     if (now - last_beat >= std::chrono::milliseconds(ready ? 500 : 100)) {
       flatbuffers::FlatBufferBuilder b;
-      const auto bytes = ipc::Seal(b, ipc::Body::Heartbeat,
-                                   ipc::CreateHeartbeat(b, options.client_index, !ready).Union());
+      const auto bytes = ipc::Seal(
+          b, ipc::Body::Heartbeat,
+          ipc::CreateHeartbeat(b, options.client_index, !ready, options.incarnation).Union());
       (void)in.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::dontwait);
       last_beat = now;
     }
@@ -194,7 +265,11 @@ void EngineClient::Impl::Run() {
     }
     if (items[0].revents & ZMQ_POLLIN) {
       zmq::message_t m;
-      while (out.recv(m, zmq::recv_flags::dontwait)) OnMessage(m);
+      while (out.recv(m, zmq::recv_flags::dontwait)) {
+        last_heard = Now();
+        Dispatch({std::move(m), nullptr});
+        m = zmq::message_t();
+      }
     }
   }
   zmq_socket_monitor(out.handle(), nullptr, 0);
@@ -202,6 +277,9 @@ void EngineClient::Impl::Run() {
 
 EngineClient::EngineClient(Options options) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
+  if (impl_->options.incarnation == 0) impl_->options.incarnation = RandomIncarnation();
+  impl_->identity =
+      ipc::FormatClientIdentity({impl_->options.client_index, impl_->options.incarnation});
   impl_->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
@@ -213,9 +291,17 @@ EngineClient::~EngineClient() {
 void EngineClient::Stop() {
   impl_->stop = true;
   if (impl_->io.joinable()) impl_->io.join();
+  {
+    std::lock_guard<std::mutex> g(impl_->work_mu);
+    impl_->work_stop = true;
+  }
+  impl_->work_cv.notify_all();
+  if (impl_->dispatcher.joinable()) impl_->dispatcher.join();
 }
 
 Status EngineClient::Start(EngineInfo* info) {
+  impl_->last_heard = Now();
+  impl_->dispatcher = std::thread([this] { impl_->RunHandlers(); });
   impl_->io = std::thread([this] { impl_->Run(); });
   std::unique_lock<std::mutex> lock(impl_->mu);
   const bool ok =
@@ -232,17 +318,31 @@ bool EngineClient::alive() const {
   return impl_->alive.load();
 }
 
+bool EngineClient::healthy() const {
+  const auto silent = Clock::duration(Now() - impl_->last_heard.load());
+  return alive() && silent <= std::chrono::duration<double>(impl_->options.engine_silent_after_s);
+}
+
+std::uint32_t EngineClient::client_index() const {
+  return impl_->options.client_index;
+}
+
+std::uint64_t EngineClient::incarnation() const {
+  return impl_->options.incarnation;
+}
+
 Status EngineClient::Submit(const std::string& request_id, std::vector<std::uint8_t> request,
                             OutputHandler handler) {
-  if (!impl_->alive) return Status::IoError("the engine is not running");
   const ipc::Envelope* e = ipc::Decode(request);
   if (!e || e->body_type() != ipc::Body::AddRequest ||
       e->body_as_AddRequest()->request_id()->str() != request_id ||
-      e->body_as_AddRequest()->client_index() != impl_->options.client_index)
-    return Status::InvalidArgument("not an AddRequest for " + request_id + " from client " +
-                                   std::to_string(impl_->options.client_index));
+      e->body_as_AddRequest()->client_index() != impl_->options.client_index ||
+      e->body_as_AddRequest()->incarnation() != impl_->options.incarnation)
+    return Status::InvalidArgument("not an AddRequest for " + request_id + " from " +
+                                   impl_->identity);
   {
     std::lock_guard<std::mutex> g(impl_->mu);
+    if (!impl_->alive) return Status::IoError("the engine is not running");
     if (!impl_->handlers
              .emplace(request_id, std::make_shared<const OutputHandler>(std::move(handler)))
              .second)
@@ -273,13 +373,20 @@ void EngineClient::Utility(ipc::UtilityKind kind,
   std::uint64_t call;
   {
     std::lock_guard<std::mutex> g(impl_->mu);
+    if (!impl_->alive) {
+      // Gone() already failed the calls it found; this one would wait forever.
+      impl_->Dispatch({zmq::message_t(),
+                       [done = std::move(done)] { done(false, "the engine is not running"); }});
+      return;
+    }
     call = impl_->next_call++;
     impl_->utilities[call] = std::move(done);
   }
   flatbuffers::FlatBufferBuilder b;
-  const auto bytes =
-      ipc::Seal(b, ipc::Body::UtilityCall,
-                ipc::CreateUtilityCall(b, call, kind, impl_->options.client_index).Union());
+  const auto bytes = ipc::Seal(
+      b, ipc::Body::UtilityCall,
+      ipc::CreateUtilityCall(b, call, kind, impl_->options.client_index, impl_->options.incarnation)
+          .Union());
   impl_->Queue({bytes.begin(), bytes.end()});
 }
 

@@ -1,8 +1,13 @@
 #include "sightline/api_server/openai_server.h"
 
+#include <sys/random.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "completion_request.h"
 #include "generation.h"
@@ -12,6 +17,31 @@ namespace sightline::api {
 namespace {
 
 using nlohmann::json;
+
+// 128 random bits in hex, as vLLM's random_uuid(): request ids must be unique
+// across processes, restarts and instances (the engine refuses a duplicate,
+// and a predictable id is another client's handle).
+std::string RandomHex128() {
+  std::uint8_t bytes[16];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n > 0) {
+      got += static_cast<std::size_t>(n);
+    } else if (errno != EINTR) {
+      std::random_device rd;  // no getrandom(2): the library's entropy source
+      for (std::uint8_t& b : bytes) b = static_cast<std::uint8_t>(rd());
+      break;
+    }
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(2 * sizeof bytes, '0');
+  for (std::size_t i = 0; i < sizeof bytes; ++i) {
+    out[2 * i] = kHex[bytes[i] >> 4];
+    out[2 * i + 1] = kHex[bytes[i] & 15];
+  }
+  return out;
+}
 
 std::int64_t UnixSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -61,20 +91,13 @@ void OpenAiServer::AddRoutes(HttpServer* server) {
 }
 
 HttpResponse OpenAiServer::Tokenize(const HttpRequest& request) const {
-  const json j = json::parse(request.body, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return ErrorResponse(400, "the body is not a JSON object", "BadRequestError");
-  std::string text;
-  if (j.contains("prompt") && j["prompt"].is_string()) {
-    text = j["prompt"].get<std::string>();
-  } else if (j.contains("messages")) {
-    std::vector<ChatMessage> messages;
-    if (Status s = ParseMessages(j["messages"].dump(), &messages); !s.ok())
-      return ErrorResponse(400, s.message(), "BadRequestError");
-    text = RenderChat(options_.chat_template, messages, j.value("add_generation_prompt", true));
-  } else {
-    return ErrorResponse(400, "'prompt' (a string) or 'messages' is required", "BadRequestError");
-  }
+  const ParseContext ctx{tokenizer_, &options_.engine, options_.served_model_name,
+                         options_.chat_template};
+  std::string text, param;
+  int status = 400;
+  if (const Status s = ParseTokenize(request.body, ctx, &text, &status, &param); !s.ok())
+    return ErrorResponse(status, s.message(), status == 404 ? "NotFoundError" : "BadRequestError",
+                         param);
   const std::vector<std::int32_t> tokens = tokenizer_->Encode(text);
   HttpResponse r;
   r.body = json{
@@ -86,19 +109,14 @@ HttpResponse OpenAiServer::Tokenize(const HttpRequest& request) const {
 }
 
 HttpResponse OpenAiServer::Detokenize(const HttpRequest& request) const {
-  const json j = json::parse(request.body, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("tokens") || !j["tokens"].is_array())
-    return ErrorResponse(400, "'tokens' (a list of token ids) is required", "BadRequestError");
+  const ParseContext ctx{tokenizer_, &options_.engine, options_.served_model_name,
+                         options_.chat_template};
   std::vector<std::int32_t> tokens;
-  for (const auto& t : j["tokens"]) {
-    if (!t.is_number_integer() || t.get<std::int64_t>() < 0 ||
-        t.get<std::int64_t>() >= tokenizer_->vocab_size())
-      return ErrorResponse(
-          400,
-          "token ids must be integers in [0, " + std::to_string(tokenizer_->vocab_size()) + ")",
-          "BadRequestError");
-    tokens.push_back(t.get<std::int32_t>());
-  }
+  std::string param;
+  int status = 400;
+  if (const Status s = ParseDetokenize(request.body, ctx, &tokens, &status, &param); !s.ok())
+    return ErrorResponse(status, s.message(), status == 404 ? "NotFoundError" : "BadRequestError",
+                         param);
   std::size_t pending = 0;
   HttpResponse r;
   r.body =
@@ -120,14 +138,15 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   };
   CompletionParams params;
   int status = 400;
+  std::string param;  // the field at fault
   const ParseContext ctx{tokenizer_, &options_.engine, options_.served_model_name,
                          options_.chat_template};
   const Status parsed = api == Api::kResponses
-                            ? ParseResponses(request.body, ctx, &params, &status)
-                            : ParseGeneration(request.body, chat, ctx, &params, &status);
+                            ? ParseResponses(request.body, ctx, &params, &status, &param)
+                            : ParseGeneration(request.body, chat, ctx, &params, &status, &param);
   if (const Status& s = parsed; !s.ok())
-    return answer(
-        ErrorResponse(status, s.message(), status == 404 ? "NotFoundError" : "BadRequestError"));
+    return answer(ErrorResponse(status, s.message(),
+                                status == 404 ? "NotFoundError" : "BadRequestError", param));
   if (!engine_->alive())
     return answer(ErrorResponse(503, "the engine is not running", "ServiceUnavailableError"));
 
@@ -135,8 +154,8 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   const char* prefix = api == Api::kCompletions ? "cmpl-"
                        : api == Api::kChat      ? "chatcmpl-"
                                                 : "resp_";
-  const std::uint64_t number = next_id_++;
-  g->id = prefix + std::to_string(options_.client_index) + "-" + std::to_string(number);
+  const std::uint64_t number = next_id_++;  // this process's key for live_, not an id
+  g->id = prefix + RandomHex128();
   g->model = options_.served_model_name;
   g->handler = handler;
   g->method = request.method;
@@ -147,10 +166,11 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   g->request_bytes = request.body.size();
   g->per_request_metrics = options_.per_request_metrics;
   g->force_usage = options_.force_include_usage;
-  // Choices in OpenAI's order: prompt by prompt, n each.
+  // Choices in OpenAI's order: prompt by prompt, n each; one stop automaton for all.
+  const auto stops = StopStrings::Compile(g->params.stop);
   for (std::size_t p = 0; p < g->params.prompts.size(); ++p)
     for (std::uint32_t k = 0; k < g->params.n; ++k) {
-      auto c = std::make_unique<Choice>(tokenizer_, g->params.stop);
+      auto c = std::make_unique<Choice>(tokenizer_, stops);
       c->index = static_cast<std::uint32_t>(g->choices.size());
       c->engine_id = g->id + "-" + std::to_string(c->index);
       c->stats.arrival = arrival;
@@ -237,13 +257,32 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
     return [this, g, c, finish_choice, complete](const RequestDelta& d) {
       std::lock_guard<std::mutex> lock(g->mu);
       if (c->done || g->complete) return;
-      if (d.output) return OnOutput(*g, *c, d, metrics_, engine_, finish_choice);
-      for (auto& other : g->choices)  // the engine is gone: the whole response fails
-        if (!other->done) {
-          other->done = true;
-          other->stats.finished_reason = "error";
-          metrics_->OnFinished(other->stats);
+      // The whole response fails, each choice still running counted as an error.
+      auto fail_all = [&] {
+        std::vector<std::string> running;
+        for (auto& other : g->choices)
+          if (!other->done) {
+            running.push_back(other->engine_id);
+            other->done = true;
+            other->finish = "error";
+            other->stats.finished_reason = "error";
+            metrics_->OnFinished(other->stats);
+          }
+        return running;
+      };
+      if (d.output) {
+        try {
+          return OnOutput(*g, *c, d, metrics_, engine_, finish_choice);
+        } catch (const std::exception& e) {
+          // A defect on the output path fails this response (500), never the process.
+          std::fprintf(stderr, "ERROR api-server: output of %s failed: %s\n", g->id.c_str(),
+                       e.what());
+          if (g->complete) return;
+          engine_->Abort(fail_all());
+          return complete(false, /*engine_gone=*/false);
         }
+      }
+      fail_all();  // the engine is gone
       complete(false, /*engine_gone=*/true);
     };
   };
@@ -255,20 +294,26 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
     }
     const std::size_t prompt_index = c->index / g->params.n;
     const std::uint32_t sample = c->index % g->params.n;
-    const Status submitted = engine_->Submit(
-        c->engine_id,
-        BuildAddRequest(c->engine_id, g->params, prompt_index, sample, options_.client_index),
-        on_delta(c));
+    const Status submitted =
+        engine_->Submit(c->engine_id,
+                        BuildAddRequest(c->engine_id, g->params, prompt_index, sample,
+                                        engine_->client_index(), engine_->incarnation()),
+                        on_delta(c));
     if (!submitted.ok()) {  // the engine went away between the check and here
       std::lock_guard<std::mutex> lock(g->mu);
       if (g->complete) return;
       std::vector<std::string> submitted_ids;
       for (auto& other : g->choices) {
-        if (other->index < c->index && !other->done) submitted_ids.push_back(other->engine_id);
+        if (other->done) continue;
+        if (other->index < c->index) submitted_ids.push_back(other->engine_id);
+        // Counted like any choice the engine failed: none may vanish from the metrics.
         other->done = true;
+        other->finish = "error";
+        other->stats.finished_reason = "error";
+        metrics_->OnFinished(other->stats);
       }
       engine_->Abort(submitted_ids);
-      return complete(false, /*engine_gone=*/true);
+      return complete(false, /*engine_gone=*/!engine_->alive());
     }
     // Aborted (the client left, a drain ran out of time) between the check
     // above and Submit: that abort reached the engine before the request

@@ -60,6 +60,16 @@ StepOutputs EngineCore::Abort(const std::vector<std::string>& ids) {
   return Finished(scheduler_.Abort(ids), clock_());
 }
 
+StepOutputs EngineCore::AbortOwned(const std::vector<std::string>& ids,
+                                   std::uint32_t client_index) {
+  std::vector<std::string> owned;
+  owned.reserve(ids.size());
+  for (const std::string& id : ids)
+    if (const Request* r = scheduler_.Find(id); r && r->client_index == client_index)
+      owned.push_back(id);
+  return Abort(owned);
+}
+
 StepOutputs EngineCore::AbortClient(std::uint32_t client_index) {
   std::vector<std::string> ids;
   for (const std::string& id : scheduler_.RequestIds())

@@ -76,6 +76,17 @@ Status EngineMetrics::Create(metrics::Registry* r, const metrics::CatalogueOptio
                       {"engine"}, &rejected);
     if (s.ok()) s = rejected.Get({{"engine", engine}}, &m->rejected_messages_);
   }
+  if (s.ok()) {  // the API servers write the other finish reasons of this family
+    for (const auto& fam : metrics::Catalogue(o))
+      if (fam.name == o.prefix + "request_success") {
+        metrics::CounterFamily success;
+        s = r->AddCounter(fam.name, fam.help, fam.label_names, &success);
+        if (s.ok())
+          s = success.Get(
+              {{"engine", engine}, {"finished_reason", "abort"}, {"model_name", o.model_name}},
+              &m->orphan_aborts_);
+      }
+  }
   if (s.ok() && m->residency_) {
     s = histogram("kv_block_lifetime_seconds", &m->block_lifetime_);
     if (s.ok()) s = histogram("kv_block_idle_before_evict_seconds", &m->block_idle_);

@@ -1,5 +1,6 @@
 #include "sightline/engine_core/engine_server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -12,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine_wire.h"
 #include "sightline/ipc/codec.h"
 
 namespace sightline::engine {
@@ -19,6 +21,12 @@ namespace sightline::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// How often the main loop tells every API server it is alive.
+constexpr auto kEngineHeartbeatInterval = std::chrono::milliseconds(500);
+// Earlier incarnations remembered per index, so that a replaced process's
+// late messages are refused instead of being taken for yet another restart.
+constexpr std::size_t kRetiredIncarnations = 8;
 
 // A mutex/condvar queue between two threads (one producer, one consumer each way).
 template <typename T>
@@ -49,7 +57,7 @@ class Queue {
 
 struct InputEvent {
   enum class Kind { kAdd, kAbort, kUtility, kHeartbeat } kind;
-  std::uint32_t client = 0;
+  ipc::ClientId client;  // from the routing id, never from the body
   std::unique_ptr<Request> request;
   std::vector<std::string> ids;
   std::uint64_t call_id = 0;
@@ -58,8 +66,8 @@ struct InputEvent {
 };
 
 struct Outgoing {
-  enum class Kind { kOutputs, kReady, kUtility, kDead } kind;
-  std::uint32_t client = 0;
+  enum class Kind { kOutputs, kReady, kUtility, kDead, kHeartbeat } kind;
+  ipc::ClientId client;  // the exact process it goes to
   double timestamp = 0;
   std::vector<OutputItem> items;
   std::uint64_t call_id = 0;
@@ -75,56 +83,20 @@ void Log(const char* level, const std::string& message) {
   std::fprintf(stderr, "%s engine: %s\n", level, message.c_str());
 }
 
-ipc::FinishReason ToWire(FinishReason r) {
-  switch (r) {
-    case FinishReason::kNone:
-      return ipc::FinishReason::None;
-    case FinishReason::kStop:
-      return ipc::FinishReason::Stop;
-    case FinishReason::kLength:
-      return ipc::FinishReason::Length;
-    case FinishReason::kAbort:
-      return ipc::FinishReason::Abort;
-    case FinishReason::kError:
-      return ipc::FinishReason::Error;
-    case FinishReason::kRepetition:
-      return ipc::FinishReason::Repetition;
-  }
-  return ipc::FinishReason::Error;
+std::size_t CountItems(const StepOutputs& s) {
+  std::size_t n = 0;
+  for (const auto& [client, items] : s.by_client) n += items.size();
+  return n;
 }
 
-std::unique_ptr<Request> FromWire(const ipc::AddRequest& m, int block_size) {
-  auto r = std::make_unique<Request>();
-  r->id = m.request_id()->str();
-  r->tokens.assign(m.prompt_token_ids()->begin(), m.prompt_token_ids()->end());
-  r->client_index = m.client_index();
-  r->priority = m.priority();
-  if (m.cache_salt()) r->cache_salt = m.cache_salt()->str();
-  if (const ipc::SamplingParams* s = m.sampling()) {
-    r->sampling.temperature = s->temperature();
-    r->sampling.top_p = s->top_p();
-    r->sampling.top_k = s->top_k();
-    r->sampling.min_p = s->min_p();
-    r->sampling.seed = s->seed();
-    r->sampling.has_seed = s->has_seed();
-    r->sampling.max_tokens = s->max_tokens();
-    r->sampling.min_tokens = s->min_tokens();
-    r->sampling.ignore_eos = s->ignore_eos();
-    r->sampling.repetition_penalty = s->repetition_penalty();
-    r->sampling.presence_penalty = s->presence_penalty();
-    r->sampling.frequency_penalty = s->frequency_penalty();
-    if (s->stop_token_ids())
-      r->sampling.stop_token_ids.assign(s->stop_token_ids()->begin(), s->stop_token_ids()->end());
-  }
-  // Prompt block hashing happens here, off the main loop.
-  ExtendBlockHashes(r->tokens, block_size, r->cache_salt, &r->block_hashes);
-  return r;
+std::string Describe(ipc::ClientId id) {
+  return "API server " + std::to_string(id.index) + " (" + ipc::FormatClientIdentity(id) + ")";
 }
 
 }  // namespace
 
-std::string ClientIdentity(std::uint32_t client_index) {
-  return "c" + std::to_string(client_index);
+std::string ClientIdentity(std::uint32_t client_index, std::uint64_t incarnation) {
+  return ipc::FormatClientIdentity({client_index, incarnation});
 }
 
 struct EngineServer::State {
@@ -136,8 +108,15 @@ struct EngineServer::State {
   Queue<Outgoing> output;
   std::atomic<bool> done{false};
   std::atomic<std::uint64_t> rejected{0};
+  // One per API-server index: its current incarnation. Every request in the
+  // core with that client_index belongs to it (a new incarnation aborts the
+  // old one's first), so outputs go to exactly one process.
   struct Client {
+    std::uint64_t incarnation = 0;
     Clock::time_point last_seen;
+    bool silent = false;              // timed out: its requests were aborted
+    std::uint64_t silent_aborts = 0;  // ... this many; counted here if it never returns
+    std::deque<std::uint64_t> retired;
   };
   std::unordered_map<std::uint32_t, Client> clients;  // main thread only
 
@@ -145,9 +124,13 @@ struct EngineServer::State {
   void InputLoop(zmq::socket_t& sock);
   void OutputLoop(zmq::socket_t& sock);
   void Handle(InputEvent& e);
+  Client* Admit(const InputEvent& e);
+  void Replace(std::uint32_t index, Client& c, std::uint64_t incarnation);
   void Emit(const StepOutputs& outputs);
+  void SendItems(ipc::ClientId to, double timestamp, std::vector<OutputItem> items);
   void CheckHeartbeats();
-  void SendReady(std::uint32_t client);
+  void SendHeartbeats();
+  void SendReady(ipc::ClientId client);
 };
 
 void EngineServer::State::Reject() {
@@ -168,7 +151,8 @@ void EngineServer::State::InputLoop(zmq::socket_t& sock) {
     }
     bool extra = false;
     while (payload.more() && sock.recv(payload, zmq::recv_flags::none)) extra = true;
-    if (extra) {  // more frames than [identity, payload]: not our protocol
+    const std::optional<ipc::ClientId> sender = ipc::ParseClientIdentity(identity.to_string_view());
+    if (extra || !sender) {  // not our protocol, or not an API server's identity
       Reject();
       continue;
     }
@@ -178,13 +162,22 @@ void EngineServer::State::InputLoop(zmq::socket_t& sock) {
       Reject();
       continue;
     }
+    // Who sent it is the routing id; a body that names someone else is refused.
+    auto is_sender = [&](std::uint32_t index, std::uint64_t incarnation) {
+      return ipc::ClientId{index, incarnation} == *sender;
+    };
     InputEvent e;
+    e.client = *sender;
     switch (env->body_type()) {
       case ipc::Body::AddRequest: {
         const auto* m = env->body_as_AddRequest();
+        if (!is_sender(m->client_index(), m->incarnation())) {
+          Reject();
+          continue;
+        }
         e.kind = InputEvent::Kind::kAdd;
-        e.client = m->client_index();
         e.request = FromWire(*m, block_size);
+        e.request->client_index = sender->index;
         break;
       }
       case ipc::Body::AbortRequests:
@@ -194,17 +187,25 @@ void EngineServer::State::InputLoop(zmq::socket_t& sock) {
         break;
       case ipc::Body::UtilityCall: {
         const auto* m = env->body_as_UtilityCall();
+        if (!is_sender(m->client_index(), m->incarnation())) {
+          Reject();
+          continue;
+        }
         e.kind = InputEvent::Kind::kUtility;
-        e.client = m->client_index();
         e.call_id = m->call_id();
         e.utility = m->kind();
         break;
       }
-      case ipc::Body::Heartbeat:
+      case ipc::Body::Heartbeat: {
+        const auto* m = env->body_as_Heartbeat();
+        if (!is_sender(m->client_index(), m->incarnation())) {
+          Reject();
+          continue;
+        }
         e.kind = InputEvent::Kind::kHeartbeat;
-        e.client = env->body_as_Heartbeat()->client_index();
-        e.need_ready = env->body_as_Heartbeat()->need_ready();
+        e.need_ready = m->need_ready();
         break;
+      }
       default:  // engine-to-API-server messages have no business here
         Reject();
         continue;
@@ -221,28 +222,9 @@ void EngineServer::State::OutputLoop(zmq::socket_t& sock) {
       b.Clear();
       std::span<const std::uint8_t> bytes;
       switch (o.kind) {
-        case Outgoing::Kind::kOutputs: {
-          std::vector<flatbuffers::Offset<ipc::RequestOutput>> outs;
-          for (const OutputItem& it : o.items) {
-            std::vector<flatbuffers::Offset<ipc::RequestEvent>> evs;
-            for (const RequestEvent& ev : it.events)
-              evs.push_back(
-                  ipc::CreateRequestEvent(b, static_cast<ipc::EventType>(ev.type), ev.timestamp));
-            std::vector<std::int32_t> toks;
-            if (it.new_token >= 0) toks.push_back(it.new_token);
-            const auto prefill =
-                it.has_prefill_stats
-                    ? ipc::CreatePrefillStats(b, it.num_prompt_tokens, it.num_cached_tokens)
-                    : 0;
-            outs.push_back(ipc::CreateRequestOutputDirect(b, it.request_id.c_str(), &toks,
-                                                          ToWire(it.finish_reason), it.stop_token,
-                                                          &evs, prefill));
-          }
-          bytes = ipc::Seal(
-              b, ipc::Body::EngineOutputs,
-              ipc::CreateEngineOutputsDirect(b, options.engine_index, o.timestamp, &outs).Union());
+        case Outgoing::Kind::kOutputs:
+          bytes = SealOutputs(b, options.engine_index, o.timestamp, o.items);
           break;
-        }
         case Outgoing::Kind::kReady: {
           const ModelConfig& m = core->model();
           const EngineCoreConfig& c = core->config();
@@ -270,47 +252,106 @@ void EngineServer::State::OutputLoop(zmq::socket_t& sock) {
               b, ipc::Body::EngineDead,
               ipc::CreateEngineDeadDirect(b, options.engine_index, o.message.c_str()).Union());
           break;
+        case Outgoing::Kind::kHeartbeat:
+          bytes = ipc::Seal(
+              b, ipc::Body::Heartbeat,
+              ipc::CreateHeartbeat(b, o.client.index, false, o.client.incarnation).Union());
+          break;
       }
-      const std::string id = ClientIdentity(o.client);
+      const std::string id = ipc::FormatClientIdentity(o.client);
       try {
         sock.send(zmq::buffer(id), zmq::send_flags::sndmore);
         sock.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
       } catch (const zmq::error_t&) {
         // Cannot happen without ZMQ_ROUTER_MANDATORY: messages to an API
-        // server that is not connected are dropped by ZeroMQ. A READY lost
-        // that way is asked for again (Heartbeat.need_ready); a gone API
-        // server's requests are aborted by the heartbeat check.
+        // server that is not connected are dropped by ZeroMQ (a stalled one
+        // keeps its pipe and reads them when it resumes). A READY lost that
+        // way is asked for again (Heartbeat.need_ready).
       }
     }
     if (batch.empty() && done.load()) return;
   }
 }
 
-void EngineServer::State::SendReady(std::uint32_t client) {
+void EngineServer::State::SendReady(ipc::ClientId client) {
   Outgoing o;
   o.kind = Outgoing::Kind::kReady;
   o.client = client;
   output.Push(std::move(o));
 }
 
+void EngineServer::State::SendItems(ipc::ClientId to, double timestamp,
+                                    std::vector<OutputItem> items) {
+  Outgoing o;
+  o.kind = Outgoing::Kind::kOutputs;
+  o.client = to;
+  o.timestamp = timestamp;
+  o.items = std::move(items);
+  output.Push(std::move(o));
+}
+
 void EngineServer::State::Emit(const StepOutputs& outputs) {
-  for (const auto& [client, items] : outputs.by_client) {
-    if (!clients.count(client)) continue;  // its API server is gone: nobody to tell
-    Outgoing o;
-    o.kind = Outgoing::Kind::kOutputs;
-    o.client = client;
-    o.timestamp = outputs.timestamp;
-    o.items = items;
-    output.Push(std::move(o));
+  for (const auto& [index, items] : outputs.by_client) {
+    auto it = clients.find(index);
+    if (it == clients.end()) continue;  // cannot happen: requests come from known clients
+    SendItems({index, it->second.incarnation}, outputs.timestamp, items);
   }
 }
 
-void EngineServer::State::Handle(InputEvent& e) {
-  if (e.kind != InputEvent::Kind::kAbort) {  // every message from a client proves it alive
-    Client& c = clients[e.client];
-    c.last_seen = Clock::now();
-    if (e.need_ready) SendReady(e.client);
+// A new process took index `index`: the old one is gone for good (a live
+// process keeps its incarnation). Its requests end now, told to it (dropped
+// by ZeroMQ if it is dead) and counted here, since no API server will.
+void EngineServer::State::Replace(std::uint32_t index, Client& c, std::uint64_t incarnation) {
+  const ipc::ClientId old{index, c.incarnation};
+  StepOutputs aborted = core->AbortClient(index);
+  const std::size_t n = CountItems(aborted);
+  if (auto it = aborted.by_client.find(index); it != aborted.by_client.end())
+    SendItems(old, aborted.timestamp, std::move(it->second));
+  if (metrics) metrics->CountOrphanAborts(n + c.silent_aborts);
+  Log(n > 0 ? "WARNING" : "INFO", Describe(old) + " was replaced by incarnation " +
+                                      ipc::FormatClientIdentity({index, incarnation}) +
+                                      "; aborted " + std::to_string(n) + " of its requests");
+  c.retired.push_back(c.incarnation);
+  if (c.retired.size() > kRetiredIncarnations) c.retired.pop_front();
+  c.incarnation = incarnation;
+  c.silent = false;
+  c.silent_aborts = 0;
+}
+
+// The sender's client state, after taking the message as a sign of life;
+// null when the message comes from a replaced process (dropped).
+EngineServer::State::Client* EngineServer::State::Admit(const InputEvent& e) {
+  auto [it, inserted] = clients.try_emplace(e.client.index);
+  Client& c = it->second;
+  if (inserted) {
+    c.incarnation = e.client.incarnation;
+  } else if (c.incarnation != e.client.incarnation) {
+    if (std::find(c.retired.begin(), c.retired.end(), e.client.incarnation) != c.retired.end()) {
+      Reject();
+      if (e.kind == InputEvent::Kind::kAdd) {  // its sender must not wait for it
+        OutputItem item;
+        item.request_id = e.request->id;
+        item.finish_reason = FinishReason::kAbort;
+        SendItems(e.client, MonotonicSeconds(), {std::move(item)});
+      }
+      return nullptr;
+    }
+    Replace(e.client.index, c, e.client.incarnation);
   }
+  c.last_seen = Clock::now();
+  if (c.silent) {
+    // It stalled and resumed: the abort outputs sent meanwhile wait in its
+    // pipe, so it ends those requests (and counts them) itself.
+    Log("INFO", Describe(e.client) + " is back");
+    c.silent = false;
+    c.silent_aborts = 0;
+  }
+  if (e.need_ready) SendReady(e.client);
+  return &c;
+}
+
+void EngineServer::State::Handle(InputEvent& e) {
+  if (!Admit(e)) return;
   switch (e.kind) {
     case InputEvent::Kind::kHeartbeat:
       break;
@@ -318,18 +359,15 @@ void EngineServer::State::Handle(InputEvent& e) {
       const std::string id = e.request->id;
       if (Status s = core->AddRequest(std::move(e.request)); !s.ok()) {
         Log("WARNING", "request " + id + " refused: " + s.message());
-        StepOutputs out;
-        out.timestamp = MonotonicSeconds();
         OutputItem item;
         item.request_id = id;
         item.finish_reason = FinishReason::kError;
-        out.by_client[e.client].push_back(std::move(item));
-        Emit(out);
+        SendItems(e.client, MonotonicSeconds(), {std::move(item)});
       }
       break;
     }
     case InputEvent::Kind::kAbort:
-      Emit(core->Abort(e.ids));
+      Emit(core->AbortOwned(e.ids, e.client.index));
       break;
     case InputEvent::Kind::kUtility: {
       Outgoing o;
@@ -372,18 +410,29 @@ void EngineServer::State::CheckHeartbeats() {
   const auto deadline =
       Clock::now() - std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(options.heartbeat_timeout_s));
-  for (auto it = clients.begin(); it != clients.end();) {
-    if (it->second.last_seen >= deadline) {
-      ++it;
-      continue;
-    }
-    const std::uint32_t client = it->first;
-    it = clients.erase(it);  // a later message makes it a client again (with a new READY)
-    const StepOutputs aborted = core->AbortClient(client);
-    if (!aborted.by_client.empty())
-      Log("WARNING", "API server " + std::to_string(client) + " went silent; aborted " +
-                         std::to_string(aborted.by_client.begin()->second.size()) +
-                         " of its requests");
+  for (auto& [index, c] : clients) {
+    if (c.silent || c.last_seen >= deadline) continue;
+    // Dead or stalled. Its requests end now; it is told (a stalled process
+    // reads it when it resumes, a dead one's pipe is gone). A later message
+    // makes it a client again.
+    c.silent = true;
+    StepOutputs aborted = core->AbortClient(index);
+    c.silent_aborts = CountItems(aborted);
+    Log(c.silent_aborts > 0 ? "WARNING" : "INFO",
+        Describe({index, c.incarnation}) + " went silent; aborted " +
+            std::to_string(c.silent_aborts) + " of its requests");
+    Emit(aborted);
+  }
+}
+
+// From the main loop, so that a hung or stopped engine goes quiet.
+void EngineServer::State::SendHeartbeats() {
+  for (const auto& [index, c] : clients) {
+    if (c.silent) continue;
+    Outgoing o;
+    o.kind = Outgoing::Kind::kHeartbeat;
+    o.client = {index, c.incarnation};
+    output.Push(std::move(o));
   }
 }
 
@@ -409,6 +458,11 @@ int EngineServer::Run() {
       sock->set(zmq::sockopt::router_handover, 1);
       sock->set(zmq::sockopt::linger, 1000);
     }
+    // A ROUTER drops what exceeds a peer's high-water mark, and a stalled API
+    // server's pipe fills (one message per step): a dropped abort output
+    // would leave its stream waiting forever. Unbounded, but only for the
+    // heartbeat timeout: a silent client gets nothing more after its aborts.
+    out.set(zmq::sockopt::sndhwm, 0);
     in.bind(s.options.input_address);
     out.bind(s.options.output_address);
   } catch (const zmq::error_t& e) {
@@ -423,6 +477,7 @@ int EngineServer::Run() {
   int rc = 0;
   try {
     double last_log = MonotonicSeconds();
+    auto last_beat = Clock::now();
     bool stalled = false;
     while (!(s.options.stop && s.options.stop->load())) {
       // Blocks while idle; while busy only picks up what has arrived. After a
@@ -432,6 +487,10 @@ int EngineServer::Run() {
                                            : std::chrono::milliseconds(0);
       for (InputEvent& e : s.input.Drain(wait)) s.Handle(e);
       s.CheckHeartbeats();
+      if (const auto now = Clock::now(); now - last_beat >= kEngineHeartbeatInterval) {
+        s.SendHeartbeats();
+        last_beat = now;
+      }
       stalled = false;
       if (s.core->HasWork()) {
         StepOutputs step = s.core->Step();
@@ -449,10 +508,10 @@ int EngineServer::Run() {
     }
   } catch (const std::exception& e) {
     Log("ERROR", std::string("fatal: ") + e.what());
-    for (const auto& [client, state] : s.clients) {
+    for (const auto& [index, c] : s.clients) {
       Outgoing o;
       o.kind = Outgoing::Kind::kDead;
-      o.client = client;
+      o.client = {index, c.incarnation};
       o.message = e.what();
       s.output.Push(std::move(o));
     }

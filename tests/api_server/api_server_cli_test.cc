@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -32,6 +33,24 @@ TEST(ApiServerCli, RefusesPerRequestMetricsWithoutStats) {
   const int rc = WEXITSTATUS(pclose(p));
   EXPECT_EQ(rc, 1);
   EXPECT_NE(std::string(buf, n).find("--enable-per-request-metrics"), std::string::npos);
+}
+
+// --dry-run refuses what the real run would: it needs the registry even with
+// --disable-log-stats (the HTTP families), so the dry run says so too.
+TEST(ApiServerCli, DryRunRefusesAMissingRegistryAsTheRealRunDoes) {
+  for (const char* extra : {" --dry-run", ""}) {
+    const std::string cmd = std::string(SIGHTLINE_CLI) +
+                            " api-server --engine-input ipc:///tmp/x --engine-output ipc:///tmp/y "
+                            "--disable-log-stats" +
+                            extra + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    char buf[512] = {};
+    const std::size_t n = fread(buf, 1, sizeof buf - 1, p);
+    const int rc = WEXITSTATUS(pclose(p));
+    EXPECT_EQ(rc, 1) << extra;
+    EXPECT_NE(std::string(buf, n).find("--registry is required"), std::string::npos)
+        << extra << ": " << std::string(buf, n);
+  }
 }
 
 // Started by hand (README) the API server may come up before the engine has
@@ -135,6 +154,46 @@ TEST(ApiServerCli, StandaloneApiServersShareAPortAndExitAfterTheEngineDies) {
     ASSERT_TRUE(code.has_value()) << "an API server outlived its engine";
     EXPECT_EQ(*code, 1);
   }
+}
+
+// /health reflects the engine's liveness, not only its process: a frozen
+// engine (SIGSTOP) stops heartbeating, and /health answers 503 until it
+// resumes (like vLLM's check_health).
+TEST(ApiServerCli, HealthIs503WhileTheEngineIsFrozen) {
+  const std::string name = sightline::testing::UniqueInstance();
+  const std::string in = "ipc:///tmp/" + name + ".in", out = "ipc:///tmp/" + name + ".out";
+  int port = 0;
+  const int probe = sightline::testing::ListenLoopback(&port);
+  ASSERT_GE(probe, 0);
+  close(probe);
+  ChildProcess engine = ChildProcess::Exec({SIGHTLINE_CLI, "engine", "--input", in, "--output", out,
+                                            "--registry", name, "--threads", "1"});
+  ChildProcess api = ChildProcess::Exec({SIGHTLINE_CLI, "api-server", "--engine-input", in,
+                                         "--engine-output", out, "--registry", name, "--port",
+                                         std::to_string(port), "--engine-health-timeout", "1"});
+  auto health = [&] {
+    try {
+      return HttpClient(port).Request(boost::beast::http::verb::get, "/health").result_int();
+    } catch (const std::exception&) {
+      return 0u;
+    }
+  };
+  auto await = [&](unsigned want) {
+    for (int i = 0; i < 200; ++i) {  // 10 s
+      if (health() == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  EXPECT_TRUE(await(200));
+  ASSERT_EQ(kill(engine.pid(), SIGSTOP), 0);
+  EXPECT_TRUE(await(503)) << "/health said 200 for a frozen engine";
+  ASSERT_EQ(kill(engine.pid(), SIGCONT), 0);
+  EXPECT_TRUE(await(200)) << "/health did not recover once the engine resumed";
+  api.KillAndWait(SIGTERM);
+  engine.KillAndWait(SIGTERM);
+  std::filesystem::remove("/tmp/" + name + ".in");
+  std::filesystem::remove("/tmp/" + name + ".out");
 }
 
 }  // namespace

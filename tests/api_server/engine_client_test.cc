@@ -1,16 +1,22 @@
 // EngineClient against a real `sightline engine` process: READY, outputs
-// routed to their handler, aborts, utility calls, and a killed engine failing
-// every in-flight request promptly.
+// routed to their handler, aborts, utility calls, a killed engine failing
+// every in-flight request promptly, heartbeats that a slow handler cannot
+// delay, a frozen engine turning it unhealthy, and a stalled API-server
+// process finding its requests aborted when it resumes.
 #include "sightline/api_server/engine_client.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <future>
+#include <memory>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include "support/child_process.h"
 #include "support/ipc_requests.h"
@@ -22,10 +28,12 @@ namespace {
 using sightline::testing::ChildProcess;
 
 constexpr std::uint32_t kClient = 3;
+constexpr std::uint64_t kIncarnation = 0x5eed;
 
 std::vector<std::uint8_t> AddRequest(const std::string& id, const std::vector<std::int32_t>& prompt,
-                                     std::uint32_t max_tokens, std::uint32_t client = kClient) {
-  return sightline::testing::GreedyAddRequest(id, prompt, max_tokens, client);
+                                     std::uint32_t max_tokens, std::uint32_t client = kClient,
+                                     std::uint64_t incarnation = kIncarnation) {
+  return sightline::testing::GreedyAddRequest(id, prompt, max_tokens, client, incarnation);
 }
 
 // Collects one request's tokens and how it ended.
@@ -68,15 +76,22 @@ class EngineClientTest : public ::testing::Test {
                                      "ipc://" + base_ + ".out",
                                      "--disable-log-stats",
                                      "--served-model-name",
-                                     "tiny"};
+                                     "tiny",
+                                     "--heartbeat-timeout",
+                                     "1.5"};
     engine_ = ChildProcess::Exec(args);
+    client_ = std::make_unique<EngineClient>(Options());
+  }
+  EngineClient::Options Options() const {
     EngineClient::Options o;
     o.input_address = "ipc://" + base_ + ".in";
     o.output_address = "ipc://" + base_ + ".out";
     o.client_index = kClient;
+    o.incarnation = kIncarnation;
     o.ready_timeout_s = 10;
     o.engine_gone_after_s = 0.5;
-    client_ = std::make_unique<EngineClient>(o);
+    o.engine_silent_after_s = 1;
+    return o;
   }
   void TearDown() override {
     client_.reset();
@@ -104,6 +119,11 @@ TEST_F(EngineClientTest, ReadyOutputsAbortsAndUtilities) {
             Status::Code::kAlreadyExists);
   EXPECT_EQ(client_->Submit("c", AddRequest("c", {1}, 1, /*client=*/0), a.Handler()).code(),
             Status::Code::kInvalidArgument);  // outputs would go to another API server
+  EXPECT_EQ(
+      client_->Submit("d", AddRequest("d", {1}, 1, kClient, kIncarnation + 1), a.Handler()).code(),
+      Status::Code::kInvalidArgument);  // another process's: the engine would drop it
+  EXPECT_EQ(client_->incarnation(), kIncarnation);
+  EXPECT_TRUE(client_->healthy());
   ASSERT_TRUE(a.Wait());
   EXPECT_EQ(a.tokens.size(), 5u);
   EXPECT_EQ(a.reason, ipc::FinishReason::Length);
@@ -131,6 +151,116 @@ TEST_F(EngineClientTest, AKilledEngineFailsInFlightRequestsPromptly) {
   EXPECT_FALSE(client_->alive());
   Collector after;
   EXPECT_FALSE(client_->Submit("x", AddRequest("x", {1}, 1), after.Handler()).ok());
+  EXPECT_FALSE(client_->healthy());
+  // A utility call now fails at once instead of waiting for an answer.
+  std::promise<bool> util;
+  client_->Utility(ipc::UtilityKind::Health,
+                   [&](bool ok, const std::string&) { util.set_value(ok); });
+  auto f = util.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_FALSE(f.get());
+}
+
+TEST(EngineClient, ARandomIncarnationPerClient) {
+  EngineClient::Options o;
+  o.input_address = o.output_address = "ipc:///nonexistent";
+  EngineClient a(o), b(o);
+  EXPECT_NE(a.incarnation(), 0u);
+  EXPECT_NE(a.incarnation(), b.incarnation());
+}
+
+// Requests still running seconds later: one 1,900-token request of the tiny
+// model takes ~0.3 s, kLong of them (full 32-token steps) several seconds.
+constexpr int kLong = 32;
+
+// A handler that blocks for 3 s (a slow HTTP client, say) must not stop the
+// heartbeats: the engine (1.5 s timeout) would abort this client's requests.
+TEST_F(EngineClientTest, ASlowHandlerDoesNotDelayHeartbeats) {
+  EngineInfo info;
+  ASSERT_TRUE(client_->Start(&info).ok());
+  std::vector<std::unique_ptr<Collector>> c;
+  std::atomic<bool> slept{false};
+  for (int i = 0; i < kLong; ++i) {
+    c.push_back(std::make_unique<Collector>());
+    auto inner = c.back()->Handler();
+    const std::string id = "r" + std::to_string(i);
+    ASSERT_TRUE(client_
+                    ->Submit(id, AddRequest(id, {4, 5, i}, 1900),
+                             [&slept, inner](const RequestDelta& d) {
+                               if (!slept.exchange(true))
+                                 std::this_thread::sleep_for(std::chrono::seconds(3));
+                               inner(d);
+                             })
+                    .ok());
+  }
+  for (auto& one : c) {
+    ASSERT_TRUE(one->Wait(std::chrono::seconds(60)));
+    EXPECT_EQ(one->reason, ipc::FinishReason::Length);  // not aborted
+    EXPECT_EQ(one->tokens.size(), 1900u);
+  }
+  EXPECT_TRUE(slept);
+  EXPECT_TRUE(client_->healthy());
+}
+
+// A frozen engine (SIGSTOP) stops heartbeating: healthy() turns false (what
+// /health answers) while the client stays alive, and true again once it resumes.
+TEST_F(EngineClientTest, AFrozenEngineIsUnhealthyUntilItResumes) {
+  EngineInfo info;
+  ASSERT_TRUE(client_->Start(&info).ok());
+  EXPECT_TRUE(client_->healthy());
+  ASSERT_EQ(kill(engine_.pid(), SIGSTOP), 0);
+  bool unhealthy = false;
+  for (int i = 0; i < 50 && !unhealthy; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    unhealthy = !client_->healthy();
+  }
+  EXPECT_TRUE(unhealthy);
+  EXPECT_TRUE(client_->alive());  // its requests are not failed: it may resume
+  ASSERT_EQ(kill(engine_.pid(), SIGCONT), 0);
+  bool healthy = false;
+  for (int i = 0; i < 50 && !healthy; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    healthy = client_->healthy();
+  }
+  EXPECT_TRUE(healthy);
+}
+
+// An API-server process stopped for longer than the engine's heartbeat
+// timeout: the engine aborts its request, and on SIGCONT the process reads
+// the abort output and ends the request (it does not wait forever).
+TEST_F(EngineClientTest, AStalledProcessEndsItsAbortedRequestsWhenItResumes) {
+  const EngineClient::Options options = Options();
+  ChildProcess api = ChildProcess::Spawn([options](const ChildProcess::Control& control) {
+    EngineClient client(options);
+    EngineInfo info;
+    if (!client.Start(&info).ok()) return 10;
+    std::vector<std::unique_ptr<Collector>> c;
+    bool told = false;
+    for (int i = 0; i < kLong; ++i) {
+      c.push_back(std::make_unique<Collector>());
+      auto inner = c.back()->Handler();
+      auto handler = [&told, &control, inner](const RequestDelta& d) {
+        inner(d);
+        if (!told) {
+          told = true;
+          control.Ready();  // they are running
+        }
+      };
+      const std::string id = "long" + std::to_string(i);
+      if (!client.Submit(id, AddRequest(id, {5, 6, i}, 1900), handler).ok()) return 11;
+    }
+    for (auto& one : c) {
+      if (!one->Wait(std::chrono::seconds(60))) return 12;  // would wait forever
+      if (one->engine_gone) return 13;
+      if (one->reason != ipc::FinishReason::Abort || one->tokens.size() >= 1900) return 14;
+    }
+    return 0;
+  });
+  api.WaitReady();
+  ASSERT_EQ(kill(api.pid(), SIGSTOP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // 2x the timeout
+  ASSERT_EQ(kill(api.pid(), SIGCONT), 0);
+  EXPECT_EQ(api.WaitFor(10), std::optional<int>(0));
 }
 
 }  // namespace

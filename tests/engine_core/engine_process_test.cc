@@ -1,15 +1,19 @@
 // The engine as a real process (`sightline engine`), driven over ZeroMQ by
 // fake API servers: handshake, greedy tokens equal to the dense reference,
 // outputs only to their owner, utility calls, garbage on the wire, a
-// vanished API server's requests aborted, metrics in the shared registry,
-// and a clean SIGTERM.
+// vanished API server's requests aborted, a new incarnation aborting its
+// predecessor's at once, ownership taken from the routing id, a stalled API
+// server told of its aborts, the engine's own heartbeat (silent while it is
+// SIGSTOPped), metrics in the shared registry, and a clean SIGTERM.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 #include <zmq.hpp>
 
@@ -30,13 +34,23 @@ using sightline::testing::ParseSamples;
 using sightline::testing::UniqueInstance;
 using Ms = std::chrono::milliseconds;
 
+// The incarnation a fake API server uses unless told otherwise.
+std::uint64_t DefaultIncarnation(std::uint32_t index) {
+  return 0xfeed0000 + index;
+}
+
 class FakeApiServer {
  public:
   FakeApiServer(zmq::context_t& ctx, std::uint32_t index, const std::string& in,
-                const std::string& out)
-      : index_(index), in_(ctx, zmq::socket_type::dealer), out_(ctx, zmq::socket_type::dealer) {
+                const std::string& out, std::uint64_t incarnation = 0,
+                const std::string& routing_id = "")
+      : index_(index),
+        incarnation_(incarnation ? incarnation : DefaultIncarnation(index)),
+        in_(ctx, zmq::socket_type::dealer),
+        out_(ctx, zmq::socket_type::dealer) {
     for (zmq::socket_t* s : {&in_, &out_}) {
-      s->set(zmq::sockopt::routing_id, ClientIdentity(index));
+      s->set(zmq::sockopt::routing_id,
+             routing_id.empty() ? ClientIdentity(index, incarnation_) : routing_id);
       s->set(zmq::sockopt::linger, 0);
     }
     out_.connect(out);
@@ -48,22 +62,31 @@ class FakeApiServer {
   void SendRaw(const std::vector<std::uint8_t>& bytes) { SendRaw(bytes.data(), bytes.size()); }
   void Heartbeat() {
     flatbuffers::FlatBufferBuilder b;
-    Send(b, ipc::Seal(b, ipc::Body::Heartbeat, ipc::CreateHeartbeat(b, index_, !ready_).Union()));
+    Send(b, ipc::Seal(b, ipc::Body::Heartbeat,
+                      ipc::CreateHeartbeat(b, index_, !ready_, incarnation_).Union()));
   }
-  void Add(const std::string& id, const std::vector<std::int32_t>& prompt,
-           std::uint32_t max_tokens) {
-    SendRaw(sightline::testing::GreedyAddRequest(id, prompt, max_tokens, index_));
+  // `body_index`: the client index the body claims (another's, to test ownership).
+  void Add(const std::string& id, const std::vector<std::int32_t>& prompt, std::uint32_t max_tokens,
+           std::optional<std::uint32_t> body_index = std::nullopt) {
+    SendRaw(sightline::testing::GreedyAddRequest(id, prompt, max_tokens,
+                                                 body_index.value_or(index_), incarnation_));
+  }
+  void Abort(const std::vector<std::string>& ids) {
+    flatbuffers::FlatBufferBuilder b;
+    Send(b, ipc::Seal(b, ipc::Body::AbortRequests,
+                      ipc::CreateAbortRequests(b, b.CreateVectorOfStrings(ids)).Union()));
   }
   void Utility(ipc::UtilityKind kind, std::uint64_t call_id) {
     flatbuffers::FlatBufferBuilder b;
     Send(b, ipc::Seal(b, ipc::Body::UtilityCall,
-                      ipc::CreateUtilityCall(b, call_id, kind, index_).Union()));
+                      ipc::CreateUtilityCall(b, call_id, kind, index_, incarnation_).Union()));
   }
-  // Next message (heartbeating while waiting); nullopt on timeout.
-  std::optional<ipc::EnvelopeT> Recv(Ms timeout = Ms(10000)) {
+  // Next message other than the engine's heartbeats (heartbeating while
+  // waiting unless `beat` is false); nullopt on timeout.
+  std::optional<ipc::EnvelopeT> Recv(Ms timeout = Ms(10000), bool beat = true) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
-      Heartbeat();
+      if (beat) Heartbeat();
       zmq::message_t m;
       out_.set(zmq::sockopt::rcvtimeo, 200);
       if (!out_.recv(m)) continue;
@@ -71,6 +94,13 @@ class FakeApiServer {
       if (!e) continue;
       ipc::EnvelopeT t;
       e->UnPackTo(&t);
+      if (t.body.type == ipc::Body::Heartbeat) {
+        const auto* h = t.body.AsHeartbeat();
+        EXPECT_EQ(h->client_index, index_);
+        EXPECT_EQ(h->incarnation, incarnation_);
+        ++engine_heartbeats_;
+        continue;
+      }
       if (t.body.type == ipc::Body::EngineReady) {
         // Several heartbeats may have asked for READY before the first came
         // back: later copies are duplicates, as a real API server treats them.
@@ -102,13 +132,30 @@ class FakeApiServer {
     EXPECT_TRUE(ids.empty()) << "timed out";
     return tokens;
   }
+  // Waits until request `id` produced at least `n` tokens (it keeps running).
+  void AwaitTokens(const std::string& id, std::size_t n) {
+    std::size_t got = 0;
+    while (got < n) {
+      auto msg = Recv();
+      ASSERT_TRUE(msg) << "no tokens for " << id;
+      if (msg->body.type != ipc::Body::EngineOutputs) continue;
+      for (const auto& o : msg->body.AsEngineOutputs()->outputs)
+        if (o->request_id == id) {
+          ASSERT_EQ(o->finish_reason, ipc::FinishReason::None) << id << " ended early";
+          got += o->new_token_ids.size();
+        }
+    }
+  }
+  int engine_heartbeats() const { return engine_heartbeats_; }
 
  private:
   void Send(flatbuffers::FlatBufferBuilder&, std::span<const std::uint8_t> bytes) {
     in_.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
   }
   std::uint32_t index_;
+  std::uint64_t incarnation_;
   bool ready_ = false;
+  int engine_heartbeats_ = 0;
   zmq::socket_t in_, out_;
 };
 
@@ -152,10 +199,34 @@ class EngineProcessTest : public ::testing::Test {
   zmq::context_t ctx_{1};
 };
 
+constexpr const char* kRunning = "vllm:num_requests_running{engine=\"0\",model_name=\"tiny\"}";
+constexpr const char* kAborts =
+    "vllm:request_success_total{engine=\"0\",finished_reason=\"abort\",model_name=\"tiny\"}";
+constexpr const char* kRejected = "sightline:engine_rejected_messages_total{engine=\"0\"}";
+
 std::vector<std::int32_t> Prompt(int n, int seed) {
   std::vector<std::int32_t> p;
   for (int i = 0; i < n; ++i) p.push_back((i * 37 + seed * 101) % 256);
   return p;
+}
+
+// Requests that are still running seconds later: one 1,900-token request of
+// the tiny model takes ~0.3 s, 32 of them (a full 32-token step each) ~8 s.
+std::set<std::string> AddLong(FakeApiServer& client, const std::string& prefix, int n = 32) {
+  std::set<std::string> ids;
+  for (int i = 0; i < n; ++i) {
+    const std::string id = prefix + std::to_string(i);
+    client.Add(id, Prompt(10, i), 1900);
+    ids.insert(id);
+  }
+  return ids;
+}
+
+std::size_t CountReason(const std::map<std::string, ipc::FinishReason>& reasons,
+                        ipc::FinishReason reason) {
+  std::size_t n = 0;
+  for (const auto& [id, r] : reasons) n += r == reason;
+  return n;
 }
 
 TEST_F(EngineProcessTest, ServesGreedyTokensEqualToTheDenseReference) {
@@ -300,8 +371,8 @@ TEST_F(EngineProcessTest, AVanishedApiServersRequestsAreAborted) {
   {
     FakeApiServer leaves(ctx_, 1, in_, out_);
     ASSERT_TRUE(leaves.Recv());
-    leaves.Add("long", Prompt(10, 4), 1900);  // would run for a long while
-    std::this_thread::sleep_for(Ms(200));
+    AddLong(leaves, "long-");  // would run for a long while
+    leaves.AwaitTokens("long-0", 2);
   }  // gone without a word
   const auto t0 = std::chrono::steady_clock::now();
   double running = 1;
@@ -315,13 +386,129 @@ TEST_F(EngineProcessTest, AVanishedApiServersRequestsAreAborted) {
   // The engine still serves the API server that stayed.
   stays.Add("after", Prompt(6, 5), 3);
   EXPECT_EQ(stays.Collect({"after"}).at("after").size(), 3u);
-  // A restarted API server with the same index reconnects and is served.
-  FakeApiServer back(ctx_, 1, in_, out_);
+  // A restarted API server with the same index (a new incarnation) is served;
+  // its predecessor never came back, so the engine counts its abort.
+  FakeApiServer back(ctx_, 1, in_, out_, /*incarnation=*/0xbeef);
   auto ready = back.Recv();
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->body.type, ipc::Body::EngineReady);
   back.Add("again", Prompt(7, 6), 2);
   EXPECT_EQ(back.Collect({"again"}).at("again").size(), 2u);
+  EXPECT_EQ(Page()[kAborts], 32);
+}
+
+// The restart case: a new process of index 1 appears well inside the
+// heartbeat timeout (the old one heartbeated until just now). Its
+// predecessor's requests end at once, are counted as aborts, and none of
+// their outputs reaches the new process; the old process's late messages are
+// refused (an AddRequest answered with an abort, so nothing waits forever).
+TEST_F(EngineProcessTest, ANewIncarnationAbortsItsPredecessorsRequestsAtOnce) {
+  Start({"--heartbeat-timeout", "30"});  // only the incarnation can explain an abort
+  FakeApiServer old(ctx_, 1, in_, out_, 0x0a1d);
+  ASSERT_TRUE(old.Recv());
+  const std::set<std::string> old_ids = AddLong(old, "old-");
+  old.AwaitTokens("old-0", 3);
+  const double rejected_before = Page()[kRejected];
+
+  FakeApiServer fresh(ctx_, 1, in_, out_, 0xf2e5);
+  auto ready = fresh.Recv();
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->body.type, ipc::Body::EngineReady);
+  const auto t0 = std::chrono::steady_clock::now();
+  double running = 1;
+  while (running > 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+    fresh.Heartbeat();
+    std::this_thread::sleep_for(Ms(50));
+    running = Page()[kRunning];
+  }
+  EXPECT_EQ(running, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_EQ(Page()[kAborts], 32);
+  // The old process (still connected here) was told, and only it.
+  std::map<std::string, ipc::FinishReason> reasons;
+  old.Collect(old_ids, &reasons);
+  EXPECT_EQ(CountReason(reasons, ipc::FinishReason::Abort), 32u);
+  // Its late request is refused with an abort (and counted as rejected).
+  old.Add("old-3", Prompt(5, 6), 4);
+  reasons.clear();
+  const auto late = old.Collect({"old-3"}, &reasons);
+  EXPECT_EQ(reasons["old-3"], ipc::FinishReason::Abort);
+  EXPECT_EQ(late.count("old-3"), 0u);  // no tokens
+  EXPECT_GT(Page()[kRejected], rejected_before);
+  // The new process is served, and sees nothing of its predecessor's (Collect checks).
+  fresh.Add("new-1", Prompt(9, 7), 5);
+  EXPECT_EQ(fresh.Collect({"new-1"}).at("new-1").size(), 5u);
+  EXPECT_EQ(Page()[kAborts], 32);
+}
+
+// The sender is its routing id: an abort of another's request does nothing, a
+// body claiming another index is dropped and counted, and so is a routing id
+// that is not an API server's.
+TEST_F(EngineProcessTest, OwnershipComesFromTheRoutingId) {
+  Start();
+  FakeApiServer a(ctx_, 0, in_, out_), b(ctx_, 1, in_, out_);
+  ASSERT_TRUE(a.Recv());
+  ASSERT_TRUE(b.Recv());
+  const std::set<std::string> a_ids = AddLong(a, "a-", 24);  // leaves b step budget
+  a.AwaitTokens("a-0", 2);
+  b.Abort({"a-0"});                                    // not b's
+  b.Add("forged", Prompt(6, 2), 3, /*body_index=*/0);  // claims to be a
+  FakeApiServer stranger(ctx_, 0, in_, out_, 0, /*routing_id=*/"c0");
+  stranger.Add("stranger", Prompt(6, 3), 3);
+  b.Add("b-own", Prompt(6, 4), 3);
+  EXPECT_EQ(b.Collect({"b-own"}).at("b-own").size(), 3u);  // and nothing of "forged"
+  a.AwaitTokens("a-0", 10);                                // still running: b's abort did nothing
+  EXPECT_EQ(Page()[kRejected], 2);
+  // All of a's are (or soon are) running: the gauge follows the steps, and a
+  // request that arrived late in a burst may take a step or two to be counted.
+  double running = 0;
+  for (int i = 0; i < 60 && (running = Page()[kRunning]) != 24; ++i)
+    std::this_thread::sleep_for(Ms(50));
+  EXPECT_EQ(running, 24);
+  a.Abort({a_ids.begin(), a_ids.end()});
+  std::map<std::string, ipc::FinishReason> reasons;
+  a.Collect(a_ids, &reasons);
+  EXPECT_EQ(CountReason(reasons, ipc::FinishReason::Abort), 24u);
+  EXPECT_EQ(Page()[kAborts], 0);  // a counts its own abort
+}
+
+// A stalled API server (no heartbeats, nothing read: SIGSTOP seen from the
+// engine) loses its requests after the timeout, and when it resumes it finds
+// an abort output for each waiting in its pipe: nothing of it waits forever.
+TEST_F(EngineProcessTest, AStalledApiServerFindsItsAbortsWhenItResumes) {
+  Start({"--heartbeat-timeout", "1"});
+  FakeApiServer a(ctx_, 0, in_, out_);
+  ASSERT_TRUE(a.Recv());
+  const std::set<std::string> ids = AddLong(a, "long-");
+  a.AwaitTokens("long-0", 2);
+  std::this_thread::sleep_for(Ms(2500));  // the stall
+  std::map<std::string, ipc::FinishReason> reasons;
+  a.Collect(ids, &reasons);
+  EXPECT_EQ(CountReason(reasons, ipc::FinishReason::Abort), 32u);
+  EXPECT_EQ(Page()[kRunning], 0);
+  a.Add("after", Prompt(6, 5), 3);  // a client again
+  EXPECT_EQ(a.Collect({"after"}).at("after").size(), 3u);
+  EXPECT_EQ(Page()[kAborts], 0);  // it came back: it counts its abort itself
+}
+
+// The engine heartbeats every API server from its main loop, idle or not,
+// and stops while it is frozen (what the API servers' /health watches).
+TEST_F(EngineProcessTest, TheEngineHeartbeatsFromItsMainLoop) {
+  Start();
+  FakeApiServer a(ctx_, 0, in_, out_);
+  ASSERT_TRUE(a.Recv());
+  EXPECT_FALSE(a.Recv(Ms(2000)));  // idle: nothing but heartbeats
+  const int idle_beats = a.engine_heartbeats();
+  EXPECT_GE(idle_beats, 2);
+  ASSERT_EQ(kill(engine_.pid(), SIGSTOP), 0);
+  std::this_thread::sleep_for(Ms(300));  // what was already on its way
+  (void)a.Recv(Ms(200));
+  const int before = a.engine_heartbeats();
+  EXPECT_FALSE(a.Recv(Ms(1500)));
+  EXPECT_EQ(a.engine_heartbeats(), before);  // frozen: silent
+  ASSERT_EQ(kill(engine_.pid(), SIGCONT), 0);
+  EXPECT_FALSE(a.Recv(Ms(1500)));
+  EXPECT_GT(a.engine_heartbeats(), before);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ipc_schema/read_all.h"
+#include "sightline/ipc/client_identity.h"
 #include "sightline/ipc/codec.h"
 
 namespace sightline::ipc {
@@ -41,6 +42,7 @@ std::vector<EnvelopeT> Samples() {
   r.client_index = 3;
   r.priority = -1;
   r.cache_salt = "tenant-a";
+  r.incarnation = 0x0123456789abcdefull;
   out.push_back(Wrap(std::move(r)));
 
   AbortRequestsT a;
@@ -51,6 +53,7 @@ std::vector<EnvelopeT> Samples() {
   u.call_id = 9;
   u.kind = UtilityKind::ResetPrefixCache;
   u.client_index = 1;
+  u.incarnation = 77;
   out.push_back(Wrap(std::move(u)));
 
   EngineOutputsT o;
@@ -92,6 +95,7 @@ std::vector<EnvelopeT> Samples() {
 
   HeartbeatT beat;
   beat.client_index = 2;
+  beat.incarnation = ~0ull;
   out.push_back(Wrap(std::move(beat)));
   return out;
 }
@@ -158,6 +162,20 @@ TEST(Messages, TruncatedCorruptAndRandomBuffersNeverGetThrough) {
   }
   EXPECT_GT(rejected, 0);
   EXPECT_GT(accepted, 0);  // benign flips (e.g. in a token id) are fine and must read safely
+}
+
+// The routing id is chosen by the peer: only the exact form is accepted.
+TEST(ClientIdentity, RoundTripsAndRefusesAnythingElse) {
+  for (const ClientId id : {ClientId{0, 0}, ClientId{3, 0x5eed}, ClientId{4294967295u, ~0ull}}) {
+    const std::string s = FormatClientIdentity(id);
+    ASSERT_EQ(ParseClientIdentity(s), id) << s;
+  }
+  EXPECT_EQ(FormatClientIdentity({12, 0xabc}), "c12.abc");
+  for (const char* bad :
+       {"", "c", "c0", "c0.", "c.1", "x0.1", "c0.1.", "c0.01", "c00.1", "c0.ABC", "c0.+1", "c-1.1",
+        "c0.0x1", "c4294967296.1", "c0.10000000000000000", "c0 .1", "c0.1\n"})
+    EXPECT_EQ(ParseClientIdentity(bad), std::nullopt) << bad;
+  EXPECT_EQ(ParseClientIdentity(std::string_view("c0.1\0", 5)), std::nullopt);
 }
 
 }  // namespace

@@ -13,7 +13,8 @@ namespace sightline::testing {
 inline std::vector<std::uint8_t> GreedyAddRequest(const std::string& id,
                                                   const std::vector<std::int32_t>& prompt,
                                                   std::uint32_t max_tokens,
-                                                  std::uint32_t client_index) {
+                                                  std::uint32_t client_index,
+                                                  std::uint64_t incarnation = 0) {
   flatbuffers::FlatBufferBuilder b;
   const auto id_off = b.CreateString(id);
   const auto prompt_off = b.CreateVector(prompt);
@@ -27,6 +28,7 @@ inline std::vector<std::uint8_t> GreedyAddRequest(const std::string& id,
   r.add_prompt_token_ids(prompt_off);
   r.add_sampling(sampling_off);
   r.add_client_index(client_index);
+  r.add_incarnation(incarnation);
   const auto bytes = ipc::Seal(b, ipc::Body::AddRequest, r.Finish().Union());
   return {bytes.begin(), bytes.end()};
 }

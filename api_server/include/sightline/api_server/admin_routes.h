@@ -10,9 +10,11 @@
 
 namespace sightline::api {
 
-// `engine_alive` answers /health and /ping (503 once the engine is gone).
+// `engine_healthy` answers /health and /ping: 503 with an OpenAI error body
+// once the engine is gone or has not been heard from for a while (a frozen
+// engine), like vLLM's check_health (EngineClient::healthy).
 void AddAdminRoutes(HttpServer* server, metrics::Registry* registry,
-                    std::function<bool()> engine_alive);
+                    std::function<bool()> engine_healthy);
 
 // The /metrics response for these request headers (lower-case names).
 HttpResponse MetricsResponse(metrics::Registry* registry, const HttpRequest& request);

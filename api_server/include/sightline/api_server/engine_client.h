@@ -1,10 +1,15 @@
 // EngineClient: an API server's connection to one engine (DESIGN.md §2).
 //
-// Two DEALER sockets with routing id "c<index>" (requests out, outputs in),
-// owned by one I/O thread that also heartbeats every 0.5 s, asks for
-// EngineReady until it has it, and watches the output connection: if the
-// engine goes away (EngineDead, or the connection drops and stays down), the
-// client turns unhealthy and every in-flight request is failed at once.
+// Two DEALER sockets with routing id "c<index>.<incarnation>" (requests out,
+// outputs in; the incarnation is random per process, so a restarted process
+// can never receive its predecessor's outputs), owned by one I/O thread that
+// heartbeats every 0.5 s, asks for EngineReady until it has it, and watches
+// the output connection: if the engine goes away (EngineDead, or the
+// connection drops and stays down), the client turns unhealthy and every
+// in-flight request is failed at once. Output handlers run on a second
+// thread, fed by the I/O thread, so a slow handler (detokenizing, stop
+// strings, a client's HTTP write) never delays the heartbeats: the engine
+// would take a silent API server for dead.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +48,11 @@ class EngineClient {
     std::uint32_t client_index = 0;
     double ready_timeout_s = 30;
     double engine_gone_after_s = 1;  // output connection down this long = engine gone
+    // No message from the engine (it heartbeats every 0.5 s) for this long:
+    // healthy() is false, though requests are not failed (a frozen engine
+    // may resume).
+    double engine_silent_after_s = 5;
+    std::uint64_t incarnation = 0;  // 0: a random one (tests choose theirs)
   };
 
   explicit EngineClient(Options options);
@@ -55,15 +65,23 @@ class EngineClient {
   // Stops the I/O thread (no handler runs after it returns); idempotent.
   void Stop();
   bool alive() const;
+  // alive(), and the engine was heard from within engine_silent_after_s
+  // (like vLLM's check_health): what /health reports.
+  bool healthy() const;
+  // This process's identity towards the engine; every AddRequest carries it.
+  std::uint32_t client_index() const;
+  std::uint64_t incarnation() const;
 
-  // Sends a request; `handler` runs on the client's I/O thread for each of
-  // its outputs until one carries a finish reason (or the engine is gone).
-  // `request` must be a finished Envelope holding an AddRequest with this id
-  // and this client's index (the engine routes outputs by it); checked.
+  // Sends a request; `handler` runs on the client's handler thread for each
+  // of its outputs until one carries a finish reason (or the engine is gone;
+  // also an abort the engine decided itself, e.g. after a stall). `request`
+  // must be a finished Envelope holding an AddRequest with this id, this
+  // client's index and incarnation (the engine drops any other); checked.
+  // Fails at once, without calling `handler`, once the engine is gone.
   Status Submit(const std::string& request_id, std::vector<std::uint8_t> request,
                 OutputHandler handler);
   void Abort(const std::vector<std::string>& request_ids);
-  // A utility call; the result (ok, message) arrives on the I/O thread.
+  // A utility call; the result (ok, message) arrives on the handler thread.
   void Utility(ipc::UtilityKind kind,
                std::function<void(bool ok, const std::string& message)> done);
 

@@ -58,6 +58,9 @@ class EngineCore {
   Status AddRequest(std::unique_ptr<Request> request);
   // Aborts requests (unknown ids are ignored); outputs carry finish "abort".
   StepOutputs Abort(const std::vector<std::string>& ids);
+  // The same, for an API server's own requests only: ids it does not own are
+  // ignored, so no API server can abort another's requests.
+  StepOutputs AbortOwned(const std::vector<std::string>& ids, std::uint32_t client_index);
   // Every request owned by one API server (it went away).
   StepOutputs AbortClient(std::uint32_t client_index);
 

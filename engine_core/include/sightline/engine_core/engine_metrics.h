@@ -53,6 +53,12 @@ class EngineMetrics {
   void Record(const StepStats& step);
   // An IPC message that failed verification and was dropped (any thread).
   void CountRejectedMessage() { rejected_messages_.Inc(); }
+  // Requests the engine aborted whose API server is gone for good (replaced
+  // by a new incarnation): nobody else will count them, so the engine counts
+  // them in request_success{finished_reason="abort"}.
+  void CountOrphanAborts(std::uint64_t n) {
+    if (n > 0) orphan_aborts_.Inc(static_cast<double>(n));
+  }
 
   // The periodic line, when `interval_s` has passed since the last one:
   // "Engine 000: Avg prompt throughput: ...". *info is false when the engine
@@ -64,7 +70,7 @@ class EngineMetrics {
 
   int engine_index_ = 0;
   metrics::Gauge running_, waiting_, waiting_capacity_, waiting_deferred_, kv_usage_;
-  metrics::Counter prefix_queries_, prefix_hits_, preemptions_, rejected_messages_;
+  metrics::Counter prefix_queries_, prefix_hits_, preemptions_, rejected_messages_, orphan_aborts_;
   metrics::Histogram iteration_tokens_;
   metrics::Histogram block_lifetime_, block_idle_, block_reuse_gap_;
   bool residency_ = false;

@@ -6,10 +6,17 @@
 //   output thread: encode -> ZeroMQ ROUTER send to the owning API server
 //
 // Both sockets are bound by the engine; API servers connect DEALER sockets
-// whose routing id is "c<client_index>", so a restarted API server with the
-// same index takes its place (ZMQ_ROUTER_HANDOVER). An API server asks for
-// EngineReady with its heartbeats until it has one; one silent for
-// `heartbeat_timeout_s` is taken as gone and its requests are aborted.
+// whose routing id is "c<index>.<incarnation>" (sightline/ipc/client_identity.h),
+// random per process. The sender of a message is its routing id: a body that
+// names another client is dropped (counted as rejected), and an abort only
+// ends the sender's own requests. A new incarnation of an index replaces the
+// old one, whose requests are aborted at once (and counted as aborts here,
+// since their API server is gone); a process's late messages after it was
+// replaced are dropped. An API server asks for EngineReady with its heartbeats
+// until it has one; one silent for `heartbeat_timeout_s` is taken as gone and
+// its requests are aborted, each told to it with an abort output (a stalled
+// process reads them when it resumes). Every ~0.5 s the main loop sends each
+// API server a Heartbeat, so a hung engine goes quiet (their /health).
 #pragma once
 
 #include <atomic>
@@ -20,6 +27,7 @@
 
 #include "sightline/engine_core/engine_core.h"
 #include "sightline/engine_core/engine_metrics.h"
+#include "sightline/ipc/client_identity.h"
 
 namespace sightline::engine {
 
@@ -36,8 +44,8 @@ struct EngineServerOptions {
   std::function<void()> on_serving;         // once the sockets are bound (a supervisor's cue)
 };
 
-// The routing id an API server with this index uses on both sockets.
-std::string ClientIdentity(std::uint32_t client_index);
+// The routing id an API-server process uses on both sockets.
+std::string ClientIdentity(std::uint32_t client_index, std::uint64_t incarnation);
 
 class EngineServer {
  public:
@@ -49,7 +57,8 @@ class EngineServer {
   // Binds, serves until *options.stop (returns 0), or until a fatal error:
   // then every known API server gets EngineDead and the result is non-zero.
   int Run();
-  // Messages that failed verification and were dropped.
+  // Messages dropped: failed verification, a body naming another client, or
+  // from a replaced process.
   std::uint64_t rejected_messages() const;
 
  private:

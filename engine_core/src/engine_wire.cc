@@ -1,0 +1,75 @@
+#include "engine_wire.h"
+
+#include "sightline/engine_core/block_hash.h"
+
+namespace sightline::engine {
+
+ipc::FinishReason ToWire(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone:
+      return ipc::FinishReason::None;
+    case FinishReason::kStop:
+      return ipc::FinishReason::Stop;
+    case FinishReason::kLength:
+      return ipc::FinishReason::Length;
+    case FinishReason::kAbort:
+      return ipc::FinishReason::Abort;
+    case FinishReason::kError:
+      return ipc::FinishReason::Error;
+    case FinishReason::kRepetition:
+      return ipc::FinishReason::Repetition;
+  }
+  return ipc::FinishReason::Error;
+}
+
+std::unique_ptr<Request> FromWire(const ipc::AddRequest& m, int block_size) {
+  auto r = std::make_unique<Request>();
+  r->id = m.request_id()->str();
+  r->tokens.assign(m.prompt_token_ids()->begin(), m.prompt_token_ids()->end());
+  r->priority = m.priority();
+  if (m.cache_salt()) r->cache_salt = m.cache_salt()->str();
+  if (const ipc::SamplingParams* s = m.sampling()) {
+    r->sampling.temperature = s->temperature();
+    r->sampling.top_p = s->top_p();
+    r->sampling.top_k = s->top_k();
+    r->sampling.min_p = s->min_p();
+    r->sampling.seed = s->seed();
+    r->sampling.has_seed = s->has_seed();
+    r->sampling.max_tokens = s->max_tokens();
+    r->sampling.min_tokens = s->min_tokens();
+    r->sampling.ignore_eos = s->ignore_eos();
+    r->sampling.repetition_penalty = s->repetition_penalty();
+    r->sampling.presence_penalty = s->presence_penalty();
+    r->sampling.frequency_penalty = s->frequency_penalty();
+    if (s->stop_token_ids())
+      r->sampling.stop_token_ids.assign(s->stop_token_ids()->begin(), s->stop_token_ids()->end());
+  }
+  // Prompt block hashing happens here, off the main loop.
+  ExtendBlockHashes(r->tokens, block_size, r->cache_salt, &r->block_hashes);
+  return r;
+}
+
+std::span<const std::uint8_t> SealOutputs(flatbuffers::FlatBufferBuilder& b,
+                                          std::uint32_t engine_index, double timestamp,
+                                          const std::vector<OutputItem>& items) {
+  b.Clear();
+  std::vector<flatbuffers::Offset<ipc::RequestOutput>> outs;
+  std::vector<flatbuffers::Offset<ipc::RequestEvent>> evs;
+  std::vector<std::int32_t> toks;
+  for (const OutputItem& it : items) {
+    evs.clear();
+    for (const RequestEvent& ev : it.events)
+      evs.push_back(ipc::CreateRequestEvent(b, static_cast<ipc::EventType>(ev.type), ev.timestamp));
+    toks.clear();
+    if (it.new_token >= 0) toks.push_back(it.new_token);
+    const auto prefill = it.has_prefill_stats ? ipc::CreatePrefillStats(b, it.num_prompt_tokens,
+                                                                        it.num_cached_tokens)
+                                              : 0;
+    outs.push_back(ipc::CreateRequestOutputDirect(
+        b, it.request_id.c_str(), &toks, ToWire(it.finish_reason), it.stop_token, &evs, prefill));
+  }
+  return ipc::Seal(b, ipc::Body::EngineOutputs,
+                   ipc::CreateEngineOutputsDirect(b, engine_index, timestamp, &outs).Union());
+}
+
+}  // namespace sightline::engine
