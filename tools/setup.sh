@@ -4,7 +4,11 @@
 #
 #   tools/setup.sh serve [FLAGS]   run `sightline serve` (the built-in tiny
 #                          model on 0.0.0.0:8000 unless FLAGS say otherwise)
-#   tools/setup.sh test    run the whole test suite (what CI runs)
+#   tools/setup.sh test    run the whole test suite (what CI runs), then the
+#                          sanitizer step: a second tree in $SIGHTLINE_ASAN_BUILD_DIR
+#                          (default build-asan/), clang with ASan+UBSan, running
+#                          the suites labelled `sanitize` and the HTTP fuzzer
+#                          (SIGHTLINE_SANITIZE=0 skips it)
 #   tools/setup.sh build   install and build only
 #
 # Re-running is cheap: installed packages are skipped and the build in
@@ -25,6 +29,7 @@ packages=(
   libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
   libopenblas-dev libsentencepiece-dev libpcre2-dev libxxhash-dev
   clang-format
+  clang libclang-rt-14-dev llvm              # the sanitizer step: ASan, UBSan, libFuzzer, symbolizer
   prometheus                                  # promtool, for the exposition tests
   python3 python3-prometheus-client           # the reference in tools/bench/
   python3-yaml                                # deploy/ checks
@@ -53,6 +58,20 @@ build() {
   ln -sfn "$build_dir/compile_commands.json" "$here/compile_commands.json"
 }
 
+# The sanitizer step. -Werror stays with the GCC tree (clang warns about other
+# things); -O1 and line tables keep the build and the tests quick enough.
+sanitize_test() {
+  local dir="${SIGHTLINE_ASAN_BUILD_DIR:-$here/build-asan}"
+  CC=clang CXX=clang++ cmake -S "$here" -B "$dir" -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
+    -DSIGHTLINE_SANITIZE=ON -DSIGHTLINE_WERROR=OFF -DSIGHTLINE_CUDA=OFF \
+    -DSIGHTLINE_BUILD_BENCHMARKS=OFF >/dev/null
+  cmake --build "$dir" -j"$(nproc)" --target sightline shm_registry_tests ipc_schema_tests \
+    api_server_tests http_fuzzer sightline_envelope_fuzzer
+  cd "$dir"
+  UBSAN_OPTIONS=print_stacktrace=1 ctest -j"$(nproc)" -L sanitize --output-on-failure --timeout 600
+}
+
 case "$mode" in
   build)
     install_deps
@@ -67,8 +86,9 @@ case "$mode" in
   test)
     install_deps
     build ON  # CI builds with warnings as errors
-    cd "$build_dir"
-    ctest -j"$(nproc)" --output-on-failure --timeout 600
+    (cd "$build_dir" && ctest -j"$(nproc)" --output-on-failure --timeout 600)
+    # An if, not ||: set -e must hold inside the function.
+    if [[ "${SIGHTLINE_SANITIZE:-1}" != 0 ]]; then sanitize_test; fi
     ;;
   *)
     echo "usage: tools/setup.sh [build|serve|test]" >&2

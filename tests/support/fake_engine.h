@@ -1,0 +1,231 @@
+// FakeEngine: the engine's side of the IPC protocol (ipc_schema/engine.fbs),
+// in-process and model-free, so a real EngineClient + OpenAiServer stack can
+// be driven without an engine process (the HTTP fuzzer, tests/fuzz/).
+//
+// It binds the two ROUTER sockets an EngineClient connects to and answers
+// like engine_server.cc does: a Heartbeat with need_ready gets EngineReady;
+// an AddRequest gets one token per step, then a finish (length at max_tokens,
+// else stop on EOS after `max_steps` tokens); AbortRequests ends requests
+// silently; a UtilityCall gets ok; every API server that heartbeats gets the
+// engine's heartbeat every 0.5 s. Outputs go to the identity that sent the
+// request, so a request's tokens can reach only its owner. Its tokens echo
+// the request's own prompt (ids cycled), so a caller can check that what it
+// got back is its own.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "sightline/ipc/codec.h"
+
+namespace sightline::testing {
+
+class FakeEngine {
+ public:
+  struct Options {
+    std::string input_address, output_address;  // what the EngineClient connects to
+    std::string model_name = "tiny";
+    std::uint32_t max_model_len = 2048;
+    std::uint32_t vocab_size = 260;  // the byte tokenizer's
+    std::vector<std::int32_t> eos_token_ids = {257};
+    std::uint32_t max_steps = 4;  // tokens before a request stops on EOS
+  };
+
+  // Binds at once (throws zmq::error_t if it cannot); serves on a thread.
+  explicit FakeEngine(Options options) : options_(std::move(options)) {
+    for (zmq::socket_t* s : {&in_, &out_}) {
+      s->set(zmq::sockopt::linger, 0);
+      s->set(zmq::sockopt::router_handover, 1);
+    }
+    in_.bind(options_.input_address);
+    out_.bind(options_.output_address);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~FakeEngine() {
+    stop_ = true;
+    thread_.join();
+  }
+  FakeEngine(const FakeEngine&) = delete;
+  FakeEngine& operator=(const FakeEngine&) = delete;
+
+  std::uint64_t requests_added() const { return added_.load(); }
+  std::uint64_t requests_finished() const { return finished_.load(); }  // sent a finish
+  std::uint64_t requests_aborted() const { return aborted_.load(); }
+  std::uint64_t requests_running() const { return running_count_.load(); }
+  std::uint64_t messages_rejected() const { return rejected_.load(); }
+
+  // The token the fake engine emits at `step` for `prompt` (the prompt's ids
+  // cycled; 'x' for an empty prompt).
+  static std::int32_t TokenAt(const std::vector<std::int32_t>& prompt, std::uint32_t step) {
+    return prompt.empty() ? 'x' : prompt[step % prompt.size()];
+  }
+
+ private:
+  struct Client {
+    std::uint32_t index = 0;
+    std::uint64_t incarnation = 0;
+  };
+  struct Running {
+    std::string identity, id;
+    std::vector<std::int32_t> prompt;
+    std::uint32_t max_tokens = 16, steps = 0;
+  };
+
+  static double Now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  void Send(const std::string& identity, std::span<const std::uint8_t> bytes) {
+    try {
+      out_.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      out_.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      // Unroutable or full: dropped, as the real engine's ROUTER would.
+    }
+  }
+
+  void SendReady(const std::string& identity) {
+    flatbuffers::FlatBufferBuilder b;
+    Send(identity, ipc::Seal(b, ipc::Body::EngineReady,
+                             ipc::CreateEngineReadyDirect(
+                                 b, 0, options_.model_name.c_str(), options_.max_model_len, 16,
+                                 1024, 16 * 1024, options_.vocab_size, &options_.eos_token_ids)
+                                 .Union()));
+  }
+
+  void OnMessage(const std::string& identity, const zmq::message_t& payload) {
+    const ipc::Envelope* e =
+        ipc::Decode({static_cast<const std::uint8_t*>(payload.data()), payload.size()});
+    if (!e) {
+      ++rejected_;
+      return;
+    }
+    switch (e->body_type()) {
+      case ipc::Body::Heartbeat: {
+        const auto* h = e->body_as_Heartbeat();
+        clients_[identity] = Client{h->client_index(), h->incarnation()};
+        if (h->need_ready()) SendReady(identity);
+        break;
+      }
+      case ipc::Body::AddRequest: {
+        const auto* r = e->body_as_AddRequest();
+        Running run;
+        run.identity = identity;
+        run.id = r->request_id()->str();
+        run.prompt.assign(r->prompt_token_ids()->begin(), r->prompt_token_ids()->end());
+        if (r->sampling()) run.max_tokens = r->sampling()->max_tokens();
+        ++added_;
+        if (run.max_tokens == 0) run.max_tokens = 1;
+        running_.push_back(std::move(run));
+        break;
+      }
+      case ipc::Body::AbortRequests:
+        for (const auto* id : *e->body_as_AbortRequests()->request_ids())
+          aborted_ += std::erase_if(running_, [&](const Running& r) {
+            return r.identity == identity && r.id == id->string_view();
+          });
+        break;
+      case ipc::Body::UtilityCall: {
+        flatbuffers::FlatBufferBuilder b;
+        const auto result =
+            ipc::CreateUtilityResultDirect(b, e->body_as_UtilityCall()->call_id(), true, "{}");
+        Send(identity, ipc::Seal(b, ipc::Body::EngineOutputs,
+                                 ipc::CreateEngineOutputs(b, 0, Now(), 0, result).Union()));
+        break;
+      }
+      default:
+        ++rejected_;
+        break;
+    }
+  }
+
+  // One engine step: a token for every running request, one message per request.
+  void Step() {
+    const double now = Now();
+    for (Running& r : running_) {
+      flatbuffers::FlatBufferBuilder b;
+      const std::vector<std::int32_t> tokens = {TokenAt(r.prompt, r.steps)};
+      ++r.steps;
+      ipc::FinishReason finish = ipc::FinishReason::None;
+      std::int32_t stop_token = -1;
+      if (r.steps >= r.max_tokens) {
+        finish = ipc::FinishReason::Length;
+      } else if (r.steps >= options_.max_steps) {
+        finish = ipc::FinishReason::Stop;
+        stop_token = options_.eos_token_ids.empty() ? -1 : options_.eos_token_ids[0];
+      }
+      std::vector<flatbuffers::Offset<ipc::RequestEvent>> events;
+      flatbuffers::Offset<ipc::PrefillStats> prefill = 0;
+      if (r.steps == 1) {
+        events.push_back(ipc::CreateRequestEvent(b, ipc::EventType::Queued, now));
+        events.push_back(ipc::CreateRequestEvent(b, ipc::EventType::Scheduled, now));
+        prefill = ipc::CreatePrefillStats(b, static_cast<std::uint32_t>(r.prompt.size()), 0);
+      }
+      std::vector<flatbuffers::Offset<ipc::RequestOutput>> outs = {ipc::CreateRequestOutputDirect(
+          b, r.id.c_str(), &tokens, finish, stop_token, &events, prefill)};
+      Send(r.identity,
+           ipc::Seal(b, ipc::Body::EngineOutputs,
+                     ipc::CreateEngineOutputsDirect(b, 0, now, &outs).Union()));
+    }
+    finished_ += std::erase_if(running_, [this](const Running& r) {
+      return r.steps >= r.max_tokens || r.steps >= options_.max_steps;
+    });
+    running_count_ = running_.size();
+  }
+
+  // The engine's liveness signal, naming each receiver.
+  void Heartbeat() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_beat_ < std::chrono::milliseconds(500)) return;
+    last_beat_ = now;
+    for (const auto& [identity, c] : clients_) {
+      flatbuffers::FlatBufferBuilder b;
+      Send(identity, ipc::Seal(b, ipc::Body::Heartbeat,
+                               ipc::CreateHeartbeat(b, c.index, false, c.incarnation).Union()));
+    }
+  }
+
+  void Run() {
+    zmq::pollitem_t item{in_.handle(), 0, ZMQ_POLLIN, 0};
+    while (!stop_) {
+      Heartbeat();
+      // Steps back to back while requests run; otherwise waits for input.
+      zmq::poll(&item, 1, std::chrono::milliseconds(running_.empty() ? 20 : 0));
+      zmq::message_t identity, payload;
+      while (in_.recv(identity, zmq::recv_flags::dontwait)) {
+        if (!identity.more() || !in_.recv(payload, zmq::recv_flags::none)) {
+          ++rejected_;
+          continue;
+        }
+        bool extra = false;
+        while (payload.more() && in_.recv(payload, zmq::recv_flags::none)) extra = true;
+        if (extra) {
+          ++rejected_;
+          continue;
+        }
+        OnMessage(identity.to_string(), payload);
+      }
+      Step();
+    }
+  }
+
+  Options options_;
+  zmq::context_t context_{1};
+  zmq::socket_t in_{context_, zmq::socket_type::router}, out_{context_, zmq::socket_type::router};
+  // The I/O thread's only:
+  std::vector<Running> running_;
+  std::map<std::string, Client> clients_;  // by routing id
+  std::chrono::steady_clock::time_point last_beat_{};
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> added_{0}, rejected_{0}, finished_{0}, aborted_{0}, running_count_{0};
+  std::thread thread_;
+};
+
+}  // namespace sightline::testing
