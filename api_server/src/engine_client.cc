@@ -119,7 +119,8 @@ struct EngineClient::Impl {
 };
 
 void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
-  const ipc::Envelope* e = ipc::Decode({static_cast<const std::uint8_t*>(m.data()), m.size()});
+  std::vector<std::uint64_t> aligned;
+  const ipc::Envelope* e = ipc::DecodeFrame(m.data(), m.size(), &aligned);
   if (!e) return;  // never trusted, never read
   switch (e->body_type()) {
     case ipc::Body::EngineReady: {

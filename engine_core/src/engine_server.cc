@@ -141,6 +141,7 @@ void EngineServer::State::Reject() {
 void EngineServer::State::InputLoop(zmq::socket_t& sock) {
   zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
   const int block_size = core->config().block_size;
+  std::vector<std::uint64_t> aligned;  // a misaligned frame's copy (DecodeFrame)
   while (!done.load()) {
     if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) <= 0) continue;
     zmq::message_t identity, payload;
@@ -156,8 +157,7 @@ void EngineServer::State::InputLoop(zmq::socket_t& sock) {
       Reject();
       continue;
     }
-    const ipc::Envelope* env =
-        ipc::Decode({static_cast<const std::uint8_t*>(payload.data()), payload.size()});
+    const ipc::Envelope* env = ipc::DecodeFrame(payload.data(), payload.size(), &aligned);
     if (!env) {
       Reject();
       continue;

@@ -90,7 +90,8 @@ class FakeApiServer {
       zmq::message_t m;
       out_.set(zmq::sockopt::rcvtimeo, 200);
       if (!out_.recv(m)) continue;
-      const ipc::Envelope* e = ipc::Decode({static_cast<const std::uint8_t*>(m.data()), m.size()});
+      std::vector<std::uint64_t> aligned;
+      const ipc::Envelope* e = ipc::DecodeFrame(m.data(), m.size(), &aligned);
       if (!e) continue;
       ipc::EnvelopeT t;
       e->UnPackTo(&t);

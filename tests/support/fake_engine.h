@@ -101,8 +101,8 @@ class FakeEngine {
   }
 
   void OnMessage(const std::string& identity, const zmq::message_t& payload) {
-    const ipc::Envelope* e =
-        ipc::Decode({static_cast<const std::uint8_t*>(payload.data()), payload.size()});
+    std::vector<std::uint64_t> aligned;
+    const ipc::Envelope* e = ipc::DecodeFrame(payload.data(), payload.size(), &aligned);
     if (!e) {
       ++rejected_;
       return;
