@@ -141,6 +141,21 @@ bool RefuseUnimplemented(const Fields& f, Kind kind, std::uint32_t n, BodyError*
     if (!f.Bool(key, &on)) return false;
     if (on) return f.Fail(key, kUnsupported);
   }
+  // vLLM's extensions this server does not implement (yet).
+  for (const char* key : {"include_stop_str_in_output", "continue_final_message"}) {
+    bool on = false;
+    if (!f.Bool(key, &on)) return false;
+    if (on) return f.Fail(key, kUnsupported);
+  }
+  bool skip_special = true;  // the detokenizer always skips special tokens
+  if (!f.Bool("skip_special_tokens", &skip_special)) return false;
+  if (!skip_special) return f.Fail("skip_special_tokens", kUnsupported);
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar",
+                          "structured_outputs", "truncate_prompt_tokens", "functions"})
+    if (const json* v = f.Find(key); v && !v->is_null() && !(v->is_array() && v->empty()))
+      return f.Fail(key, kUnsupported);
+  if (const json* v = f.Find("function_call"); v && !v->is_null() && *v != "none")
+    return f.Fail("function_call", kUnsupported);
   for (const char* key : {"suffix", "previous_response_id"}) {
     std::string text;
     if (!f.String(key, &text)) return false;

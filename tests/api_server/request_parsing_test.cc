@@ -363,6 +363,32 @@ TEST_F(RequestParsingTest, ValidatesAsVllmDoes) {
             json{{"messages", chat_messages}, {"logprobs", false}, {"top_logprobs", 0}}.dump())
           .status,
       200);
+  // vLLM's extensions that this server does not implement: refused unless neutral.
+  for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{
+           {"guided_json", {{"type", "object"}}},
+           {"guided_regex", "a+"},
+           {"guided_choice", {"a", "b"}},
+           {"guided_grammar", "root ::= \"a\""},
+           {"structured_outputs", {{"json", {{"type", "object"}}}}},
+           {"include_stop_str_in_output", true},
+           {"continue_final_message", true},
+           {"skip_special_tokens", false},
+           {"truncate_prompt_tokens", 8},
+           {"functions", {{{"name", "f"}}}},
+           {"function_call", "auto"}}) {
+    EXPECT_EQ(Parse(kChat, json{{"messages", chat_messages}, {key, value}}.dump()).param, key)
+        << key;
+    EXPECT_EQ(Parse(kCompletions, json{{"prompt", "a"}, {key, value}}.dump()).param, key) << key;
+  }
+  EXPECT_EQ(Parse(kChat, json{{"messages", chat_messages},
+                              {"guided_json", nullptr},
+                              {"include_stop_str_in_output", false},
+                              {"skip_special_tokens", true},
+                              {"functions", json::array()},
+                              {"function_call", "none"}}
+                             .dump())
+                .status,
+            200);
 }
 
 // Stop strings are capped at parse time (count, length, non-empty), and the
