@@ -6,6 +6,10 @@ of each variant and its ratio to the first.
 
   tools/bench/serve_bench.py --variants="--api-server-count 1;--api-server-count 2;--api-server-count 4"
   tools/bench/serve_bench.py --variants="default;--enable-per-request-metrics"
+  tools/bench/serve_bench.py --clis="before=/tmp/old/sightline;after=build/tools/sightline"
+
+With --clis, each variant is a binary (same flags, --variants' first set);
+the load generator is always the first binary's, so only the server changes.
 """
 import argparse
 import json
@@ -39,24 +43,35 @@ def serve(cli, extra, log):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", default="build/tools/sightline")
-    ap.add_argument("--variants", required=True,
+    ap.add_argument("--variants", default="default",
                     help="';'-separated extra `serve` flags, one set per variant ('default': none)")
+    ap.add_argument("--clis", default="",
+                    help="';'-separated NAME=PATH binaries to compare instead of flag sets")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--bench-args", default="--num-prompts 256 --random-input-len 32 "
                     "--random-output-len 128 --max-concurrency 256 --ignore-eos")
     a = ap.parse_args()
     a.variants = [v.strip() for v in a.variants.split(";")]
+    # Each variant: (label, server binary, serve flags).
+    if a.clis:
+        runs = [(name, path, a.variants[0]) for name, path in
+                (c.strip().split("=", 1) for c in a.clis.split(";"))]
+        bench_cli = runs[0][1]
+    else:
+        runs = [(v, a.cli, v) for v in a.variants]
+        bench_cli = a.cli
+    a.variants = [label for label, _, _ in runs]
     keys = ["output_throughput", "request_throughput"]
     lat = ["ttft", "itl", "e2el"]
     results = {v: [] for v in a.variants}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
-            for v in a.variants:
+            for v, cli, flags in runs:
                 log = open(os.path.join(tmp, "serve.log"), "w+")
-                p, port = serve(a.cli, v, log)
+                p, port = serve(cli, flags, log)
                 out = os.path.join(tmp, "bench.json")
                 try:
-                    subprocess.run([a.cli, "bench", "serve", "--base-url", f"http://127.0.0.1:{port}",
+                    subprocess.run([bench_cli, "bench", "serve", "--base-url", f"http://127.0.0.1:{port}",
                                     "--no-progress", "--output-json", out] + shlex.split(a.bench_args),
                                    check=True, stdout=subprocess.DEVNULL)
                     with open(out) as f:
