@@ -98,19 +98,27 @@ struct EngineClient::Impl {
     work_cv.notify_one();
   }
   // The engine is gone: fail every request and call still waiting. No
-  // Submit can slip in after: it checks `alive` under the same lock.
+  // Submit can slip in after: it checks `alive` under the same lock. The
+  // handlers are taken on the handler thread, in order after the messages
+  // already queued for it, so what the engine sent before it went (a finish,
+  // say) is delivered first, and only what is still waiting fails.
   void Gone() {
-    auto failed = std::make_shared<std::pair<HandlerMap, UtilityMap>>();
     {
       std::lock_guard<std::mutex> g(mu);
+      if (!alive) return;
       alive = false;
-      failed->first.swap(handlers);
-      failed->second.swap(utilities);
     }
     ready_cv.notify_all();
-    Dispatch({zmq::message_t(), [failed] {
-                for (auto& [id, handler] : failed->first) (*handler)(RequestDelta{});
-                for (auto& [id, done] : failed->second) done(false, "the engine is not running");
+    Dispatch({zmq::message_t(), [this] {
+                HandlerMap failed_handlers;
+                UtilityMap failed_utilities;
+                {
+                  std::lock_guard<std::mutex> g(mu);
+                  failed_handlers.swap(handlers);
+                  failed_utilities.swap(utilities);
+                }
+                for (auto& [id, handler] : failed_handlers) (*handler)(RequestDelta{});
+                for (auto& [id, done] : failed_utilities) done(false, "the engine is not running");
               }});
   }
   void OnMessage(const zmq::message_t& m);
@@ -210,6 +218,11 @@ void EngineClient::Impl::Run() {
     s->set(zmq::sockopt::routing_id, identity);
     s->set(zmq::sockopt::linger, 0);
   }
+  // No high-water mark either way: past one (1,000 messages by default) a
+  // DEALER's send fails, and a frozen engine easily has that many requests
+  // queued towards it. What does not fit still waits in `pending` below.
+  in.set(zmq::sockopt::sndhwm, 0);
+  out.set(zmq::sockopt::rcvhwm, 0);
   // Connection events of the output socket tell whether the engine is there.
   const std::string monitor_addr = "inproc://engine-client-monitor";
   zmq_socket_monitor(out.handle(), monitor_addr.c_str(),
@@ -222,9 +235,13 @@ void EngineClient::Impl::Run() {
   auto last_beat = Clock::time_point{};
   bool down = false;  // the output connection dropped at down_since
   Clock::time_point down_since{};
+  // Messages taken from the outbox that the socket did not accept yet, in
+  // order: never dropped (a request's handler would wait forever).
+  std::deque<std::vector<std::uint8_t>> pending;
   std::vector<zmq::pollitem_t> items = {{out.handle(), 0, ZMQ_POLLIN, 0},
                                         {monitor.handle(), 0, ZMQ_POLLIN, 0},
-                                        {nullptr, wake_fd, ZMQ_POLLIN, 0}};
+                                        {nullptr, wake_fd, ZMQ_POLLIN, 0},
+                                        {in.handle(), 0, 0, 0}};
   while (!stop) {
     const auto now = Clock::now();
     // Every 0.5 s; every 0.1 s while still waiting for EngineReady.
@@ -233,24 +250,31 @@ void EngineClient::Impl::Run() {
       const auto bytes = ipc::Seal(
           b, ipc::Body::Heartbeat,
           ipc::CreateHeartbeat(b, options.client_index, !ready, options.incarnation).Union());
+      // One that does not fit is dropped: the next comes in 0.5 s.
       (void)in.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::dontwait);
       last_beat = now;
     }
     if (alive && down &&
         now - down_since > std::chrono::duration<double>(options.engine_gone_after_s))
       Gone();
+    // Writable is only worth waking for while something waits to be sent.
+    items[3].events = pending.empty() ? 0 : ZMQ_POLLOUT;
     zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
     if (items[2].revents & ZMQ_POLLIN) {
       std::uint64_t n;
       (void)!read(wake_fd, &n, sizeof n);
-      std::deque<std::vector<std::uint8_t>> pending;
-      {
-        std::lock_guard<std::mutex> g(mu);
+      std::lock_guard<std::mutex> g(mu);
+      if (pending.empty())
         pending.swap(outbox);
-      }
-      for (const auto& bytes : pending)
-        (void)in.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+      else
+        while (!outbox.empty()) {
+          pending.push_back(std::move(outbox.front()));
+          outbox.pop_front();
+        }
     }
+    if (!alive) pending.clear();  // their handlers were failed (Gone)
+    while (!pending.empty() && in.send(zmq::buffer(pending.front()), zmq::send_flags::dontwait))
+      pending.pop_front();
     if (items[1].revents & ZMQ_POLLIN) {
       zmq::message_t event, address;
       if (monitor.recv(event, zmq::recv_flags::dontwait) && event.more() &&

@@ -11,8 +11,6 @@
 #include <unordered_map>
 #include <zmq.hpp>
 
-#include <nlohmann/json.hpp>
-
 #include "engine_wire.h"
 #include "sightline/ipc/codec.h"
 
@@ -22,7 +20,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How often the main loop tells every API server it is alive.
+// How often the output thread tells every API server the engine is alive.
 constexpr auto kEngineHeartbeatInterval = std::chrono::milliseconds(500);
 // Earlier incarnations remembered per index, so that a replaced process's
 // late messages are refused instead of being taken for yet another restart.
@@ -66,7 +64,7 @@ struct InputEvent {
 };
 
 struct Outgoing {
-  enum class Kind { kOutputs, kReady, kUtility, kDead, kHeartbeat } kind;
+  enum class Kind { kOutputs, kReady, kUtility, kDead } kind;
   ipc::ClientId client;  // the exact process it goes to
   double timestamp = 0;
   std::vector<OutputItem> items;
@@ -119,6 +117,15 @@ struct EngineServer::State {
     std::deque<std::uint64_t> retired;
   };
   std::unordered_map<std::uint32_t, Client> clients;  // main thread only
+  // Whether the input thread has been running (CheckHeartbeats): its last
+  // loop, and when it last found that it had not run for a while (the
+  // process was stopped). Clock ticks.
+  std::atomic<Clock::rep> input_tick{0}, input_resumed{0};
+  Clock::time_point last_check{};  // main thread only: the last CheckHeartbeats
+  // The API servers the output thread heartbeats: those of `clients` not
+  // silent, published by the main thread when that changes (rare).
+  std::mutex beat_mu;
+  std::vector<ipc::ClientId> beat_to;  // guarded by beat_mu
 
   void Reject();  // counts and logs (once) a message that failed verification
   void InputLoop(zmq::socket_t& sock);
@@ -129,7 +136,7 @@ struct EngineServer::State {
   void Emit(const StepOutputs& outputs);
   void SendItems(ipc::ClientId to, double timestamp, std::vector<OutputItem> items);
   void CheckHeartbeats();
-  void SendHeartbeats();
+  void PublishClients();
   void SendReady(ipc::ClientId client);
 };
 
@@ -142,8 +149,19 @@ void EngineServer::State::InputLoop(zmq::socket_t& sock) {
   zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
   const int block_size = core->config().block_size;
   std::vector<std::uint64_t> aligned;  // a misaligned frame's copy (DecodeFrame)
+  const auto half_timeout = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options.heartbeat_timeout_s / 2));
+  // Well inside half the timeout, so that only a stopped process looks like one.
+  const auto poll_timeout = std::chrono::milliseconds(std::clamp<std::int64_t>(
+      static_cast<std::int64_t>(options.heartbeat_timeout_s * 1000 / 4), 1, 100));
+  Clock::time_point previous{};
   while (!done.load()) {
-    if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) <= 0) continue;
+    const auto now = Clock::now();
+    if (previous != Clock::time_point{} && now - previous > half_timeout)
+      input_resumed.store(now.time_since_epoch().count());
+    input_tick.store(now.time_since_epoch().count());
+    previous = now;
+    if (zmq::poll(&item, 1, poll_timeout) <= 0) continue;
     zmq::message_t identity, payload;
     if (!sock.recv(identity, zmq::recv_flags::dontwait)) continue;
     if (!identity.more() || !sock.recv(payload, zmq::recv_flags::none)) {
@@ -214,60 +232,54 @@ void EngineServer::State::InputLoop(zmq::socket_t& sock) {
   }
 }
 
+// The engine's heartbeats come from here, not from the main loop: a step can
+// take long (a CPU prefill of a real model, tens of seconds) and the engine
+// is alive meanwhile. SIGSTOP freezes this thread too, so a frozen engine
+// still goes quiet.
 void EngineServer::State::OutputLoop(zmq::socket_t& sock) {
   flatbuffers::FlatBufferBuilder b(64 * 1024);
+  auto send = [&](ipc::ClientId to, std::span<const std::uint8_t> bytes) {
+    const std::string id = ipc::FormatClientIdentity(to);
+    try {
+      sock.send(zmq::buffer(id), zmq::send_flags::sndmore);
+      sock.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
+    } catch (const zmq::error_t&) {
+      // Cannot happen without ZMQ_ROUTER_MANDATORY: messages to an API
+      // server that is not connected are dropped by ZeroMQ (a stalled one
+      // keeps its pipe and reads them when it resumes). A READY lost that
+      // way is asked for again (Heartbeat.need_ready).
+    }
+  };
+  auto last_beat = Clock::time_point{};
+  std::vector<ipc::ClientId> beat_to_copy;
   for (;;) {
     std::deque<Outgoing> batch = output.Drain(std::chrono::milliseconds(100));
     for (Outgoing& o : batch) {
-      b.Clear();
-      std::span<const std::uint8_t> bytes;
       switch (o.kind) {
         case Outgoing::Kind::kOutputs:
-          bytes = SealOutputs(b, options.engine_index, o.timestamp, o.items);
+          send(o.client, SealOutputs(b, options.engine_index, o.timestamp, o.items));
           break;
-        case Outgoing::Kind::kReady: {
-          const ModelConfig& m = core->model();
-          const EngineCoreConfig& c = core->config();
-          bytes =
-              ipc::Seal(b, ipc::Body::EngineReady,
-                        ipc::CreateEngineReadyDirect(
-                            b, options.engine_index, options.served_model_name.c_str(),
-                            static_cast<std::uint32_t>(c.scheduler.max_model_len),
-                            static_cast<std::uint32_t>(c.block_size),
-                            static_cast<std::uint64_t>(c.num_blocks), options.kv_cache_size_tokens,
-                            static_cast<std::uint32_t>(m.vocab_size), &m.eos_token_ids)
-                            .Union());
+        case Outgoing::Kind::kReady:
+          send(o.client, SealReady(b, options.engine_index, options.served_model_name,
+                                   options.kv_cache_size_tokens, *core));
           break;
-        }
-        case Outgoing::Kind::kUtility: {
-          const auto result = ipc::CreateUtilityResultDirect(b, o.call_id, o.ok, o.message.c_str());
-          bytes = ipc::Seal(
-              b, ipc::Body::EngineOutputs,
-              ipc::CreateEngineOutputs(b, options.engine_index, MonotonicSeconds(), 0, result)
-                  .Union());
+        case Outgoing::Kind::kUtility:
+          send(o.client, SealUtilityResult(b, options.engine_index, MonotonicSeconds(), o.call_id,
+                                           o.ok, o.message));
           break;
-        }
         case Outgoing::Kind::kDead:
-          bytes = ipc::Seal(
-              b, ipc::Body::EngineDead,
-              ipc::CreateEngineDeadDirect(b, options.engine_index, o.message.c_str()).Union());
-          break;
-        case Outgoing::Kind::kHeartbeat:
-          bytes = ipc::Seal(
-              b, ipc::Body::Heartbeat,
-              ipc::CreateHeartbeat(b, o.client.index, false, o.client.incarnation).Union());
+          send(o.client, SealDead(b, options.engine_index, o.message));
           break;
       }
-      const std::string id = ipc::FormatClientIdentity(o.client);
-      try {
-        sock.send(zmq::buffer(id), zmq::send_flags::sndmore);
-        sock.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
-      } catch (const zmq::error_t&) {
-        // Cannot happen without ZMQ_ROUTER_MANDATORY: messages to an API
-        // server that is not connected are dropped by ZeroMQ (a stalled one
-        // keeps its pipe and reads them when it resumes). A READY lost that
-        // way is asked for again (Heartbeat.need_ready).
+    }
+    if (const auto now = Clock::now();
+        !done.load() && now - last_beat >= kEngineHeartbeatInterval) {
+      {
+        std::lock_guard<std::mutex> g(beat_mu);
+        beat_to_copy = beat_to;
       }
+      for (const ipc::ClientId& to : beat_to_copy) send(to, SealHeartbeat(b, to));
+      last_beat = now;
     }
     if (batch.empty() && done.load()) return;
   }
@@ -323,6 +335,7 @@ void EngineServer::State::Replace(std::uint32_t index, Client& c, std::uint64_t 
 EngineServer::State::Client* EngineServer::State::Admit(const InputEvent& e) {
   auto [it, inserted] = clients.try_emplace(e.client.index);
   Client& c = it->second;
+  bool changed = inserted;
   if (inserted) {
     c.incarnation = e.client.incarnation;
   } else if (c.incarnation != e.client.incarnation) {
@@ -337,6 +350,7 @@ EngineServer::State::Client* EngineServer::State::Admit(const InputEvent& e) {
       return nullptr;
     }
     Replace(e.client.index, c, e.client.incarnation);
+    changed = true;
   }
   c.last_seen = Clock::now();
   if (c.silent) {
@@ -345,7 +359,9 @@ EngineServer::State::Client* EngineServer::State::Admit(const InputEvent& e) {
     Log("INFO", Describe(e.client) + " is back");
     c.silent = false;
     c.silent_aborts = 0;
+    changed = true;
   }
+  if (changed) PublishClients();
   if (e.need_ready) SendReady(e.client);
   return &c;
 }
@@ -381,21 +397,9 @@ void EngineServer::State::Handle(InputEvent& e) {
           break;
         case ipc::UtilityKind::Health:
           break;
-        case ipc::UtilityKind::GetConfig: {
-          const EngineCoreConfig& c = core->config();
-          const ModelConfig& m = core->model();
-          o.message = nlohmann::json{{"model", options.served_model_name},
-                                     {"max_model_len", c.scheduler.max_model_len},
-                                     {"block_size", c.block_size},
-                                     {"num_gpu_blocks", c.num_blocks},
-                                     {"max_num_seqs", c.scheduler.max_num_seqs},
-                                     {"max_num_batched_tokens", c.scheduler.max_num_batched_tokens},
-                                     {"enable_prefix_caching", c.enable_prefix_caching},
-                                     {"vocab_size", m.vocab_size},
-                                     {"eos_token_ids", m.eos_token_ids}}
-                          .dump();
+        case ipc::UtilityKind::GetConfig:
+          o.message = ConfigJson(*core, options.served_model_name);
           break;
-        }
         default:
           o.ok = false;
           o.message = "unknown utility call";
@@ -407,11 +411,29 @@ void EngineServer::State::Handle(InputEvent& e) {
 }
 
 void EngineServer::State::CheckHeartbeats() {
-  const auto deadline =
-      Clock::now() - std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(options.heartbeat_timeout_s));
+  const auto now = Clock::now();
+  const auto timeout = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options.heartbeat_timeout_s));
+  // Silence is never judged across a gap in the engine's own running: after
+  // a SIGSTOP the main loop can get here before the input thread has passed
+  // on the heartbeats that queued up meanwhile. While the input thread has
+  // not run lately, or has found that it had not, every API server gets a
+  // full timeout from now (a dead one is caught one timeout later). A long
+  // step needs no such grace: the input thread queued what came meanwhile,
+  // and Run drains it before this check.
+  const Clock::time_point tick{Clock::duration(input_tick.load())};
+  const Clock::time_point resumed{Clock::duration(input_resumed.load())};
+  if (now - tick > timeout / 2 || resumed > last_check) {
+    for (auto& [index, c] : clients) c.last_seen = std::max(c.last_seen, now);
+    if (resumed > last_check && !clients.empty())
+      Log("INFO", "the engine was not running (stopped?); API servers' silence is timed from now");
+  }
+  last_check = now;
+  const auto deadline = now - timeout;
+  bool changed = false;
   for (auto& [index, c] : clients) {
     if (c.silent || c.last_seen >= deadline) continue;
+    changed = true;
     // Dead or stalled. Its requests end now; it is told (a stalled process
     // reads it when it resumes, a dead one's pipe is gone). A later message
     // makes it a client again.
@@ -423,17 +445,15 @@ void EngineServer::State::CheckHeartbeats() {
             std::to_string(c.silent_aborts) + " of its requests");
     Emit(aborted);
   }
+  if (changed) PublishClients();
 }
 
-// From the main loop, so that a hung or stopped engine goes quiet.
-void EngineServer::State::SendHeartbeats() {
-  for (const auto& [index, c] : clients) {
-    if (c.silent) continue;
-    Outgoing o;
-    o.kind = Outgoing::Kind::kHeartbeat;
-    o.client = {index, c.incarnation};
-    output.Push(std::move(o));
-  }
+void EngineServer::State::PublishClients() {
+  std::vector<ipc::ClientId> to;
+  for (const auto& [index, c] : clients)
+    if (!c.silent) to.push_back({index, c.incarnation});
+  std::lock_guard<std::mutex> g(beat_mu);
+  beat_to.swap(to);
 }
 
 EngineServer::EngineServer(const EngineServerOptions& options, EngineCore* core,
@@ -463,6 +483,10 @@ int EngineServer::Run() {
     // would leave its stream waiting forever. Unbounded, but only for the
     // heartbeat timeout: a silent client gets nothing more after its aborts.
     out.set(zmq::sockopt::sndhwm, 0);
+    // Inbound, a full pipe pushes back on the API server's DEALER, whose
+    // non-blocking send then fails: what API servers send queues here
+    // instead, for as long as the engine is frozen or busy.
+    in.set(zmq::sockopt::rcvhwm, 0);
     in.bind(s.options.input_address);
     out.bind(s.options.output_address);
   } catch (const zmq::error_t& e) {
@@ -477,7 +501,6 @@ int EngineServer::Run() {
   int rc = 0;
   try {
     double last_log = MonotonicSeconds();
-    auto last_beat = Clock::now();
     bool stalled = false;
     while (!(s.options.stop && s.options.stop->load())) {
       // Blocks while idle; while busy only picks up what has arrived. After a
@@ -487,10 +510,6 @@ int EngineServer::Run() {
                                            : std::chrono::milliseconds(0);
       for (InputEvent& e : s.input.Drain(wait)) s.Handle(e);
       s.CheckHeartbeats();
-      if (const auto now = Clock::now(); now - last_beat >= kEngineHeartbeatInterval) {
-        s.SendHeartbeats();
-        last_beat = now;
-      }
       stalled = false;
       if (s.core->HasWork()) {
         StepOutputs step = s.core->Step();

@@ -1,5 +1,7 @@
 #include "engine_wire.h"
 
+#include <nlohmann/json.hpp>
+
 #include "sightline/engine_core/block_hash.h"
 
 namespace sightline::engine {
@@ -70,6 +72,62 @@ std::span<const std::uint8_t> SealOutputs(flatbuffers::FlatBufferBuilder& b,
   }
   return ipc::Seal(b, ipc::Body::EngineOutputs,
                    ipc::CreateEngineOutputsDirect(b, engine_index, timestamp, &outs).Union());
+}
+
+std::span<const std::uint8_t> SealReady(flatbuffers::FlatBufferBuilder& b,
+                                        std::uint32_t engine_index,
+                                        const std::string& served_model_name,
+                                        std::uint64_t kv_cache_size_tokens,
+                                        const EngineCore& core) {
+  b.Clear();
+  const ModelConfig& m = core.model();
+  const EngineCoreConfig& c = core.config();
+  return ipc::Seal(
+      b, ipc::Body::EngineReady,
+      ipc::CreateEngineReadyDirect(b, engine_index, served_model_name.c_str(),
+                                   static_cast<std::uint32_t>(c.scheduler.max_model_len),
+                                   static_cast<std::uint32_t>(c.block_size),
+                                   static_cast<std::uint64_t>(c.num_blocks), kv_cache_size_tokens,
+                                   static_cast<std::uint32_t>(m.vocab_size), &m.eos_token_ids)
+          .Union());
+}
+
+std::span<const std::uint8_t> SealUtilityResult(flatbuffers::FlatBufferBuilder& b,
+                                                std::uint32_t engine_index, double timestamp,
+                                                std::uint64_t call_id, bool ok,
+                                                const std::string& message) {
+  b.Clear();
+  const auto result = ipc::CreateUtilityResultDirect(b, call_id, ok, message.c_str());
+  return ipc::Seal(b, ipc::Body::EngineOutputs,
+                   ipc::CreateEngineOutputs(b, engine_index, timestamp, 0, result).Union());
+}
+
+std::span<const std::uint8_t> SealDead(flatbuffers::FlatBufferBuilder& b,
+                                       std::uint32_t engine_index, const std::string& reason) {
+  b.Clear();
+  return ipc::Seal(b, ipc::Body::EngineDead,
+                   ipc::CreateEngineDeadDirect(b, engine_index, reason.c_str()).Union());
+}
+
+std::span<const std::uint8_t> SealHeartbeat(flatbuffers::FlatBufferBuilder& b, ipc::ClientId to) {
+  b.Clear();
+  return ipc::Seal(b, ipc::Body::Heartbeat,
+                   ipc::CreateHeartbeat(b, to.index, false, to.incarnation).Union());
+}
+
+std::string ConfigJson(const EngineCore& core, const std::string& served_model_name) {
+  const EngineCoreConfig& c = core.config();
+  const ModelConfig& m = core.model();
+  return nlohmann::json{{"model", served_model_name},
+                        {"max_model_len", c.scheduler.max_model_len},
+                        {"block_size", c.block_size},
+                        {"num_gpu_blocks", c.num_blocks},
+                        {"max_num_seqs", c.scheduler.max_num_seqs},
+                        {"max_num_batched_tokens", c.scheduler.max_num_batched_tokens},
+                        {"enable_prefix_caching", c.enable_prefix_caching},
+                        {"vocab_size", m.vocab_size},
+                        {"eos_token_ids", m.eos_token_ids}}
+      .dump();
 }
 
 }  // namespace sightline::engine

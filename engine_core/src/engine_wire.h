@@ -1,6 +1,8 @@
 // The engine's half of the wire schema: an AddRequest into a Request, and
-// one step's outputs for one API server into an EngineOutputs envelope.
-// Private to engine_server.cc (split off to keep it about the threads).
+// what the engine sends (one step's outputs for one API server, READY, a
+// utility result, EngineDead, a heartbeat) into envelopes. Private to
+// engine_server.cc (split off to keep it about the threads). Each Seal*
+// clears `b` and returns the sealed bytes, valid until `b` is reused.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +10,10 @@
 #include <span>
 #include <vector>
 
+#include <string>
+
 #include "sightline/engine_core/engine_core.h"
+#include "sightline/ipc/client_identity.h"
 #include "sightline/ipc/codec.h"
 
 namespace sightline::engine {
@@ -19,9 +24,24 @@ ipc::FinishReason ToWire(FinishReason r);
 // caller sets client_index from the sender's routing id.
 std::unique_ptr<Request> FromWire(const ipc::AddRequest& m, int block_size);
 
-// Clears `b` and seals an EngineOutputs with `items` into it.
+// An EngineOutputs with `items`.
 std::span<const std::uint8_t> SealOutputs(flatbuffers::FlatBufferBuilder& b,
                                           std::uint32_t engine_index, double timestamp,
                                           const std::vector<OutputItem>& items);
+std::span<const std::uint8_t> SealReady(flatbuffers::FlatBufferBuilder& b,
+                                        std::uint32_t engine_index,
+                                        const std::string& served_model_name,
+                                        std::uint64_t kv_cache_size_tokens, const EngineCore& core);
+// An EngineOutputs with no outputs and this utility result.
+std::span<const std::uint8_t> SealUtilityResult(flatbuffers::FlatBufferBuilder& b,
+                                                std::uint32_t engine_index, double timestamp,
+                                                std::uint64_t call_id, bool ok,
+                                                const std::string& message);
+std::span<const std::uint8_t> SealDead(flatbuffers::FlatBufferBuilder& b,
+                                       std::uint32_t engine_index, const std::string& reason);
+std::span<const std::uint8_t> SealHeartbeat(flatbuffers::FlatBufferBuilder& b, ipc::ClientId to);
+
+// The GetConfig utility's answer: the serving configuration as JSON.
+std::string ConfigJson(const EngineCore& core, const std::string& served_model_name);
 
 }  // namespace sightline::engine

@@ -53,6 +53,24 @@ TEST(ApiServerCli, DryRunRefusesAMissingRegistryAsTheRealRunDoes) {
   }
 }
 
+// --engine-health-timeout is a serving flag: `serve` takes it (and hands it to
+// every API server) and checks it as `api-server` does.
+TEST(ApiServerCli, ServeAndApiServerCheckTheEngineHealthTimeout) {
+  auto run = [](const std::string& args) {
+    FILE* p = popen((std::string(SIGHTLINE_CLI) + " " + args + " --dry-run 2>&1").c_str(), "r");
+    char buf[512] = {};
+    const std::size_t n = fread(buf, 1, sizeof buf - 1, p);
+    return std::make_pair(WEXITSTATUS(pclose(p)), std::string(buf, n));
+  };
+  const std::string api = "api-server --engine-input ipc:///tmp/x --engine-output ipc:///tmp/y ";
+  for (const std::string& cmd : {std::string("serve"), api}) {
+    const auto [rc, text] = run(cmd + " --engine-health-timeout 0");
+    EXPECT_EQ(rc, 1) << cmd;
+    EXPECT_NE(text.find("--engine-health-timeout must be positive"), std::string::npos) << text;
+  }
+  EXPECT_EQ(run("serve --engine-health-timeout 2.5").first, 0);
+}
+
 // Started by hand (README) the API server may come up before the engine has
 // created the registry; it waits for it as it waits for the engine.
 TEST(ApiServerCli, StartedBeforeTheEngineItWaitsForItsRegistry) {

@@ -1,8 +1,10 @@
 // EngineClient against a real `sightline engine` process: READY, outputs
 // routed to their handler, aborts, utility calls, a killed engine failing
 // every in-flight request promptly, heartbeats that a slow handler cannot
-// delay, a frozen engine turning it unhealthy, and a stalled API-server
-// process finding its requests aborted when it resumes.
+// delay, a frozen engine turning it unhealthy, requests queued while the
+// engine is frozen never lost, outputs received before the engine's death
+// delivered before the failure, and a stalled API-server process finding its
+// requests aborted when it resumes.
 #include "sightline/api_server/engine_client.h"
 
 #include <gtest/gtest.h>
@@ -261,6 +263,72 @@ TEST_F(EngineClientTest, AStalledProcessEndsItsAbortedRequestsWhenItResumes) {
   std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // 2x the timeout
   ASSERT_EQ(kill(api.pid(), SIGCONT), 0);
   EXPECT_EQ(api.WaitFor(10), std::optional<int>(0));
+}
+
+// More requests than a ZeroMQ high-water mark (1,000) submitted while the
+// engine is frozen: none may be dropped on the way (its handler would wait
+// forever). The freeze is shorter than the engine's heartbeat timeout.
+TEST_F(EngineClientTest, RequestsQueuedWhileTheEngineIsFrozenAreNeverLost) {
+  EngineInfo info;
+  ASSERT_TRUE(client_->Start(&info).ok());
+  constexpr int kRequests = 3000;
+  std::mutex mu;
+  std::condition_variable cv;
+  int finished = 0, by_length = 0;
+  ASSERT_EQ(kill(engine_.pid(), SIGSTOP), 0);
+  const auto stopped = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRequests; ++i) {
+    const std::string id = "q" + std::to_string(i);
+    ASSERT_TRUE(client_
+                    ->Submit(id, AddRequest(id, {7, i % 250, 3}, 1),
+                             [&](const RequestDelta& d) {
+                               if (d.output && d.output->finish_reason() == ipc::FinishReason::None)
+                                 return;
+                               std::lock_guard<std::mutex> g(mu);
+                               ++finished;
+                               by_length += d.output &&
+                                            d.output->finish_reason() == ipc::FinishReason::Length;
+                               cv.notify_all();
+                             })
+                    .ok());
+  }
+  std::this_thread::sleep_until(stopped + std::chrono::milliseconds(500));
+  ASSERT_EQ(kill(engine_.pid(), SIGCONT), 0);
+  std::unique_lock<std::mutex> lock(mu);
+  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return finished == kRequests; }))
+      << finished << " of " << kRequests << " finished";
+  EXPECT_EQ(by_length, finished);
+}
+
+// The engine dies right after a request finished, while the handler thread
+// is still busy with its earlier outputs: the finish it already received is
+// delivered (Length), not replaced by "the engine is gone".
+TEST_F(EngineClientTest, OutputsReceivedBeforeTheEnginesDeathAreDeliveredFirst) {
+  EngineInfo info;
+  ASSERT_TRUE(client_->Start(&info).ok());
+  Collector c;
+  auto inner = c.Handler();
+  bool slept = false;  // the handler thread only
+  ASSERT_TRUE(client_
+                  ->Submit("short", AddRequest("short", {5, 6, 7}, 3),
+                           [&slept, inner](const RequestDelta& d) {
+                             if (!slept) {  // the first output: a slow HTTP write, say
+                               slept = true;
+                               std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+                             }
+                             inner(d);
+                           })
+                  .ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // it finished on the wire
+  engine_.KillAndWait(SIGKILL);
+  // The client notices within engine_gone_after_s (0.5 s), before the handler wakes.
+  for (int i = 0; i < 30 && client_->alive(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(client_->alive());
+  ASSERT_TRUE(c.Wait(std::chrono::seconds(10)));
+  EXPECT_FALSE(c.engine_gone);
+  EXPECT_EQ(c.reason, ipc::FinishReason::Length);
+  EXPECT_EQ(c.tokens.size(), 3u);
 }
 
 }  // namespace

@@ -3,11 +3,16 @@
 // outputs only to their owner, utility calls, garbage on the wire, a
 // vanished API server's requests aborted, a new incarnation aborting its
 // predecessor's at once, ownership taken from the routing id, a stalled API
-// server told of its aborts, the engine's own heartbeat (silent while it is
-// SIGSTOPped), metrics in the shared registry, and a clean SIGTERM.
+// server told of its aborts, a frozen engine not taking live API servers for
+// silent when it resumes (while long steps still catch a silent one), the
+// engine's own heartbeat (from its output thread: kept during a long step,
+// silent while it is SIGSTOPped), metrics in the shared registry, and a clean
+// SIGTERM.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -492,9 +497,49 @@ TEST_F(EngineProcessTest, AStalledApiServerFindsItsAbortsWhenItResumes) {
   EXPECT_EQ(Page()[kAborts], 0);  // it came back: it counts its abort itself
 }
 
-// The engine heartbeats every API server from its main loop, idle or not,
-// and stops while it is frozen (what the API servers' /health watches).
-TEST_F(EngineProcessTest, TheEngineHeartbeatsFromItsMainLoop) {
+// A frozen engine (SIGSTOP longer than the heartbeat timeout) must not take
+// the API servers for silent when it resumes: it was not listening, and what
+// they sent meanwhile is still on its way in when the main loop first looks.
+// Here the API server sends nothing from 0.3 s before the freeze (nothing
+// of it is in flight: the race is lost for certain) and heartbeats again
+// 0.2 s after the resume. None of its requests may be aborted.
+TEST_F(EngineProcessTest, AFrozenEngineDoesNotAbortLiveApiServersWhenItResumes) {
+  Start({"--heartbeat-timeout", "1"});
+  FakeApiServer a(ctx_, 0, in_, out_);
+  ASSERT_TRUE(a.Recv());
+  std::set<std::string> ids = AddLong(a, "long-", 64);  // ~2x as long as 32
+  a.AwaitTokens("long-0", 2);
+  std::this_thread::sleep_for(Ms(300));
+  ASSERT_EQ(kill(engine_.pid(), SIGSTOP), 0);
+  std::this_thread::sleep_for(Ms(1600));
+  ASSERT_EQ(kill(engine_.pid(), SIGCONT), 0);
+  std::this_thread::sleep_for(Ms(200));
+  // 1.2 s of outputs after the resume (heartbeating): tokens, no abort.
+  std::map<std::string, ipc::FinishReason> reasons;
+  std::size_t outputs = 0;
+  const auto until = std::chrono::steady_clock::now() + Ms(1200);
+  while (std::chrono::steady_clock::now() < until) {
+    auto msg = a.Recv(Ms(200));
+    if (!msg || msg->body.type != ipc::Body::EngineOutputs) continue;
+    for (const auto& o : msg->body.AsEngineOutputs()->outputs) {
+      ++outputs;
+      if (o->finish_reason == ipc::FinishReason::None) continue;
+      reasons[o->request_id] = o->finish_reason;
+      ids.erase(o->request_id);
+    }
+  }
+  EXPECT_EQ(CountReason(reasons, ipc::FinishReason::Abort), 0u);
+  EXPECT_GT(outputs, 0u);
+  ASSERT_FALSE(ids.empty()) << "all finished: the test needs longer requests";
+  EXPECT_GT(Page()[kRunning], 0);
+  a.Abort({ids.begin(), ids.end()});
+  a.Collect(ids);
+  EXPECT_EQ(Page()[kAborts], 0);  // the engine aborted nothing itself
+}
+
+// The engine heartbeats every API server from its output thread, idle or
+// not, and stops while it is frozen (what the API servers' /health watches).
+TEST_F(EngineProcessTest, TheEngineHeartbeatsFromItsOutputThread) {
   Start();
   FakeApiServer a(ctx_, 0, in_, out_);
   ASSERT_TRUE(a.Recv());
@@ -510,6 +555,113 @@ TEST_F(EngineProcessTest, TheEngineHeartbeatsFromItsMainLoop) {
   ASSERT_EQ(kill(engine_.pid(), SIGCONT), 0);
   EXPECT_FALSE(a.Recv(Ms(1500)));
   EXPECT_GT(a.engine_heartbeats(), before);
+}
+
+// A runner whose every step takes `step` (a real model's long CPU prefill).
+class SlowRunner : public ModelRunner {
+ public:
+  explicit SlowRunner(Ms step) : step_(step) {
+    (void)PresetModelConfig("sightline-tiny", &config_);
+  }
+  const ModelConfig& config() const override { return config_; }
+  void Execute(const BatchInput& batch, const SamplingBatch&,
+               std::vector<std::int32_t>* tokens) override {
+    std::this_thread::sleep_for(step_);
+    tokens->assign(batch.logits_rows.size(), 5);
+  }
+  void ComputeLogits(const BatchInput&, std::vector<float>*) override {}
+
+ private:
+  ModelConfig config_;
+  Ms step_;
+};
+
+// A step longer than an API server's health bound must not silence the
+// engine's heartbeats (its /health would answer 503 though the engine works):
+// they keep coming every ~0.5 s while the main loop is inside the step.
+TEST(EngineServer, HeartbeatsKeepComingDuringALongStep) {
+  EngineCoreConfig c;
+  c.block_size = 16;
+  c.num_blocks = 200;
+  c.scheduler.max_model_len = 2048;
+  EngineCore core(c, std::make_unique<SlowRunner>(Ms(3000)), nullptr, [] { return 0.0; });
+  const std::string base = "ipc:///tmp/" + UniqueInstance();
+  std::atomic<bool> stop{false};
+  EngineServerOptions o;
+  o.input_address = base + ".in";
+  o.output_address = base + ".out";
+  o.served_model_name = "tiny";
+  o.stop = &stop;
+  EngineServer server(o, &core, nullptr);
+  std::thread engine([&] { server.Run(); });
+  zmq::context_t ctx(1);
+  FakeApiServer a(ctx, 0, o.input_address, o.output_address);
+  ASSERT_TRUE(a.Recv());
+  a.Add("slow", Prompt(4, 1), 1);
+  std::this_thread::sleep_for(Ms(300));  // inside the step
+  // Every heartbeat's arrival, up to the step's output.
+  auto last = std::chrono::steady_clock::now();
+  auto longest_gap = std::chrono::steady_clock::duration::zero();
+  const int start = a.engine_heartbeats();
+  int beats = start;
+  std::optional<ipc::EnvelopeT> output;
+  while (!output && std::chrono::steady_clock::now() - last < std::chrono::seconds(5)) {
+    output = a.Recv(Ms(100));
+    const auto now = std::chrono::steady_clock::now();
+    if (a.engine_heartbeats() != beats) {
+      beats = a.engine_heartbeats();
+      longest_gap = std::max(longest_gap, now - last);
+      last = now;
+    }
+  }
+  longest_gap = std::max(longest_gap, std::chrono::steady_clock::now() - last);
+  ASSERT_TRUE(output) << "the step never ended";
+  EXPECT_EQ(output->body.type, ipc::Body::EngineOutputs);
+  EXPECT_LT(longest_gap, std::chrono::milliseconds(1200));
+  EXPECT_GE(beats - start, 3);  // ~5 in the rest of the 3 s step
+  stop = true;
+  engine.join();
+  std::filesystem::remove(o.input_address.substr(6));
+  std::filesystem::remove(o.output_address.substr(6));
+}
+
+// The other side of not judging silence across the engine's own gaps: steps
+// longer than half the timeout (the input thread runs meanwhile) must not
+// hide an API server that went quiet. Its request is aborted and it is told.
+TEST(EngineServer, LongStepsDoNotHideASilentApiServer) {
+  EngineCoreConfig c;
+  c.block_size = 16;
+  c.num_blocks = 200;
+  c.scheduler.max_model_len = 2048;
+  EngineCore core(c, std::make_unique<SlowRunner>(Ms(600)), nullptr, [] { return 0.0; });
+  const std::string base = "ipc:///tmp/" + UniqueInstance();
+  std::atomic<bool> stop{false};
+  EngineServerOptions o;
+  o.input_address = base + ".in";
+  o.output_address = base + ".out";
+  o.served_model_name = "tiny";
+  o.heartbeat_timeout_s = 1;
+  o.stop = &stop;
+  EngineServer server(o, &core, nullptr);
+  std::thread engine([&] { server.Run(); });
+  zmq::context_t ctx(1);
+  FakeApiServer a(ctx, 0, o.input_address, o.output_address);
+  ASSERT_TRUE(a.Recv());
+  a.Add("r", Prompt(4, 1), 100);          // a minute of 0.6 s steps
+  std::this_thread::sleep_for(Ms(3000));  // silent
+  std::optional<ipc::FinishReason> reason;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!reason && std::chrono::steady_clock::now() < deadline) {
+    auto msg = a.Recv(Ms(300), /*beat=*/false);
+    if (!msg || msg->body.type != ipc::Body::EngineOutputs) continue;
+    for (const auto& out : msg->body.AsEngineOutputs()->outputs)
+      if (out->finish_reason != ipc::FinishReason::None) reason = out->finish_reason;
+  }
+  EXPECT_EQ(reason, std::optional<ipc::FinishReason>(ipc::FinishReason::Abort));
+  stop = true;
+  engine.join();
+  std::filesystem::remove(o.input_address.substr(6));
+  std::filesystem::remove(o.output_address.substr(6));
 }
 
 }  // namespace

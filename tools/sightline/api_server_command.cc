@@ -30,9 +30,8 @@ namespace sightline::cli {
 
 namespace {
 
-int RunApiServer(const ApiOptions& o, double engine_health_timeout, bool dry_run) {
+int RunApiServer(const ApiOptions& o, bool dry_run) {
   if (Status s = CheckApiOptions(o); !s.ok()) return Fail(s.message());
-  if (!(engine_health_timeout > 0)) return Fail("--engine-health-timeout must be positive");
   // Checked before --dry-run returns, so that a dry run refuses what the
   // real run would (it needs the registry even for the HTTP families).
   if (o.registry.empty())
@@ -68,7 +67,7 @@ int RunApiServer(const ApiOptions& o, double engine_health_timeout, bool dry_run
   eo.output_address = o.engine_output;
   eo.client_index = o.index;
   eo.ready_timeout_s = 60;
-  eo.engine_silent_after_s = engine_health_timeout;
+  eo.engine_silent_after_s = o.engine_health_timeout;
   api::EngineClient engine(eo);
   api::EngineInfo info;
   if (Status s = engine.Start(&info); !s.ok()) return Fail(s.message());
@@ -160,7 +159,6 @@ int RunApiServer(const ApiOptions& o, double engine_health_timeout, bool dry_run
 void AddApiServerCommand(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<ApiOptions>();
   auto dry_run = std::make_shared<bool>(false);
-  auto engine_health_timeout = std::make_shared<double>(5.0);
   CLI::App* cmd = app.add_subcommand("api-server", "Run one OpenAI-compatible API server process");
   cmd->add_option("--engine-input", o->engine_input, "The engine's request address")->required();
   cmd->add_option("--engine-output", o->engine_output, "The engine's output address")->required();
@@ -178,15 +176,9 @@ void AddApiServerCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--exit-after-engine-death", o->exit_after_engine_death,
                   "Seconds of answering 503 after the engine died before exiting 1 (0: never)")
       ->capture_default_str();
-  cmd->add_option("--engine-health-timeout", *engine_health_timeout,
-                  "Seconds without a heartbeat from the engine (a frozen engine) before "
-                  "/health answers 503")
-      ->capture_default_str();
   cmd->add_option("--threads", o->threads, "HTTP threads")->capture_default_str();
   cmd->add_flag("--dry-run", *dry_run, "Check the flags and exit without starting");
-  cmd->callback([o, dry_run, engine_health_timeout, exit_code] {
-    *exit_code = RunApiServer(*o, *engine_health_timeout, *dry_run);
-  });
+  cmd->callback([o, dry_run, exit_code] { *exit_code = RunApiServer(*o, *dry_run); });
 }
 
 }  // namespace sightline::cli

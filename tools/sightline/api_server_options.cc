@@ -28,6 +28,10 @@ void AddApiServingFlags(CLI::App* cmd, ApiOptions* o) {
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout,
                   "Seconds SIGTERM waits for answers under way before aborting them")
       ->capture_default_str();
+  cmd->add_option("--engine-health-timeout", o->engine_health_timeout,
+                  "Seconds without a heartbeat from the engine (a frozen engine) before "
+                  "/health answers 503")
+      ->capture_default_str();
 }
 
 Status CheckApiOptions(const ApiOptions& o) {
@@ -38,6 +42,8 @@ Status CheckApiOptions(const ApiOptions& o) {
   if (!(o.exit_after_engine_death >= 0))
     return Status::InvalidArgument("--exit-after-engine-death must be >= 0");
   if (!(o.shutdown_timeout >= 0)) return Status::InvalidArgument("--shutdown-timeout must be >= 0");
+  if (!(o.engine_health_timeout > 0))
+    return Status::InvalidArgument("--engine-health-timeout must be positive");
   if (o.max_body_bytes < 1024) return Status::InvalidArgument("--max-body-bytes must be >= 1024");
   if (o.tokenizer != "byte" && !std::filesystem::is_regular_file(o.tokenizer))
     return Status::NotFound("--tokenizer '" + o.tokenizer + "' is not a file");
@@ -58,6 +64,7 @@ std::vector<std::string> ApiServerArgs(const ApiOptions& o) {
   a.Add("--threads", o.threads);
   a.Add("--shutdown-timeout", o.shutdown_timeout);
   a.Add("--exit-after-engine-death", o.exit_after_engine_death);
+  a.Add("--engine-health-timeout", o.engine_health_timeout);
   if (!o.registry.empty()) a.Add("--registry", o.registry);
   if (o.fd >= 0) a.Add("--fd", o.fd);
   if (o.ready_fd >= 0) a.Add("--ready-fd", o.ready_fd);

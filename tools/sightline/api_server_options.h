@@ -26,10 +26,12 @@ struct ApiOptions {
   // Seconds after the engine's death before the process exits 1 (so an
   // external supervisor restarts it with the engine); 0: never.
   double exit_after_engine_death = 5;
+  // Seconds without the engine's heartbeat before /health answers 503.
+  double engine_health_timeout = 5;
 };
 
 // The serving flags (tokenizer, template, auth, per-request metrics, body
-// limit, shutdown timeout); not the addresses, the port, the index, the
+// limit, shutdown timeout, engine health timeout); not the addresses, the port, the index, the
 // model name, --disable-log-stats or --exit-after-engine-death, which each
 // command adds for itself.
 void AddApiServingFlags(CLI::App* cmd, ApiOptions* o);

@@ -6,7 +6,10 @@
 // heartbeats every 0.5 s, asks for EngineReady until it has it, and watches
 // the output connection: if the engine goes away (EngineDead, or the
 // connection drops and stays down), the client turns unhealthy and every
-// in-flight request is failed at once. Output handlers run on a second
+// in-flight request is failed at once (after the outputs already received
+// for it are delivered). Nothing sent towards the engine is dropped while it
+// is frozen or slow: no high-water mark, and a message a socket refuses
+// waits, in order, for the next try. Output handlers run on a second
 // thread, fed by the I/O thread, so a slow handler (detokenizing, stop
 // strings, a client's HTTP write) never delays the heartbeats: the engine
 // would take a silent API server for dead.

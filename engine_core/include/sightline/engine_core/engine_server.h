@@ -3,7 +3,8 @@
 //   input thread : ZeroMQ ROUTER recv -> verify/decode -> prompt block hashing -> queue
 //   main thread  : drain the queue -> EngineCore::Step -> outputs to the output queue
 //                  (blocks on the queue when idle: no busy spin)
-//   output thread: encode -> ZeroMQ ROUTER send to the owning API server
+//   output thread: encode -> ZeroMQ ROUTER send to the owning API server;
+//                  every ~0.5 s a Heartbeat to each API server
 //
 // Both sockets are bound by the engine; API servers connect DEALER sockets
 // whose routing id is "c<index>.<incarnation>" (sightline/ipc/client_identity.h),
@@ -15,8 +16,11 @@
 // replaced are dropped. An API server asks for EngineReady with its heartbeats
 // until it has one; one silent for `heartbeat_timeout_s` is taken as gone and
 // its requests are aborted, each told to it with an abort output (a stalled
-// process reads them when it resumes). Every ~0.5 s the main loop sends each
-// API server a Heartbeat, so a hung engine goes quiet (their /health).
+// process reads them when it resumes). Silence is not judged across a time
+// the engine itself was not running (SIGSTOP): every API server then gets a
+// full timeout from the resume. The engine's heartbeats come from the output
+// thread, so a long step (a CPU prefill) keeps them going while a stopped
+// engine goes quiet (what the API servers' /health watches).
 #pragma once
 
 #include <atomic>
