@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <zlib.h>
+#include <cstdio>
 #include <cstring>
 
 #include <algorithm>
@@ -57,48 +58,68 @@ std::string Gzip(const std::string& data) {
   return out;
 }
 
+namespace http_internal {
+
+AcceptLoop::AcceptLoop(asio::io_context& io, Admit admit)
+    : io_(io), admit_(std::move(admit)), strand_(asio::make_strand(io)), acceptor_(strand_),
+      backoff_(strand_) {}
+
+void AcceptLoop::Start() {
+  asio::post(strand_, [this] { Accept(); });
+}
+
+void AcceptLoop::Close() {
+  asio::post(strand_, [this] {
+    beast::error_code ignored;
+    backoff_.cancel();
+    acceptor_.close(ignored);
+  });
+}
+
+void AcceptLoop::Accept() {
+  // Each connection gets its own strand: its handlers and writes never overlap.
+  acceptor_.async_accept(asio::make_strand(io_), [this](beast::error_code ec, tcp::socket socket) {
+    if (!acceptor_.is_open()) return;
+    // Out of descriptors (or memory): retrying at once would spin on the
+    // same error; the connections waiting in the backlog are taken when
+    // some close.
+    if (ec) return Retry();
+    // Whatever admitting this connection does, the next accept is armed:
+    // an exception here used to end accepting for the life of the process.
+    try {
+      admit_(std::move(socket));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sightline: HTTP: admitting a connection: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "sightline: HTTP: admitting a connection: unknown exception\n");
+    }
+    Accept();
+  });
+}
+
+void AcceptLoop::Retry() {
+  backoff_.expires_after(std::chrono::milliseconds(50));
+  backoff_.async_wait([this](beast::error_code e) {
+    if (!e && acceptor_.is_open()) Accept();
+  });
+}
+
+}  // namespace http_internal
+
 // The acceptor and its threads; connections are served in http_session.cc.
 // HttpCore is the base, so it is destroyed after the io_context (whose
 // pending handlers own the sessions that point at it).
 struct HttpServer::Impl : http_internal::HttpCore {
   asio::io_context io;
-  // With several threads, async_accept's completion and close() must not
-  // overlap: the acceptor and its back-off timer live on one strand, and
-  // every operation on them is posted there.
-  asio::strand<asio::io_context::executor_type> accept_strand = asio::make_strand(io);
-  tcp::acceptor acceptor{accept_strand};
-  asio::steady_timer accept_backoff{accept_strand};
+  http_internal::AcceptLoop accept{io, [this](tcp::socket s) { Admit(std::move(s)); }};
   std::vector<std::thread> threads;
   int bound_port = 0;
 
-  void Accept() {
-    // Each connection gets its own strand: its handlers and writes never overlap.
-    acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
-      if (!acceptor.is_open()) return;
-      if (ec) {
-        // Out of descriptors (or memory): retrying at once would spin on the
-        // same error; the connections waiting in the backlog are taken when
-        // some close.
-        accept_backoff.expires_after(std::chrono::milliseconds(50));
-        accept_backoff.async_wait([this](beast::error_code e) {
-          if (!e && acceptor.is_open()) Accept();
-        });
-        return;
-      }
-      if (connections.load() >= max_connections)
-        http_internal::RefuseConnection(this, std::move(socket));
-      else
-        http_internal::ServeConnection(this, std::move(socket));
-      Accept();
-    });
-  }
-
-  void CloseAcceptor() {
-    asio::post(accept_strand, [this] {
-      beast::error_code ignored;
-      accept_backoff.cancel();
-      acceptor.close(ignored);
-    });
+  void Admit(tcp::socket socket) {
+    if (connections.load() >= max_connections)
+      http_internal::RefuseConnection(this, std::move(socket));
+    else
+      http_internal::ServeConnection(this, std::move(socket));
   }
 };
 
@@ -142,6 +163,7 @@ int HttpServer::port() const {
 
 Status HttpServer::Start() {
   Impl& m = *impl_;
+  tcp::acceptor& acceptor = m.accept.acceptor();
   beast::error_code ec;
   if (m.options.inherited_fd >= 0) {
     sockaddr_storage local{};
@@ -149,8 +171,8 @@ Status HttpServer::Start() {
     if (getsockname(m.options.inherited_fd, reinterpret_cast<sockaddr*>(&local), &length) != 0)
       return Status::IoError("listening fd " + std::to_string(m.options.inherited_fd) +
                              " is not a socket: " + std::strerror(errno));
-    m.acceptor.assign(local.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), m.options.inherited_fd,
-                      ec);
+    acceptor.assign(local.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), m.options.inherited_fd,
+                    ec);
     if (ec)
       return Status::IoError("cannot adopt listening fd " + std::to_string(m.options.inherited_fd) +
                              ": " + ec.message());
@@ -158,23 +180,23 @@ Status HttpServer::Start() {
     const auto address = asio::ip::make_address(m.options.host, ec);
     if (ec) return Status::InvalidArgument("invalid --host '" + m.options.host + "'");
     const tcp::endpoint endpoint(address, static_cast<unsigned short>(m.options.port));
-    m.acceptor.open(endpoint.protocol(), ec);
-    if (!ec) m.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    acceptor.open(endpoint.protocol(), ec);
+    if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) {  // N API servers on one port
       const int one = 1;
-      if (setsockopt(m.acceptor.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+      if (setsockopt(acceptor.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
         return Status::IoError("SO_REUSEPORT: " + std::string(std::strerror(errno)));
     }
-    if (!ec) m.acceptor.bind(endpoint, ec);
-    if (!ec) m.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (!ec) acceptor.bind(endpoint, ec);
+    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (ec)
       return Status::IoError("cannot listen on " + m.options.host + ":" +
                              std::to_string(m.options.port) + ": " + ec.message());
   }
-  m.bound_port = m.acceptor.local_endpoint(ec).port();
+  m.bound_port = acceptor.local_endpoint(ec).port();
   m.max_connections = m.options.max_connections > 0 ? m.options.max_connections
                                                      : DefaultMaxConnections();
-  asio::post(m.accept_strand, [&m] { m.Accept(); });
+  m.accept.Start();
   for (int i = 0; i < std::max(1, m.options.threads); ++i)
     m.threads.emplace_back([&m] { http_internal::RunLoop(m.io); });
   return Status::Ok();
@@ -182,7 +204,7 @@ Status HttpServer::Start() {
 
 void HttpServer::StopAccepting() {
   impl_->draining = true;
-  impl_->CloseAcceptor();
+  impl_->accept.Close();
 }
 
 bool HttpServer::Drain(double timeout_s) {
@@ -197,11 +219,16 @@ bool HttpServer::Drain(double timeout_s) {
 
 void HttpServer::Stop() {
   Impl& m = *impl_;
-  if (m.threads.empty()) return;
-  m.CloseAcceptor();
-  m.io.stop();
-  for (auto& t : m.threads) t.join();
-  m.threads.clear();
+  if (!m.threads.empty()) {
+    m.accept.Close();
+    m.io.stop();
+    for (auto& t : m.threads) t.join();
+    m.threads.clear();
+  }
+  // No handler runs now: drop what responders held, so that every session
+  // goes before the io_context its socket belongs to (here, or with the
+  // io_context's pending handlers), whatever still holds a responder.
+  http_internal::SeverResponders(&m);
 }
 
 }  // namespace sightline::api

@@ -17,7 +17,9 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <list>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <vector>
 
@@ -83,6 +85,11 @@ const std::string kLastChunk = "0\r\n\r\n";
 // RST that could destroy the response before the client reads it
 // (RFC 9112 §9.6).
 constexpr auto kLinger = std::chrono::seconds(2);
+// What a client sends while its request is answered (a pipelined request,
+// a stray CRLF) is read and kept for the next request, so that the hangup
+// watch can go on; past this much the server stops reading, and a hangup
+// shows only when the answer's write fails.
+constexpr std::size_t kMaxHeldBytes = 64u << 10;
 
 std::chrono::steady_clock::duration Seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -95,6 +102,8 @@ std::string_view View(beast::string_view s) {
 bool IsHttpError(const beast::error_code& ec) {
   return &ec.category() == &http::make_error_code(http::error::need_more).category();
 }
+
+}  // namespace
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -165,6 +174,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void Dispatch();
   bool Refused(const beast::error_code& ec);
   void WatchForHangup();
+  void TakeWaitingBytes();
+  void WriteWhole(bool keep_alive);
   void Pump();
   void ArmWriteTimer(Clock::duration d);
   void Hangup();
@@ -186,6 +197,11 @@ class Session : public std::enable_shared_from_this<Session> {
     AnswerDone();
     complete_ = true;
     on_disconnect_ = nullptr;
+    if (watching_) {  // nothing else is pending on the socket now
+      beast::error_code ignored;
+      stream_.socket().cancel(ignored);
+      watching_ = false;
+    }
   }
 
   HttpCore* core_;
@@ -197,6 +213,7 @@ class Session : public std::enable_shared_from_this<Session> {
   HttpRequest request_;               // the one being read (header first)
   const AsyncHandler* handler_ = nullptr;
   http::response<http::string_body> res_;
+  std::unique_ptr<http::response_serializer<http::string_body>> whole_;  // res_ being written
   // Streaming: the header, then chunks (in wire form) written one at a time.
   std::unique_ptr<http::response<http::empty_body>> stream_header_;
   std::unique_ptr<http::response_serializer<http::empty_body>> serializer_;
@@ -209,25 +226,40 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closing_ = false;  // the last response was written; lingering
   bool counted_ = false;  // this request is in core_->answering
   bool write_timer_armed_ = false;
+  bool watching_ = false;  // the hangup watch is pending
   Clock::time_point write_started_;
   std::function<void()> on_disconnect_;
 };
 
-// Answers one request of a session; safe to call from any thread.
+namespace {
+
+// Answers one request of a session; safe to call from any thread. Its
+// reference to the session is kept in the server's ResponderLinks, and used
+// under their lock, so that the server can drop it when it stops.
 class SessionResponder : public Responder {
  public:
-  explicit SessionResponder(std::shared_ptr<Session> s)
-      : session_(std::move(s)), seq_(session_->seq()), version_(session_->version()),
-        keep_alive_(session_->keep_alive()) {}
+  SessionResponder(std::shared_ptr<ResponderLinks> links, std::shared_ptr<Session> s)
+      : links_(std::move(links)), seq_(s->seq()), version_(s->version()),
+        keep_alive_(s->keep_alive()) {
+    std::lock_guard<std::mutex> g(links_->mu);
+    if (!links_->open) return;
+    links_->sessions.push_front(std::move(s));
+    link_ = links_->sessions.begin();
+    linked_ = true;
+  }
+  ~SessionResponder() override {
+    // Released after the lock: the session's destructor may drop other
+    // responders (those its disconnect callback holds).
+    std::list<std::shared_ptr<Session>> dropped;
+    std::lock_guard<std::mutex> g(links_->mu);
+    if (linked_ && links_->open) dropped.splice(dropped.begin(), links_->sessions, link_);
+  }
   void Send(HttpResponse r) override {
-    session_->Post(seq_, [r = std::move(r), ka = keep_alive_](Session& s) mutable {
-      s.Finish(std::move(r), ka);
-    });
+    Post([r = std::move(r), ka = keep_alive_](Session& s) mutable { s.Finish(std::move(r), ka); });
   }
   void StartStream(int status, std::string type,
                    std::map<std::string, std::string> headers) override {
-    session_->Post(seq_, [status, type = std::move(type),
-                          headers = std::move(headers)](Session& s) mutable {
+    Post([status, type = std::move(type), headers = std::move(headers)](Session& s) mutable {
       s.StreamHeader(status, std::move(type), std::move(headers));
     });
   }
@@ -236,21 +268,40 @@ class SessionResponder : public Responder {
     // HTTP/1.0 has no chunked coding: its stream is the raw bytes, ended by
     // closing the connection (RFC 9112 §6.3 item 8).
     std::string wire = version_ >= 11 ? ChunkWire(chunk) : std::move(chunk);
-    session_->Post(seq_, [wire = std::move(wire)](Session& s) mutable { s.Queue(std::move(wire)); });
+    Post([wire = std::move(wire)](Session& s) mutable { s.Queue(std::move(wire)); });
   }
   void End() override {
-    session_->Post(seq_, [](Session& s) { s.EndStream(); });
+    Post([](Session& s) { s.EndStream(); });
   }
   void OnDisconnect(std::function<void()> cb) override {
-    session_->Post(seq_, [cb = std::move(cb)](Session& s) mutable { s.SetOnDisconnect(std::move(cb)); });
+    Post([cb = std::move(cb)](Session& s) mutable { s.SetOnDisconnect(std::move(cb)); });
   }
 
  private:
-  std::shared_ptr<Session> session_;
+  // Once the server has stopped, nothing: the session may be gone, and its
+  // io_context with it.
+  template <typename F>
+  void Post(F f) {
+    std::lock_guard<std::mutex> g(links_->mu);
+    if (linked_ && links_->open) (*link_)->Post(seq_, std::move(f));
+  }
+
+  const std::shared_ptr<ResponderLinks> links_;
+  std::list<std::shared_ptr<Session>>::iterator link_;
+  bool linked_ = false;
   const std::uint64_t seq_;
   const unsigned version_;
   const bool keep_alive_;
 };
+
+}  // namespace
+
+void SeverResponders(HttpCore* core) {
+  std::list<std::shared_ptr<Session>> dropped;  // released after the lock, as above
+  std::lock_guard<std::mutex> g(core->links->mu);
+  core->links->open = false;
+  dropped.swap(core->links->sessions);
+}
 
 void Session::Read() {
   // Everything of the previous request goes: a late call for it is dropped
@@ -261,7 +312,16 @@ void Session::Read() {
   pending_.clear();
   serializer_.reset();
   stream_header_.reset();
+  whole_.reset();
   on_disconnect_ = nullptr;
+  // RFC 9112 §2.2: empty lines before a request line are ignored (some
+  // clients send CRLF after a body). Those already read are dropped here.
+  {
+    const auto* p = static_cast<const char*>(buffer_.data().data());
+    std::size_t n = 0;
+    while (n < buffer_.size() && (p[n] == '\r' || p[n] == '\n')) ++n;
+    buffer_.consume(n);
+  }
   parser_ = std::make_unique<http::request_parser<http::string_body>>();
   parser_->body_limit(core_->options.max_body_bytes);
   // One deadline for the header, idle keep-alive time included: a client
@@ -369,7 +429,7 @@ void Session::Dispatch() {
   HttpRequest req = std::move(request_);
   WatchForHangup();
   try {
-    (*handler_)(req, std::make_shared<SessionResponder>(shared_from_this()));
+    (*handler_)(req, std::make_shared<SessionResponder>(core_->links, shared_from_this()));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sightline: HTTP: %s %s: internal error: %s\n", req.method.c_str(),
                  req.path.c_str(), e.what());
@@ -382,21 +442,31 @@ void Session::Dispatch() {
 }
 
 // While a request is being answered, a readable socket with nothing to read
-// means the client hung up.
+// means the client hung up. Bytes are taken into buffer_ (the next request
+// is read from there) and the watch re-armed, so a close after them is seen.
 void Session::WatchForHangup() {
+  if (buffer_.size() >= kMaxHeldBytes) return;
+  watching_ = true;
   stream_.socket().async_wait(
       tcp::socket::wait_read,
       asio::bind_executor(stream_.get_executor(),
                           [self = shared_from_this(), seq = seq_](beast::error_code ec) {
-                            if (ec || self->seq_ != seq || self->complete_) return;
-                            char byte;
-                            const ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte,
-                                                     1, MSG_PEEK | MSG_DONTWAIT);
-                            // 0: an orderly close; an error other than "nothing
-                            // yet": a reset. Bytes: a pipelined request, read later.
-                            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
-                              self->Hangup();
+                            if (self->seq_ != seq) return;  // an earlier request's
+                            self->watching_ = false;
+                            if (ec || self->complete_ || self->gone_ || self->closing_) return;
+                            self->TakeWaitingBytes();
                           }));
+}
+
+void Session::TakeWaitingBytes() {
+  const auto space = buffer_.prepare(kMaxHeldBytes - buffer_.size());
+  const ssize_t n =
+      ::recv(stream_.socket().native_handle(), space.data(), space.size(), MSG_DONTWAIT);
+  // 0: an orderly close; an error other than "nothing yet": a reset.
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+    return Hangup();
+  if (n > 0) buffer_.commit(static_cast<std::size_t>(n));
+  WatchForHangup();
 }
 
 void Session::Hangup() {
@@ -430,14 +500,27 @@ void Session::Finish(HttpResponse r, bool keep_alive) {
     res_.prepare_payload();
   }
   res_.keep_alive(keep_alive);
-  stream_.expires_after(Seconds(core_->options.write_timeout_s));
-  http::async_write(stream_, res_,
-                    [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
-                      if (ec) return self->Hangup();
-                      self->Completed();
-                      if (!keep_alive) return self->Linger();
-                      self->Read();
-                    });
+  whole_ = std::make_unique<http::response_serializer<http::string_body>>(res_);
+  writing_ = true;
+  WriteWhole(keep_alive);
+}
+
+// A whole response is written in pieces through the raw socket under the
+// streams' progress timer: write_timeout_s bounds a write that makes no
+// progress (the client stopped reading), not the whole body, which a slow
+// but reading client may take long over.
+void Session::WriteWhole(bool keep_alive) {
+  write_started_ = Clock::now();
+  if (!write_timer_armed_) ArmWriteTimer(Seconds(core_->options.write_timeout_s));
+  auto done = [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
+    if (!ec && !self->whole_->is_done()) return self->WriteWhole(keep_alive);
+    self->writing_ = false;
+    if (ec) return self->Hangup();
+    self->Completed();
+    if (!keep_alive) return self->Linger();
+    self->Read();
+  };
+  http::async_write_some(stream_.socket(), *whole_, std::move(done));
 }
 
 void Session::StreamHeader(int status, std::string type,
@@ -498,9 +581,9 @@ void Session::Pump() {
                     });
 }
 
-// A streamed write that makes no progress for write_timeout_s means the
-// client stopped reading: it is dropped, so it cannot pin the connection or
-// the chunks queued behind the write.
+// A write (a chunk, or a piece of a whole response) that makes no progress
+// for write_timeout_s means the client stopped reading: it is dropped, so it
+// cannot pin the connection or the chunks queued behind the write.
 void Session::ArmWriteTimer(Clock::duration d) {
   write_timer_armed_ = true;
   write_timer_.expires_after(d);
@@ -533,8 +616,6 @@ void Session::Discard() {
                             self->Discard();
                           });
 }
-
-}  // namespace
 
 void ServeConnection(HttpCore* core, tcp::socket socket) {
   // Streamed tokens are small writes: without TCP_NODELAY, Nagle holds each

@@ -54,7 +54,11 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 // Send() or StartStream() wins; calls after the answer is complete, or once
 // the connection has moved on to another request, do nothing.
 // OnDisconnect's callback runs once if the client goes away before the
-// answer is complete (while waiting or mid-stream, or it stopped reading).
+// answer is complete (while waiting or mid-stream, or it stopped reading;
+// bytes it sends meanwhile are kept for its next request, not a hangup).
+// A Responder may outlive its HttpServer: once Stop() has returned, every
+// call does nothing and no callback runs (the connection went with the
+// server).
 class Responder {
  public:
   virtual ~Responder() = default;
@@ -81,9 +85,10 @@ struct HttpServerOptions {
   // included), and its body within this again; otherwise the connection is
   // closed (slow clients cannot hold connections).
   double read_timeout_s = 30;
-  // A response, or one chunk of a stream, not written within this (the
-  // client stopped reading) drops the connection: the OnDisconnect callback
-  // runs and what was queued is freed.
+  // A write that makes no progress for this long (the client stopped
+  // reading) drops the connection: the OnDisconnect callback runs and what
+  // was queued is freed. A slow client that keeps reading is not cut, however
+  // long the body or stream.
   double write_timeout_s = 30;
   // Connections open at once; beyond it a new connection is answered 503
   // and closed. 0: derived from RLIMIT_NOFILE, with headroom left for the
