@@ -69,7 +69,10 @@ sanitize_test() {
   cmake --build "$dir" -j"$(nproc)" --target sightline shm_registry_tests ipc_schema_tests \
     api_server_tests http_fuzzer sightline_envelope_fuzzer
   cd "$dir"
-  UBSAN_OPTIONS=print_stacktrace=1 ctest -j"$(nproc)" -L sanitize --output-on-failure --timeout 600
+  # Left to the GCC tree: a test that runs 32 x 1,900 tokens to the end through
+  # an ASan-built engine (minutes here, seconds there) and checks only timing.
+  UBSAN_OPTIONS=print_stacktrace=1 ctest -j"$(nproc)" -L sanitize --output-on-failure --timeout 600 \
+    -E '^EngineClientTest\.ASlowHandlerDoesNotDelayHeartbeats$'
 }
 
 case "$mode" in
