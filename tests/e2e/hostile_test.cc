@@ -23,25 +23,10 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::string Key(const std::string& name, const std::string& extra = "") {
-  return name + "{engine=\"0\"," + extra + "model_name=\"sightline-tiny\"}";
-}
 const std::string kRunning = Key("vllm:num_requests_running");
 const std::string kWaiting = Key("vllm:num_requests_waiting");
 const std::string kAborted = Key("vllm:request_success_total", "finished_reason=\"abort\",");
 
-template <typename Pred>
-bool WaitForPage(int port, Pred pred, std::chrono::milliseconds timeout = 20s) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    try {
-      if (pred(Scrape(port))) return true;
-    } catch (const std::exception&) {
-    }
-    std::this_thread::sleep_for(50ms);
-  }
-  return false;
-}
 
 // An instance under attack, and the invariants every phase must leave intact.
 class Hostile : public ::testing::Test {

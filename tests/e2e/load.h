@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -158,6 +159,26 @@ class Scraper {
 inline std::map<std::string, double> Scrape(int port) {
   auto r = HttpClient(port).Request(boost::beast::http::verb::get, "/metrics");
   return ParseSamples(r.body());
+}
+
+// The key of an engine-labelled sample of the built-in model: `name{engine="0",<extra>model_name=...}`.
+inline std::string Key(const std::string& name, const std::string& extra = "") {
+  return name + "{engine=\"0\"," + extra + "model_name=\"sightline-tiny\"}";
+}
+
+// Polls the scraped page until pred(page) holds (at most timeout).
+template <typename Pred>
+bool WaitForPage(int port, Pred pred,
+                 std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      if (pred(Scrape(port))) return true;
+    } catch (const std::exception&) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
 }
 
 }  // namespace sightline::testing

@@ -21,26 +21,10 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-std::string Key(const std::string& name, const std::string& extra = "") {
-  return name + "{engine=\"0\"," + extra + "model_name=\"sightline-tiny\"}";
-}
 const std::string kRunning = Key("vllm:num_requests_running");
 const std::string kLength = Key("vllm:request_success_total", "finished_reason=\"length\",");
 const std::string kStreamed = "sightline:stream_outcomes_total{handler=\"/v1/completions\",";
 
-// Polls the scraped page until pred(page) holds (at most timeout).
-template <typename Pred>
-bool WaitForPage(int port, Pred pred, std::chrono::milliseconds timeout = 20s) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    try {
-      if (pred(Scrape(port))) return true;
-    } catch (const std::exception&) {
-    }
-    std::this_thread::sleep_for(50ms);
-  }
-  return false;
-}
 
 TEST(Serve, ThreeApiServersCountExactly) {
   ServeInstance serve({"--api-server-count", "3"});
