@@ -1,80 +1,18 @@
 // One connection of HttpServer: read a request header, refuse it early or
 // read its body, dispatch, answer (whole or streamed), repeat while
-// keep-alive. Every member of a Session is touched only on its strand.
-#include "http_session.h"
-
+// keep-alive (the Session of http_connection.h; its Responder is in
+// http_responder.cc). Every member of a Session is touched only on its strand.
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <boost/asio.hpp>
-#include <cerrno>
 #include <cctype>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <deque>
-#include <exception>
-#include <functional>
-#include <list>
-#include <memory>
-#include <mutex>
-#include <set>
+#include <cerrno>
 #include <vector>
 
+#include "http_connection.h"
 #include "http_protocol.h"
 
 namespace sightline::api::http_internal {
-
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
-
-bool HttpCore::Authorized(const HttpRequest& req) const {
-  if (options.api_key.empty()) return true;
-  for (const auto& open : options.open_paths)
-    if (req.path == open) return true;
-  auto it = req.headers.find("authorization");
-  return it != req.headers.end() && BearerMatches(it->second, options.api_key);
-}
-
-const AsyncHandler* HttpCore::Find(const HttpRequest& req, HttpResponse* error) const {
-  auto it = routes.find({req.method, req.path});
-  // HEAD is GET without the body (RFC 9110 §9.3.2); the session drops it.
-  if (it == routes.end() && req.method == "HEAD") it = routes.find({"GET", req.path});
-  if (it == routes.end()) it = routes.find({"", req.path});
-  if (it != routes.end()) return &it->second;
-  std::set<std::string> allowed;
-  for (const auto& [key, handler] : routes)
-    if (key.second == req.path) allowed.insert(key.first);
-  if (allowed.empty()) {
-    *error = ErrorResponse(404, "no route for " + req.path, "NotFoundError");
-    return nullptr;
-  }
-  if (allowed.count("GET")) allowed.insert("HEAD");
-  std::string allow;
-  for (const auto& m : allowed) allow += (allow.empty() ? "" : ", ") + m;
-  *error = ErrorResponse(405, "method " + req.method + " not allowed on " + req.path,
-                         "BadRequestError");
-  error->headers["Allow"] = allow;  // RFC 9110 §15.5.6: a 405 MUST carry it
-  return nullptr;
-}
-
-void RunLoop(asio::io_context& io) {
-  for (;;) {
-    try {
-      io.run();
-      return;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "sightline: HTTP: exception escaped a handler: %s\n", e.what());
-    } catch (...) {
-      std::fprintf(stderr, "sightline: HTTP: exception escaped a handler\n");
-    }
-  }
-}
 
 namespace {
 
@@ -105,203 +43,7 @@ bool IsHttpError(const beast::error_code& ec) {
 
 }  // namespace
 
-class Session : public std::enable_shared_from_this<Session> {
- public:
-  Session(HttpCore* core, tcp::socket s, bool admitted)
-      : core_(core), admitted_(admitted), stream_(std::move(s)), write_timer_(stream_.get_executor()) {}
-  ~Session() {
-    AnswerDone();
-    if (admitted_)
-      --core_->connections;
-    else
-      --core_->refusing;
-  }
 
-  void Start() { Read(); }
-  void Refuse() {
-    Finish(ErrorResponse(503,
-                         "too many connections (this server accepts " +
-                             std::to_string(core_->max_connections) + ")",
-                         "ServiceUnavailableError"),
-           false);
-  }
-
-  // What a Responder does, posted to the strand; `seq` names the request it
-  // answers, and calls for any other (an earlier one) are dropped, so a late
-  // or repeated call can never answer a later request on the connection.
-  template <typename F>
-  void Post(std::uint64_t seq, F f) {
-    // A template, not std::function: Write() runs per token, and asio
-    // recycles its handler memory where std::function would allocate.
-    asio::post(stream_.get_executor(), [self = shared_from_this(), seq, f = std::move(f)]() mutable {
-      if (self->seq_ != seq) return;
-      try {
-        f(*self);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "sightline: HTTP: answering a request: %s\n", e.what());
-        self->Hangup();
-      } catch (...) {
-        std::fprintf(stderr, "sightline: HTTP: answering a request: unknown exception\n");
-        self->Hangup();
-      }
-    });
-  }
-  void Finish(HttpResponse r, bool keep_alive);
-  void StreamHeader(int status, std::string type, std::map<std::string, std::string> headers);
-  void Queue(std::string wire) {
-    if (gone_ || closing_ || head_) return;
-    pending_.push_back(std::move(wire));
-    Pump();
-  }
-  void EndStream() {
-    if (gone_ || closing_) return;
-    ending_ = true;
-    Pump();
-  }
-  void SetOnDisconnect(std::function<void()> cb) {
-    if (complete_) return;  // answered in full: the client no longer matters
-    if (gone_) return cb();
-    on_disconnect_ = std::move(cb);
-  }
-  std::uint64_t seq() const { return seq_; }
-  unsigned version() const { return version_; }
-  bool keep_alive() const { return keep_alive_; }
-
- private:
-  void Read();
-  void OnHeader(beast::error_code ec);
-  void OnBody(beast::error_code ec);
-  void Dispatch();
-  bool Refused(const beast::error_code& ec);
-  void WatchForHangup();
-  void TakeWaitingBytes();
-  void WriteWhole(bool keep_alive);
-  void Pump();
-  void ArmWriteTimer(Clock::duration d);
-  void Hangup();
-  void Linger();
-  void Discard();
-  void Close() {
-    write_timer_.cancel();
-    stream_.close();
-  }
-  void BeginAnswer() {
-    if (!counted_) ++core_->answering;
-    counted_ = true;
-  }
-  void AnswerDone() {
-    if (counted_) --core_->answering;
-    counted_ = false;
-  }
-  void Completed() {  // the answer is fully written
-    AnswerDone();
-    complete_ = true;
-    on_disconnect_ = nullptr;
-    if (watching_) {  // nothing else is pending on the socket now
-      beast::error_code ignored;
-      stream_.socket().cancel(ignored);
-      watching_ = false;
-    }
-  }
-
-  HttpCore* core_;
-  const bool admitted_;
-  beast::tcp_stream stream_;
-  asio::steady_timer write_timer_;
-  beast::flat_buffer buffer_;
-  std::unique_ptr<http::request_parser<http::string_body>> parser_;
-  HttpRequest request_;               // the one being read (header first)
-  const AsyncHandler* handler_ = nullptr;
-  http::response<http::string_body> res_;
-  std::unique_ptr<http::response_serializer<http::string_body>> whole_;  // res_ being written
-  // Streaming: the header, then chunks (in wire form) written one at a time.
-  std::unique_ptr<http::response<http::empty_body>> stream_header_;
-  std::unique_ptr<http::response_serializer<http::empty_body>> serializer_;
-  std::deque<std::string> pending_;
-  std::uint64_t seq_ = 0;  // the request being answered
-  unsigned version_ = 11;
-  bool keep_alive_ = false, head_ = false;
-  bool writing_ = false, ending_ = false, answered_ = false, complete_ = false;
-  bool gone_ = false;     // the client went away (or stopped reading)
-  bool closing_ = false;  // the last response was written; lingering
-  bool counted_ = false;  // this request is in core_->answering
-  bool write_timer_armed_ = false;
-  bool watching_ = false;  // the hangup watch is pending
-  Clock::time_point write_started_;
-  std::function<void()> on_disconnect_;
-};
-
-namespace {
-
-// Answers one request of a session; safe to call from any thread. Its
-// reference to the session is kept in the server's ResponderLinks, and used
-// under their lock, so that the server can drop it when it stops.
-class SessionResponder : public Responder {
- public:
-  SessionResponder(std::shared_ptr<ResponderLinks> links, std::shared_ptr<Session> s)
-      : links_(std::move(links)), seq_(s->seq()), version_(s->version()),
-        keep_alive_(s->keep_alive()) {
-    std::lock_guard<std::mutex> g(links_->mu);
-    if (!links_->open) return;
-    links_->sessions.push_front(std::move(s));
-    link_ = links_->sessions.begin();
-    linked_ = true;
-  }
-  ~SessionResponder() override {
-    // Released after the lock: the session's destructor may drop other
-    // responders (those its disconnect callback holds).
-    std::list<std::shared_ptr<Session>> dropped;
-    std::lock_guard<std::mutex> g(links_->mu);
-    if (linked_ && links_->open) dropped.splice(dropped.begin(), links_->sessions, link_);
-  }
-  void Send(HttpResponse r) override {
-    Post([r = std::move(r), ka = keep_alive_](Session& s) mutable { s.Finish(std::move(r), ka); });
-  }
-  void StartStream(int status, std::string type,
-                   std::map<std::string, std::string> headers) override {
-    Post([status, type = std::move(type), headers = std::move(headers)](Session& s) mutable {
-      s.StreamHeader(status, std::move(type), std::move(headers));
-    });
-  }
-  void Write(std::string chunk) override {
-    if (chunk.empty()) return;  // a zero-size chunk would end the stream
-    // HTTP/1.0 has no chunked coding: its stream is the raw bytes, ended by
-    // closing the connection (RFC 9112 §6.3 item 8).
-    std::string wire = version_ >= 11 ? ChunkWire(chunk) : std::move(chunk);
-    Post([wire = std::move(wire)](Session& s) mutable { s.Queue(std::move(wire)); });
-  }
-  void End() override {
-    Post([](Session& s) { s.EndStream(); });
-  }
-  void OnDisconnect(std::function<void()> cb) override {
-    Post([cb = std::move(cb)](Session& s) mutable { s.SetOnDisconnect(std::move(cb)); });
-  }
-
- private:
-  // Once the server has stopped, nothing: the session may be gone, and its
-  // io_context with it.
-  template <typename F>
-  void Post(F f) {
-    std::lock_guard<std::mutex> g(links_->mu);
-    if (linked_ && links_->open) (*link_)->Post(seq_, std::move(f));
-  }
-
-  const std::shared_ptr<ResponderLinks> links_;
-  std::list<std::shared_ptr<Session>>::iterator link_;
-  bool linked_ = false;
-  const std::uint64_t seq_;
-  const unsigned version_;
-  const bool keep_alive_;
-};
-
-}  // namespace
-
-void SeverResponders(HttpCore* core) {
-  std::list<std::shared_ptr<Session>> dropped;  // released after the lock, as above
-  std::lock_guard<std::mutex> g(core->links->mu);
-  core->links->open = false;
-  dropped.swap(core->links->sessions);
-}
 
 void Session::Read() {
   // Everything of the previous request goes: a late call for it is dropped
@@ -429,7 +171,7 @@ void Session::Dispatch() {
   HttpRequest req = std::move(request_);
   WatchForHangup();
   try {
-    (*handler_)(req, std::make_shared<SessionResponder>(core_->links, shared_from_this()));
+    (*handler_)(req, MakeResponder(core_->links, shared_from_this()));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sightline: HTTP: %s %s: internal error: %s\n", req.method.c_str(),
                  req.path.c_str(), e.what());
