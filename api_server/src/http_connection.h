@@ -32,7 +32,10 @@ using Clock = std::chrono::steady_clock;
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(HttpCore* core, tcp::socket s, bool admitted)
-      : core_(core), admitted_(admitted), stream_(std::move(s)), write_timer_(stream_.get_executor()) {}
+      : core_(core),
+        admitted_(admitted),
+        stream_(std::move(s)),
+        write_timer_(stream_.get_executor()) {}
   ~Session() {
     AnswerDone();
     if (admitted_)
@@ -57,18 +60,19 @@ class Session : public std::enable_shared_from_this<Session> {
   void Post(std::uint64_t seq, F f) {
     // A template, not std::function: Write() runs per token, and asio
     // recycles its handler memory where std::function would allocate.
-    asio::post(stream_.get_executor(), [self = shared_from_this(), seq, f = std::move(f)]() mutable {
-      if (self->seq_ != seq) return;
-      try {
-        f(*self);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "sightline: HTTP: answering a request: %s\n", e.what());
-        self->Hangup();
-      } catch (...) {
-        std::fprintf(stderr, "sightline: HTTP: answering a request: unknown exception\n");
-        self->Hangup();
-      }
-    });
+    asio::post(
+        stream_.get_executor(), [self = shared_from_this(), seq, f = std::move(f)]() mutable {
+          if (self->seq_ != seq) return;
+          try {
+            f(*self);
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "sightline: HTTP: answering a request: %s\n", e.what());
+            self->Hangup();
+          } catch (...) {
+            std::fprintf(stderr, "sightline: HTTP: answering a request: unknown exception\n");
+            self->Hangup();
+          }
+        });
   }
   void Finish(HttpResponse r, bool keep_alive);
   void StreamHeader(int status, std::string type, std::map<std::string, std::string> headers);
@@ -134,7 +138,7 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::steady_timer write_timer_;
   beast::flat_buffer buffer_;
   std::unique_ptr<http::request_parser<http::string_body>> parser_;
-  HttpRequest request_;               // the one being read (header first)
+  HttpRequest request_;  // the one being read (header first)
   const AsyncHandler* handler_ = nullptr;
   http::response<http::string_body> res_;
   std::unique_ptr<http::response_serializer<http::string_body>> whole_;  // res_ being written

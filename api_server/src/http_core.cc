@@ -33,8 +33,8 @@ const AsyncHandler* HttpCore::Find(const HttpRequest& req, HttpResponse* error) 
   if (allowed.count("GET")) allowed.insert("HEAD");
   std::string allow;
   for (const auto& m : allowed) allow += (allow.empty() ? "" : ", ") + m;
-  *error = ErrorResponse(405, "method " + req.method + " not allowed on " + req.path,
-                         "BadRequestError");
+  *error =
+      ErrorResponse(405, "method " + req.method + " not allowed on " + req.path, "BadRequestError");
   error->headers["Allow"] = allow;  // RFC 9110 §15.5.6: a 405 MUST carry it
   return nullptr;
 }

@@ -15,7 +15,9 @@ namespace {
 class SessionResponder : public Responder {
  public:
   SessionResponder(std::shared_ptr<ResponderLinks> links, std::shared_ptr<Session> s)
-      : links_(std::move(links)), seq_(s->seq()), version_(s->version()),
+      : links_(std::move(links)),
+        seq_(s->seq()),
+        version_(s->version()),
         keep_alive_(s->keep_alive()) {
     std::lock_guard<std::mutex> g(links_->mu);
     if (!links_->open) return;

@@ -43,8 +43,6 @@ bool IsHttpError(const beast::error_code& ec) {
 
 }  // namespace
 
-
-
 void Session::Read() {
   // Everything of the previous request goes: a late call for it is dropped
   // by seq, and nothing it queued may leak into this one.
@@ -69,10 +67,9 @@ void Session::Read() {
   // One deadline for the header, idle keep-alive time included: a client
   // trickling bytes (slowloris) cannot hold the connection longer.
   stream_.expires_after(Seconds(core_->options.read_timeout_s));
-  http::async_read_header(stream_, buffer_, *parser_,
-                          [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                            self->OnHeader(ec);
-                          });
+  http::async_read_header(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnHeader(ec); });
 }
 
 // Errors of reading a request: true when the request was answered or the
@@ -81,11 +78,11 @@ bool Session::Refused(const beast::error_code& ec) {
   if (!ec) return false;
   if (ec == http::error::body_limit) {
     BeginAnswer();
-    Finish(ErrorResponse(413,
-                         "request body exceeds " + std::to_string(core_->options.max_body_bytes) +
-                             " bytes",
-                         "BadRequestError"),
-           false);
+    Finish(
+        ErrorResponse(
+            413, "request body exceeds " + std::to_string(core_->options.max_body_bytes) + " bytes",
+            "BadRequestError"),
+        false);
   } else if (IsHttpError(ec) && ec != http::error::end_of_stream) {
     BeginAnswer();
     Finish(ErrorResponse(400, "malformed HTTP request: " + ec.message(), "BadRequestError"), false);
@@ -117,8 +114,8 @@ void Session::OnHeader(beast::error_code ec) {
   const std::size_t hosts = m.count(http::field::host);
   const TransferCoding coding = ClassifyTransferEncoding(codings);
   if (hosts > 1 || (version_ >= 11 && hosts == 0)) {  // RFC 9112 §3.2
-    error = ErrorResponse(400, "an HTTP/1.1 request needs exactly one Host header",
-                          "BadRequestError");
+    error =
+        ErrorResponse(400, "an HTTP/1.1 request needs exactly one Host header", "BadRequestError");
   } else if (coding != TransferCoding::kNone && version_ < 11) {  // RFC 9112 §6.1
     error = ErrorResponse(400, "Transfer-Encoding in an HTTP/1.0 request", "BadRequestError");
     framing = true;
