@@ -4,10 +4,9 @@
 // vanished API server's requests aborted, a new incarnation aborting its
 // predecessor's at once, ownership taken from the routing id, a stalled API
 // server told of its aborts, a frozen engine not taking live API servers for
-// silent when it resumes (while long steps still catch a silent one), the
-// engine's own heartbeat (from its output thread: kept during a long step,
-// silent while it is SIGSTOPped), metrics in the shared registry, and a clean
-// SIGTERM.
+// silent when it resumes, the engine's own heartbeat (silent while it is
+// SIGSTOPped), metrics in the shared registry, and a clean SIGTERM. What needs
+// a stub model (long steps, a failing step) is in engine_server_test.cc.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -23,6 +22,7 @@
 #include <zmq.hpp>
 
 #include "engine_core/dense_reference.h"
+#include "engine_core/fake_api_server.h"
 #include "sightline/engine_core/engine_server.h"
 #include "sightline/engine_core/model_weights.h"
 #include "sightline/ipc/codec.h"
@@ -38,132 +38,6 @@ using sightline::testing::ChildProcess;
 using sightline::testing::ParseSamples;
 using sightline::testing::UniqueInstance;
 using Ms = std::chrono::milliseconds;
-
-// The incarnation a fake API server uses unless told otherwise.
-std::uint64_t DefaultIncarnation(std::uint32_t index) {
-  return 0xfeed0000 + index;
-}
-
-class FakeApiServer {
- public:
-  FakeApiServer(zmq::context_t& ctx, std::uint32_t index, const std::string& in,
-                const std::string& out, std::uint64_t incarnation = 0,
-                const std::string& routing_id = "")
-      : index_(index),
-        incarnation_(incarnation ? incarnation : DefaultIncarnation(index)),
-        in_(ctx, zmq::socket_type::dealer),
-        out_(ctx, zmq::socket_type::dealer) {
-    for (zmq::socket_t* s : {&in_, &out_}) {
-      s->set(zmq::sockopt::routing_id,
-             routing_id.empty() ? ClientIdentity(index, incarnation_) : routing_id);
-      s->set(zmq::sockopt::linger, 0);
-    }
-    out_.connect(out);
-    in_.connect(in);
-  }
-  void SendRaw(const void* data, std::size_t size) {
-    in_.send(zmq::buffer(data, size), zmq::send_flags::none);
-  }
-  void SendRaw(const std::vector<std::uint8_t>& bytes) { SendRaw(bytes.data(), bytes.size()); }
-  void Heartbeat() {
-    flatbuffers::FlatBufferBuilder b;
-    Send(b, ipc::Seal(b, ipc::Body::Heartbeat,
-                      ipc::CreateHeartbeat(b, index_, !ready_, incarnation_).Union()));
-  }
-  // `body_index`: the client index the body claims (another's, to test ownership).
-  void Add(const std::string& id, const std::vector<std::int32_t>& prompt, std::uint32_t max_tokens,
-           std::optional<std::uint32_t> body_index = std::nullopt) {
-    SendRaw(sightline::testing::GreedyAddRequest(id, prompt, max_tokens,
-                                                 body_index.value_or(index_), incarnation_));
-  }
-  void Abort(const std::vector<std::string>& ids) {
-    flatbuffers::FlatBufferBuilder b;
-    Send(b, ipc::Seal(b, ipc::Body::AbortRequests,
-                      ipc::CreateAbortRequests(b, b.CreateVectorOfStrings(ids)).Union()));
-  }
-  void Utility(ipc::UtilityKind kind, std::uint64_t call_id) {
-    flatbuffers::FlatBufferBuilder b;
-    Send(b, ipc::Seal(b, ipc::Body::UtilityCall,
-                      ipc::CreateUtilityCall(b, call_id, kind, index_, incarnation_).Union()));
-  }
-  // Next message other than the engine's heartbeats (heartbeating while
-  // waiting unless `beat` is false); nullopt on timeout.
-  std::optional<ipc::EnvelopeT> Recv(Ms timeout = Ms(10000), bool beat = true) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (beat) Heartbeat();
-      zmq::message_t m;
-      out_.set(zmq::sockopt::rcvtimeo, 200);
-      if (!out_.recv(m)) continue;
-      std::vector<std::uint64_t> aligned;
-      const ipc::Envelope* e = ipc::DecodeFrame(m.data(), m.size(), &aligned);
-      if (!e) continue;
-      ipc::EnvelopeT t;
-      e->UnPackTo(&t);
-      if (t.body.type == ipc::Body::Heartbeat) {
-        const auto* h = t.body.AsHeartbeat();
-        EXPECT_EQ(h->client_index, index_);
-        EXPECT_EQ(h->incarnation, incarnation_);
-        ++engine_heartbeats_;
-        continue;
-      }
-      if (t.body.type == ipc::Body::EngineReady) {
-        // Several heartbeats may have asked for READY before the first came
-        // back: later copies are duplicates, as a real API server treats them.
-        if (ready_) continue;
-        ready_ = true;
-      }
-      return t;
-    }
-    return std::nullopt;
-  }
-  // Collects outputs until every id in `ids` finished; returns tokens per id.
-  std::map<std::string, std::vector<std::int32_t>> Collect(
-      std::set<std::string> ids, std::map<std::string, ipc::FinishReason>* reasons = nullptr) {
-    std::map<std::string, std::vector<std::int32_t>> tokens;
-    while (!ids.empty()) {
-      auto msg = Recv();
-      if (!msg) break;
-      if (msg->body.type != ipc::Body::EngineOutputs) continue;
-      for (const auto& o : msg->body.AsEngineOutputs()->outputs) {
-        EXPECT_TRUE(ids.count(o->request_id) || tokens.count(o->request_id))
-            << "not ours: " << o->request_id;
-        for (auto t : o->new_token_ids) tokens[o->request_id].push_back(t);
-        if (o->finish_reason != ipc::FinishReason::None) {
-          ids.erase(o->request_id);
-          if (reasons) (*reasons)[o->request_id] = o->finish_reason;
-        }
-      }
-    }
-    EXPECT_TRUE(ids.empty()) << "timed out";
-    return tokens;
-  }
-  // Waits until request `id` produced at least `n` tokens (it keeps running).
-  void AwaitTokens(const std::string& id, std::size_t n) {
-    std::size_t got = 0;
-    while (got < n) {
-      auto msg = Recv();
-      ASSERT_TRUE(msg) << "no tokens for " << id;
-      if (msg->body.type != ipc::Body::EngineOutputs) continue;
-      for (const auto& o : msg->body.AsEngineOutputs()->outputs)
-        if (o->request_id == id) {
-          ASSERT_EQ(o->finish_reason, ipc::FinishReason::None) << id << " ended early";
-          got += o->new_token_ids.size();
-        }
-    }
-  }
-  int engine_heartbeats() const { return engine_heartbeats_; }
-
- private:
-  void Send(flatbuffers::FlatBufferBuilder&, std::span<const std::uint8_t> bytes) {
-    in_.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
-  }
-  std::uint32_t index_;
-  std::uint64_t incarnation_;
-  bool ready_ = false;
-  int engine_heartbeats_ = 0;
-  zmq::socket_t in_, out_;
-};
 
 class EngineProcessTest : public ::testing::Test {
  protected:
@@ -209,12 +83,6 @@ constexpr const char* kRunning = "vllm:num_requests_running{engine=\"0\",model_n
 constexpr const char* kAborts =
     "vllm:request_success_total{engine=\"0\",finished_reason=\"abort\",model_name=\"tiny\"}";
 constexpr const char* kRejected = "sightline:engine_rejected_messages_total{engine=\"0\"}";
-
-std::vector<std::int32_t> Prompt(int n, int seed) {
-  std::vector<std::int32_t> p;
-  for (int i = 0; i < n; ++i) p.push_back((i * 37 + seed * 101) % 256);
-  return p;
-}
 
 // Requests that are still running seconds later: one 1,900-token request of
 // the tiny model takes ~0.3 s, 32 of them (a full 32-token step each) ~8 s.
@@ -323,52 +191,6 @@ TEST_F(EngineProcessTest, UtilityCallsGarbageAndRefusedRequests) {
 
 // A runner whose device fails: the engine must tell every API server before
 // it exits non-zero.
-class FailingRunner : public ModelRunner {
- public:
-  FailingRunner() { (void)PresetModelConfig("sightline-tiny", &config_); }
-  const ModelConfig& config() const override { return config_; }
-  void Execute(const BatchInput&, const SamplingBatch&, std::vector<std::int32_t>*) override {
-    throw std::runtime_error("simulated device failure");
-  }
-  void ComputeLogits(const BatchInput&, std::vector<float>*) override {
-    throw std::runtime_error("simulated device failure");
-  }
-
- private:
-  ModelConfig config_;
-};
-
-TEST(EngineServer, FatalErrorBroadcastsEngineDeadAndExitsNonZero) {
-  EngineCoreConfig c;
-  c.block_size = 16;
-  c.num_blocks = 200;
-  c.scheduler.max_model_len = 2048;
-  EngineCore core(c, std::make_unique<FailingRunner>(), nullptr, [] { return 0.0; });
-  const std::string base = "ipc:///tmp/" + UniqueInstance();
-  EngineServerOptions o;
-  o.input_address = base + ".in";
-  o.output_address = base + ".out";
-  o.served_model_name = "tiny";
-  EngineServer server(o, &core, nullptr);
-  int rc = -1;
-  std::thread engine([&] { rc = server.Run(); });
-  zmq::context_t ctx(1);
-  FakeApiServer a(ctx, 0, o.input_address, o.output_address),
-      b(ctx, 1, o.input_address, o.output_address);
-  ASSERT_TRUE(a.Recv());
-  ASSERT_TRUE(b.Recv());
-  a.Add("boom", Prompt(4, 1), 2);
-  for (FakeApiServer* client : {&a, &b}) {
-    auto msg = client->Recv();
-    while (msg && msg->body.type != ipc::Body::EngineDead) msg = client->Recv();
-    ASSERT_TRUE(msg) << "no EngineDead";
-    EXPECT_EQ(msg->body.AsEngineDead()->reason, "simulated device failure");
-  }
-  engine.join();
-  EXPECT_EQ(rc, 1);
-  std::filesystem::remove(o.input_address.substr(6));
-  std::filesystem::remove(o.output_address.substr(6));
-}
 
 TEST_F(EngineProcessTest, AVanishedApiServersRequestsAreAborted) {
   Start({"--heartbeat-timeout", "1"});
@@ -558,111 +380,5 @@ TEST_F(EngineProcessTest, TheEngineHeartbeatsFromItsOutputThread) {
 }
 
 // A runner whose every step takes `step` (a real model's long CPU prefill).
-class SlowRunner : public ModelRunner {
- public:
-  explicit SlowRunner(Ms step) : step_(step) {
-    (void)PresetModelConfig("sightline-tiny", &config_);
-  }
-  const ModelConfig& config() const override { return config_; }
-  void Execute(const BatchInput& batch, const SamplingBatch&,
-               std::vector<std::int32_t>* tokens) override {
-    std::this_thread::sleep_for(step_);
-    tokens->assign(batch.logits_rows.size(), 5);
-  }
-  void ComputeLogits(const BatchInput&, std::vector<float>*) override {}
-
- private:
-  ModelConfig config_;
-  Ms step_;
-};
-
-// A step longer than an API server's health bound must not silence the
-// engine's heartbeats (its /health would answer 503 though the engine works):
-// they keep coming every ~0.5 s while the main loop is inside the step.
-TEST(EngineServer, HeartbeatsKeepComingDuringALongStep) {
-  EngineCoreConfig c;
-  c.block_size = 16;
-  c.num_blocks = 200;
-  c.scheduler.max_model_len = 2048;
-  EngineCore core(c, std::make_unique<SlowRunner>(Ms(3000)), nullptr, [] { return 0.0; });
-  const std::string base = "ipc:///tmp/" + UniqueInstance();
-  std::atomic<bool> stop{false};
-  EngineServerOptions o;
-  o.input_address = base + ".in";
-  o.output_address = base + ".out";
-  o.served_model_name = "tiny";
-  o.stop = &stop;
-  EngineServer server(o, &core, nullptr);
-  std::thread engine([&] { server.Run(); });
-  zmq::context_t ctx(1);
-  FakeApiServer a(ctx, 0, o.input_address, o.output_address);
-  ASSERT_TRUE(a.Recv());
-  a.Add("slow", Prompt(4, 1), 1);
-  std::this_thread::sleep_for(Ms(300));  // inside the step
-  // Every heartbeat's arrival, up to the step's output.
-  auto last = std::chrono::steady_clock::now();
-  auto longest_gap = std::chrono::steady_clock::duration::zero();
-  const int start = a.engine_heartbeats();
-  int beats = start;
-  std::optional<ipc::EnvelopeT> output;
-  while (!output && std::chrono::steady_clock::now() - last < std::chrono::seconds(5)) {
-    output = a.Recv(Ms(100));
-    const auto now = std::chrono::steady_clock::now();
-    if (a.engine_heartbeats() != beats) {
-      beats = a.engine_heartbeats();
-      longest_gap = std::max(longest_gap, now - last);
-      last = now;
-    }
-  }
-  longest_gap = std::max(longest_gap, std::chrono::steady_clock::now() - last);
-  ASSERT_TRUE(output) << "the step never ended";
-  EXPECT_EQ(output->body.type, ipc::Body::EngineOutputs);
-  EXPECT_LT(longest_gap, std::chrono::milliseconds(1200));
-  EXPECT_GE(beats - start, 3);  // ~5 in the rest of the 3 s step
-  stop = true;
-  engine.join();
-  std::filesystem::remove(o.input_address.substr(6));
-  std::filesystem::remove(o.output_address.substr(6));
-}
-
-// The other side of not judging silence across the engine's own gaps: steps
-// longer than half the timeout (the input thread runs meanwhile) must not
-// hide an API server that went quiet. Its request is aborted and it is told.
-TEST(EngineServer, LongStepsDoNotHideASilentApiServer) {
-  EngineCoreConfig c;
-  c.block_size = 16;
-  c.num_blocks = 200;
-  c.scheduler.max_model_len = 2048;
-  EngineCore core(c, std::make_unique<SlowRunner>(Ms(600)), nullptr, [] { return 0.0; });
-  const std::string base = "ipc:///tmp/" + UniqueInstance();
-  std::atomic<bool> stop{false};
-  EngineServerOptions o;
-  o.input_address = base + ".in";
-  o.output_address = base + ".out";
-  o.served_model_name = "tiny";
-  o.heartbeat_timeout_s = 1;
-  o.stop = &stop;
-  EngineServer server(o, &core, nullptr);
-  std::thread engine([&] { server.Run(); });
-  zmq::context_t ctx(1);
-  FakeApiServer a(ctx, 0, o.input_address, o.output_address);
-  ASSERT_TRUE(a.Recv());
-  a.Add("r", Prompt(4, 1), 100);          // a minute of 0.6 s steps
-  std::this_thread::sleep_for(Ms(3000));  // silent
-  std::optional<ipc::FinishReason> reason;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!reason && std::chrono::steady_clock::now() < deadline) {
-    auto msg = a.Recv(Ms(300), /*beat=*/false);
-    if (!msg || msg->body.type != ipc::Body::EngineOutputs) continue;
-    for (const auto& out : msg->body.AsEngineOutputs()->outputs)
-      if (out->finish_reason != ipc::FinishReason::None) reason = out->finish_reason;
-  }
-  EXPECT_EQ(reason, std::optional<ipc::FinishReason>(ipc::FinishReason::Abort));
-  stop = true;
-  engine.join();
-  std::filesystem::remove(o.input_address.substr(6));
-  std::filesystem::remove(o.output_address.substr(6));
-}
-
 }  // namespace
 }  // namespace sightline::engine

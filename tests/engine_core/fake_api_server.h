@@ -1,0 +1,160 @@
+// FakeApiServer: the API-server side of the engine's ZeroMQ protocol, for
+// tests that drive an engine (a real process or an in-process EngineServer):
+// it connects both sockets under its routing id, heartbeats, adds and aborts
+// requests, and collects what the engine sends it. Test support.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "sightline/engine_core/engine_server.h"
+#include "sightline/ipc/codec.h"
+#include "support/ipc_requests.h"
+
+namespace sightline::engine {
+
+using Ms = std::chrono::milliseconds;
+
+// The incarnation a fake API server uses unless told otherwise.
+inline std::uint64_t DefaultIncarnation(std::uint32_t index) {
+  return 0xfeed0000 + index;
+}
+
+class FakeApiServer {
+ public:
+  FakeApiServer(zmq::context_t& ctx, std::uint32_t index, const std::string& in,
+                const std::string& out, std::uint64_t incarnation = 0,
+                const std::string& routing_id = "")
+      : index_(index),
+        incarnation_(incarnation ? incarnation : DefaultIncarnation(index)),
+        in_(ctx, zmq::socket_type::dealer),
+        out_(ctx, zmq::socket_type::dealer) {
+    for (zmq::socket_t* s : {&in_, &out_}) {
+      s->set(zmq::sockopt::routing_id,
+             routing_id.empty() ? ClientIdentity(index, incarnation_) : routing_id);
+      s->set(zmq::sockopt::linger, 0);
+    }
+    out_.connect(out);
+    in_.connect(in);
+  }
+  void SendRaw(const void* data, std::size_t size) {
+    in_.send(zmq::buffer(data, size), zmq::send_flags::none);
+  }
+  void SendRaw(const std::vector<std::uint8_t>& bytes) { SendRaw(bytes.data(), bytes.size()); }
+  void Heartbeat() {
+    flatbuffers::FlatBufferBuilder b;
+    Send(b, ipc::Seal(b, ipc::Body::Heartbeat,
+                      ipc::CreateHeartbeat(b, index_, !ready_, incarnation_).Union()));
+  }
+  // `body_index`: the client index the body claims (another's, to test ownership).
+  void Add(const std::string& id, const std::vector<std::int32_t>& prompt, std::uint32_t max_tokens,
+           std::optional<std::uint32_t> body_index = std::nullopt) {
+    SendRaw(sightline::testing::GreedyAddRequest(id, prompt, max_tokens,
+                                                 body_index.value_or(index_), incarnation_));
+  }
+  void Abort(const std::vector<std::string>& ids) {
+    flatbuffers::FlatBufferBuilder b;
+    Send(b, ipc::Seal(b, ipc::Body::AbortRequests,
+                      ipc::CreateAbortRequests(b, b.CreateVectorOfStrings(ids)).Union()));
+  }
+  void Utility(ipc::UtilityKind kind, std::uint64_t call_id) {
+    flatbuffers::FlatBufferBuilder b;
+    Send(b, ipc::Seal(b, ipc::Body::UtilityCall,
+                      ipc::CreateUtilityCall(b, call_id, kind, index_, incarnation_).Union()));
+  }
+  // Next message other than the engine's heartbeats (heartbeating while
+  // waiting unless `beat` is false); nullopt on timeout.
+  std::optional<ipc::EnvelopeT> Recv(Ms timeout = Ms(10000), bool beat = true) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (beat) Heartbeat();
+      zmq::message_t m;
+      out_.set(zmq::sockopt::rcvtimeo, 200);
+      if (!out_.recv(m)) continue;
+      std::vector<std::uint64_t> aligned;
+      const ipc::Envelope* e = ipc::DecodeFrame(m.data(), m.size(), &aligned);
+      if (!e) continue;
+      ipc::EnvelopeT t;
+      e->UnPackTo(&t);
+      if (t.body.type == ipc::Body::Heartbeat) {
+        const auto* h = t.body.AsHeartbeat();
+        EXPECT_EQ(h->client_index, index_);
+        EXPECT_EQ(h->incarnation, incarnation_);
+        ++engine_heartbeats_;
+        continue;
+      }
+      if (t.body.type == ipc::Body::EngineReady) {
+        // Several heartbeats may have asked for READY before the first came
+        // back: later copies are duplicates, as a real API server treats them.
+        if (ready_) continue;
+        ready_ = true;
+      }
+      return t;
+    }
+    return std::nullopt;
+  }
+  // Collects outputs until every id in `ids` finished; returns tokens per id.
+  std::map<std::string, std::vector<std::int32_t>> Collect(
+      std::set<std::string> ids, std::map<std::string, ipc::FinishReason>* reasons = nullptr) {
+    std::map<std::string, std::vector<std::int32_t>> tokens;
+    while (!ids.empty()) {
+      auto msg = Recv();
+      if (!msg) break;
+      if (msg->body.type != ipc::Body::EngineOutputs) continue;
+      for (const auto& o : msg->body.AsEngineOutputs()->outputs) {
+        EXPECT_TRUE(ids.count(o->request_id) || tokens.count(o->request_id))
+            << "not ours: " << o->request_id;
+        for (auto t : o->new_token_ids) tokens[o->request_id].push_back(t);
+        if (o->finish_reason != ipc::FinishReason::None) {
+          ids.erase(o->request_id);
+          if (reasons) (*reasons)[o->request_id] = o->finish_reason;
+        }
+      }
+    }
+    EXPECT_TRUE(ids.empty()) << "timed out";
+    return tokens;
+  }
+  // Waits until request `id` produced at least `n` tokens (it keeps running).
+  void AwaitTokens(const std::string& id, std::size_t n) {
+    std::size_t got = 0;
+    while (got < n) {
+      auto msg = Recv();
+      ASSERT_TRUE(msg) << "no tokens for " << id;
+      if (msg->body.type != ipc::Body::EngineOutputs) continue;
+      for (const auto& o : msg->body.AsEngineOutputs()->outputs)
+        if (o->request_id == id) {
+          ASSERT_EQ(o->finish_reason, ipc::FinishReason::None) << id << " ended early";
+          got += o->new_token_ids.size();
+        }
+    }
+  }
+  int engine_heartbeats() const { return engine_heartbeats_; }
+
+ private:
+  void Send(flatbuffers::FlatBufferBuilder&, std::span<const std::uint8_t> bytes) {
+    in_.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
+  }
+  std::uint32_t index_;
+  std::uint64_t incarnation_;
+  bool ready_ = false;
+  int engine_heartbeats_ = 0;
+  zmq::socket_t in_, out_;
+};
+
+// A prompt of n token ids, different for each seed.
+inline std::vector<std::int32_t> Prompt(int n, int seed) {
+  std::vector<std::int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back((i * 37 + seed * 101) % 256);
+  return p;
+}
+
+}  // namespace sightline::engine
