@@ -27,8 +27,9 @@ using tcp = asio::ip::tcp;
 HttpResponse ErrorResponse(int status, const std::string& message, const std::string& type,
                            const std::string& param) {
   std::size_t pending = 0;
-  const nlohmann::json param_json =
-      param.empty() ? nlohmann::json(nullptr) : nlohmann::json(ValidUtf8Prefix(param, true, &pending));
+  const nlohmann::json param_json = param.empty()
+                                        ? nlohmann::json(nullptr)
+                                        : nlohmann::json(ValidUtf8Prefix(param, true, &pending));
   HttpResponse r;
   r.status = status;
   // The text is sanitised above; replace is the second line of defence, so a
@@ -61,7 +62,10 @@ std::string Gzip(const std::string& data) {
 namespace http_internal {
 
 AcceptLoop::AcceptLoop(asio::io_context& io, Admit admit)
-    : io_(io), admit_(std::move(admit)), strand_(asio::make_strand(io)), acceptor_(strand_),
+    : io_(io),
+      admit_(std::move(admit)),
+      strand_(asio::make_strand(io)),
+      acceptor_(strand_),
       backoff_(strand_) {}
 
 void AcceptLoop::Start() {
@@ -194,8 +198,8 @@ Status HttpServer::Start() {
                              std::to_string(m.options.port) + ": " + ec.message());
   }
   m.bound_port = acceptor.local_endpoint(ec).port();
-  m.max_connections = m.options.max_connections > 0 ? m.options.max_connections
-                                                     : DefaultMaxConnections();
+  m.max_connections =
+      m.options.max_connections > 0 ? m.options.max_connections : DefaultMaxConnections();
   m.accept.Start();
   for (int i = 0; i < std::max(1, m.options.threads); ++i)
     m.threads.emplace_back([&m] { http_internal::RunLoop(m.io); });

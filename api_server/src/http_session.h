@@ -45,8 +45,8 @@ struct HttpCore {
   std::size_t max_connections = 0;  // resolved at Start()
   // (method, path) -> handler; read-only once serving. Method "" is any.
   std::map<std::pair<std::string, std::string>, AsyncHandler> routes;
-  std::atomic<bool> draining{false};  // StopAccepting() was called
-  std::atomic<int> answering{0};      // requests read whose answer is not fully written
+  std::atomic<bool> draining{false};        // StopAccepting() was called
+  std::atomic<int> answering{0};            // requests read whose answer is not fully written
   std::atomic<std::size_t> connections{0};  // admitted connections alive
   std::atomic<std::size_t> refusing{0};     // over-cap connections being answered 503
   std::shared_ptr<ResponderLinks> links = std::make_shared<ResponderLinks>();

@@ -66,20 +66,22 @@ class HttpHardeningTest : public ::testing::Test {
       throw std::runtime_error("handler bug");
     });
     server_->Route("GET", "/throw-other", [](const HttpRequest&) -> HttpResponse { throw 42; });
-    server_->RouteAsync("GET", "/throw-async", [](const HttpRequest&, std::shared_ptr<Responder> out) {
-      out->StartStream(200, "text/event-stream");
-      out->Write("data: never\n\n");
-      throw std::logic_error("async handler bug");
-    });
+    server_->RouteAsync("GET", "/throw-async",
+                        [](const HttpRequest&, std::shared_ptr<Responder> out) {
+                          out->StartStream(200, "text/event-stream");
+                          out->Write("data: never\n\n");
+                          throw std::logic_error("async handler bug");
+                        });
     server_->RouteAsync("GET", "/stream", [](const HttpRequest&, std::shared_ptr<Responder> out) {
       out->StartStream(200, "text/event-stream");
       out->Write("data: a\n\n");
       out->Write("data: b\n\n");
       out->End();
     });
-    server_->RouteAsync("GET", "/hangup-throws", [](const HttpRequest&, std::shared_ptr<Responder> out) {
-      out->OnDisconnect([] { throw std::runtime_error("disconnect callback bug"); });
-    });
+    server_->RouteAsync(
+        "GET", "/hangup-throws", [](const HttpRequest&, std::shared_ptr<Responder> out) {
+          out->OnDisconnect([] { throw std::runtime_error("disconnect callback bug"); });
+        });
     ASSERT_TRUE(server_->Start().ok());
     port_ = server_->port();
   }
@@ -112,9 +114,10 @@ TEST_F(HttpHardeningTest, AnExceptionEscapingTheIoLoopCostsOnlyItsConnection) {
 }
 
 TEST_F(HttpHardeningTest, InvalidUtf8InTheTargetGetsAValidJsonError) {
-  for (const std::string request : {"GET /\xff HTTP/1.1\r\nHost: a\r\n\r\n",
-                                    "POST /v1/\xc3\x28 HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
-                                    "PUT /\x80 HTTP/1.1\r\nHost: a\r\n\r\n"}) {
+  for (const std::string request :
+       {"GET /\xff HTTP/1.1\r\nHost: a\r\n\r\n",
+        "POST /v1/\xc3\x28 HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+        "PUT /\x80 HTTP/1.1\r\nHost: a\r\n\r\n"}) {
     auto r = Exchange(port_, request);
     EXPECT_EQ(r.status, 404);
     EXPECT_TRUE(IsOpenAiError(r.body, "NotFoundError")) << r.body;
@@ -123,7 +126,8 @@ TEST_F(HttpHardeningTest, InvalidUtf8InTheTargetGetsAValidJsonError) {
   EXPECT_EQ(wrong.status, 405);
   EXPECT_EQ(wrong.headers["allow"], "POST");
   EXPECT_TRUE(IsOpenAiError(wrong.body, "BadRequestError"));
-  EXPECT_EQ(Exchange(port_, "PUT /health HTTP/1.1\r\nHost: a\r\n\r\n").headers["allow"], "GET, HEAD");
+  EXPECT_EQ(Exchange(port_, "PUT /health HTTP/1.1\r\nHost: a\r\n\r\n").headers["allow"],
+            "GET, HEAD");
   EXPECT_EQ(Health(), 200);
 }
 
@@ -146,7 +150,8 @@ TEST_F(HttpHardeningTest, Http10StreamsAreCloseDelimitedNeverChunked) {
 }
 
 TEST_F(HttpHardeningTest, AbsoluteFormTargetsRouteByTheirPath) {
-  auto r = Exchange(port_, "GET http://example.com:8000/text HTTP/1.1\r\nHost: example.com\r\n\r\n");
+  auto r =
+      Exchange(port_, "GET http://example.com:8000/text HTTP/1.1\r\nHost: example.com\r\n\r\n");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body, "hello");
   EXPECT_EQ(Exchange(port_, "GET HTTP://h/query?x=1 HTTP/1.1\r\nHost: h\r\n\r\n").body, "x=1");
@@ -165,7 +170,9 @@ TEST_F(HttpHardeningTest, HeadIsGetWithoutTheBody) {
   RawConnection c(port_);
   // Pipelined: were a body sent after the HEAD answer, it would be read as
   // the start of the second response.
-  c.Send("HEAD /text HTTP/1.1\r\nHost: x\r\n\r\nGET /text HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  c.Send(
+      "HEAD /text HTTP/1.1\r\nHost: x\r\n\r\nGET /text HTTP/1.1\r\nHost: x\r\nConnection: "
+      "close\r\n\r\n");
   const std::string all = c.ReadAll(5);
   const std::size_t end = all.find("\r\n\r\n");
   ASSERT_NE(end, std::string::npos);
@@ -185,25 +192,28 @@ TEST_F(HttpHardeningTest, HeadIsGetWithoutTheBody) {
 TEST_F(HttpHardeningTest, TransferCodingsOtherThanChunkedAre501AndNeverMisframed) {
   // Beast alone would take the body as empty and answer the smuggled request.
   const std::string smuggled = "GET /text HTTP/1.1\r\nHost: x\r\n\r\n";
-  for (const std::string te : {"Transfer-Encoding: gzip\r\n", "Transfer-Encoding: chunked, gzip\r\n",
-                               "Transfer-Encoding: gzip, chunked\r\n",
-                               "Transfer-Encoding: chunked, chunked\r\n",
-                               "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"}) {
+  for (const std::string te :
+       {"Transfer-Encoding: gzip\r\n", "Transfer-Encoding: chunked, gzip\r\n",
+        "Transfer-Encoding: gzip, chunked\r\n", "Transfer-Encoding: chunked, chunked\r\n",
+        "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"}) {
     RawConnection c(port_);
     c.Send("POST /echo HTTP/1.1\r\nHost: x\r\n" + te + "\r\n" + smuggled);
     const std::string all = c.ReadAll(5);
     EXPECT_TRUE(c.closed()) << te;
     auto r = ParseResponse(all);
     EXPECT_EQ(r.status, 501) << te;
-    EXPECT_TRUE(IsOpenAiError(r.body.substr(0, RawConnection::ContentLength(all)), "NotImplementedError"))
+    EXPECT_TRUE(
+        IsOpenAiError(r.body.substr(0, RawConnection::ContentLength(all)), "NotImplementedError"))
         << te;
     EXPECT_EQ(all.find("HTTP/1.1", 1), std::string::npos) << te << ": answered twice:\n" << all;
   }
-  auto chunked = Exchange(
-      port_, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+  auto chunked = Exchange(port_,
+                          "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+                          "chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
   EXPECT_EQ(chunked.body, "hello");
-  EXPECT_EQ(Exchange(port_, "POST /echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n").status,
-            400);
+  EXPECT_EQ(
+      Exchange(port_, "POST /echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n").status,
+      400);
 }
 
 TEST_F(HttpHardeningTest, Expect100ContinueIsAnsweredUnlessTheHeaderIsRefused) {
@@ -215,7 +225,8 @@ TEST_F(HttpHardeningTest, Expect100ContinueIsAnsweredUnlessTheHeaderIsRefused) {
   EXPECT_EQ(ParseResponse(c.ReadResponse(5)).body, "hello");
 
   RawConnection big(port_);  // over max_body_bytes: 413, no 100
-  big.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\nExpect: 100-continue\r\n\r\n");
+  big.Send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\nExpect: 100-continue\r\n\r\n");
   auto r = ParseResponse(big.ReadResponse(5));
   EXPECT_EQ(r.status, 413);
   EXPECT_EQ(r.headers["connection"], "close");
@@ -229,9 +240,8 @@ TEST(HttpHardening, BearerIsCaseInsensitiveAndEvery401NamesTheScheme) {
   HttpServer server(o);
   server.Route("GET", "/text", [](const HttpRequest&) { return Text("hello"); });
   server.Route("POST", "/echo", [](const HttpRequest& r) { return Text(r.body); });
-  server.Route("GET", "/deny", [](const HttpRequest&) {
-    return ErrorResponse(401, "no", "AuthenticationError");
-  });
+  server.Route("GET", "/deny",
+               [](const HttpRequest&) { return ErrorResponse(401, "no", "AuthenticationError"); });
   ASSERT_TRUE(server.Start().ok());
   sightline::testing::HttpClient c(server.port());
   for (const char* good : {"Bearer s3cret", "bearer s3cret", "BEARER s3cret", "Bearer  s3cret "})
@@ -281,8 +291,10 @@ TEST(HttpHardening, AClientThatStopsReadingIsDroppedAfterTheWriteDeadline) {
   RawConnection streamed(server.port(), 4096), whole(server.port(), 4096);
   streamed.Send("GET /flood HTTP/1.1\r\nHost: x\r\n\r\n");
   whole.Send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
-  EXPECT_EQ(stream_dropped.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
-  EXPECT_EQ(body_dropped.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(stream_dropped.get_future().wait_for(std::chrono::seconds(10)),
+            std::future_status::ready);
+  EXPECT_EQ(body_dropped.get_future().wait_for(std::chrono::seconds(10)),
+            std::future_status::ready);
   stop = true;
   for (auto& w : workers) w.join();
   EXPECT_TRUE(server.Drain(5));  // neither answer is still counted as under way
@@ -378,7 +390,8 @@ TEST(HttpHardening, AStaleResponderCannotAnswerTheNextRequest) {
   c.Send("GET /first HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(ParseResponse(c.ReadResponse(5)).body, "first");
   c.Send("GET /second HTTP/1.1\r\nHost: x\r\n\r\n");
-  ASSERT_EQ(second_waiting.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  ASSERT_EQ(second_waiting.get_future().wait_for(std::chrono::seconds(5)),
+            std::future_status::ready);
   first->Send(Text("stale"));
   first->StartStream(200, "text/plain");
   first->Write("stale chunk");
@@ -421,9 +434,11 @@ TEST(HttpHardening, SightlineRaisesItsFileLimitToTheHardLimit) {
   const int probe = sightline::testing::ListenLoopback(&port);
   ASSERT_GE(probe, 0);
   close(probe);
-  const std::vector<std::string> args = {
-      SIGHTLINE_CLI,      "api-server", "--engine-input", "ipc:///tmp/" + name + ".in", "--engine-output",
-      "ipc:///tmp/" + name + ".out", "--registry", name, "--port", std::to_string(port)};
+  const std::vector<std::string> args = {SIGHTLINE_CLI,     "api-server",
+                                         "--engine-input",  "ipc:///tmp/" + name + ".in",
+                                         "--engine-output", "ipc:///tmp/" + name + ".out",
+                                         "--registry",      name,
+                                         "--port",          std::to_string(port)};
   // The child starts with a low soft limit; the API server waits for its
   // (absent) registry long enough to be looked at.
   auto api = sightline::testing::ChildProcess::Spawn([&args](const auto&) {

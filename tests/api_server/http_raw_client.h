@@ -51,7 +51,8 @@ class RawConnection {
 
   // Reads until done(received) holds, the server closes, or timeout_s passes.
   std::string ReadUntil(const std::function<bool(const std::string&)>& done, double timeout_s) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     while (!done(received_)) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());

@@ -66,10 +66,14 @@ class HeldAnswer {
 // What the client sends after its request, before it closes.
 std::string ExtraBytes(int kind) {
   switch (kind) {
-    case 0: return "\r\n";
-    case 1: return "GET /text HTTP/1.1\r\nHo";  // a pipelined request, begun
-    case 2: return std::string(30000, 'x');
-    default: return std::string(200000, 'x');  // more than the server holds
+    case 0:
+      return "\r\n";
+    case 1:
+      return "GET /text HTTP/1.1\r\nHo";  // a pipelined request, begun
+    case 2:
+      return std::string(30000, 'x');
+    default:
+      return std::string(200000, 'x');  // more than the server holds
   }
 }
 

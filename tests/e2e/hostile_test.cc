@@ -27,7 +27,6 @@ const std::string kRunning = Key("vllm:num_requests_running");
 const std::string kWaiting = Key("vllm:num_requests_waiting");
 const std::string kAborted = Key("vllm:request_success_total", "finished_reason=\"abort\",");
 
-
 // An instance under attack, and the invariants every phase must leave intact.
 class Hostile : public ::testing::Test {
  protected:
@@ -109,13 +108,13 @@ TEST_F(Hostile, WrongTypedFieldsAre400sNamingTheField) {
     std::string path, body, field;
   };
   const std::vector<Case> cases = {
-      {"/v1/completions", R"({"prompt":"x","stream":true,"stream_options":{"include_usage":"yes"}})",
-       "include_usage"},
+      {"/v1/completions",
+       R"({"prompt":"x","stream":true,"stream_options":{"include_usage":"yes"}})", "include_usage"},
       {"/v1/chat/completions", "{" + msg + R"(,"add_generation_prompt":"yes"})",
        "add_generation_prompt"},
       {"/tokenize", "{" + msg + R"(,"add_generation_prompt":"yes"})", "add_generation_prompt"},
-      {"/v1/chat/completions", R"({"messages":[{"role":"user","content":[{"type":5,"text":"x"}]}]})",
-       "type"},
+      {"/v1/chat/completions",
+       R"({"messages":[{"role":"user","content":[{"type":5,"text":"x"}]}]})", "type"},
       {"/v1/responses", R"({"input":[{"role":"user","content":[{"type":5,"text":"x"}]}]})", "type"},
       {"/v1/completions", R"({"prompt":"x","max_tokens":1.5})", "max_tokens"},
       {"/v1/completions", R"({"prompt":"x","n":"2"})", "n"},
@@ -135,8 +134,7 @@ TEST_F(Hostile, WrongTypedFieldsAre400sNamingTheField) {
       ExpectErrorBody(j, context);
       if (!j.is_object() || !j.contains("error")) continue;
       ASSERT_TRUE(j["error"]["param"].is_string()) << context;
-      EXPECT_NE(j["error"]["param"].get<std::string>().find(c.field), std::string::npos)
-          << context;
+      EXPECT_NE(j["error"]["param"].get<std::string>().find(c.field), std::string::npos) << context;
     }
   ExpectWhole("after wrong-typed fields");
 }
@@ -193,8 +191,8 @@ TEST_F(Hostile, StopStringsAreCappedAndStayCheap) {
   ExpectErrorBody(j, "100k stop strings");
 
   // The most the caps allow, n = 8, streamed: it completes.
-  json most = {{"prompt", "x"},       {"n", 8},         {"max_tokens", 256},
-               {"ignore_eos", true},  {"stream", true}, {"temperature", 1.0}};
+  json most = {{"prompt", "x"},      {"n", 8},         {"max_tokens", 256},
+               {"ignore_eos", true}, {"stream", true}, {"temperature", 1.0}};
   most["stop"] = json::array();
   for (int i = 0; i < 64; ++i) most["stop"].push_back(std::string(1000, 'a' + i % 26) + "!");
   auto r = HttpClient(port()).Post("/v1/completions", most.dump());
@@ -210,27 +208,32 @@ TEST_F(Hostile, HttpFramingAsTheRfcsSay) {
   const std::string length = std::to_string(body.size());
   // HTTP/1.0 gets no chunked encoding: the stream is delimited by the close.
   const std::string one_oh = RawExchange(
-      port(), "POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: " +
-                  length + "\r\n\r\n" + body);
+      port(),
+      "POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: " +
+          length + "\r\n\r\n" + body);
   EXPECT_EQ(StatusOf(one_oh), 200) << one_oh;
   EXPECT_EQ(HeadOf(one_oh).find("chunked"), std::string::npos) << one_oh;
   EXPECT_TRUE(BodyOf(one_oh).ends_with("data: [DONE]\n\n")) << one_oh;
   // HTTP/1.1 needs Host.
-  EXPECT_EQ(StatusOf(RawExchange(port(), "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n")), 400);
+  EXPECT_EQ(StatusOf(RawExchange(port(), "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n")),
+            400);
   // Absolute-form targets route by their path.
-  EXPECT_EQ(StatusOf(RawExchange(port(), "GET http://a/health HTTP/1.1\r\nHost: a\r\n"
-                                         "Connection: close\r\n\r\n")),
+  EXPECT_EQ(StatusOf(RawExchange(port(),
+                                 "GET http://a/health HTTP/1.1\r\nHost: a\r\n"
+                                 "Connection: close\r\n\r\n")),
             200);
   // A transfer coding we do not implement is refused, never misframed.
-  const std::string gzip = RawExchange(
-      port(), "POST /v1/completions HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n"
-              "Connection: close\r\n\r\nxxxx");
+  const std::string gzip =
+      RawExchange(port(),
+                  "POST /v1/completions HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n"
+                  "Connection: close\r\n\r\nxxxx");
   EXPECT_EQ(StatusOf(gzip), 501) << gzip;
   // Expect: 100-continue is answered before the body is sent.
   {
     RawConnection c(port());
-    ASSERT_TRUE(c.Send("POST /tokenize HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
-                       "Expect: 100-continue\r\nContent-Length: 15\r\n\r\n"));
+    ASSERT_TRUE(
+        c.Send("POST /tokenize HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+               "Expect: 100-continue\r\nContent-Length: 15\r\n\r\n"));
     const std::string interim = c.ReadUntil(5, "\r\n\r\n");
     EXPECT_EQ(StatusOf(interim), 100) << interim;
     ASSERT_TRUE(c.Send(R"({"prompt":"hi"})"));
@@ -286,7 +289,8 @@ TEST_F(Hostile, HealthAnswersUnderAConnectionFlood) {
   EXPECT_TRUE(StatusOf(wire) == 200 || StatusOf(wire) == 503) << wire;
   EXPECT_LT(Clock::now() - t0, 5s) << "hang guard";
   idle.clear();
-  EXPECT_TRUE(WaitForPage(port(), [](auto) { return true; }, 10s));
+  EXPECT_TRUE(WaitForPage(
+      port(), [](auto) { return true; }, 10s));
   ExpectWhole("after 2000 idle connections");
 }
 
@@ -300,8 +304,11 @@ struct Streamed {
 Streamed Stream(int port, const std::string& prompt, int max_tokens) {
   Streamed s;
   try {
-    const json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"ignore_eos", true},
-                       {"temperature", 0},  {"stream", true}};
+    const json body = {{"prompt", prompt},
+                       {"max_tokens", max_tokens},
+                       {"ignore_eos", true},
+                       {"temperature", 0},
+                       {"stream", true}};
     auto r = HttpClient(port).Post("/v1/completions", body.dump());
     s.status = r.result_int();
     std::istringstream in(r.body());
@@ -326,8 +333,8 @@ Streamed Stream(int port, const std::string& prompt, int max_tokens) {
 }
 
 std::string Solo(int port, const std::string& prompt, int max_tokens) {
-  const json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"ignore_eos", true},
-                     {"temperature", 0}};
+  const json body = {
+      {"prompt", prompt}, {"max_tokens", max_tokens}, {"ignore_eos", true}, {"temperature", 0}};
   const json j = json::parse(HttpClient(port).Post("/v1/completions", body.dump()).body());
   return j["choices"][0]["text"];
 }
@@ -372,7 +379,8 @@ TEST_F(Hostile, ARestartedApiServerNeverSeesItsPredecessorsTokens) {
   ASSERT_NE(successor, victim);
   std::vector<std::future<Streamed>> streams;
   for (const std::string& p : fresh)
-    streams.push_back(std::async(std::launch::async, [this, p] { return Stream(port(), p, kNewTokens); }));
+    streams.push_back(
+        std::async(std::launch::async, [this, p] { return Stream(port(), p, kNewTokens); }));
   // The predecessor's requests end at once, as aborts.
   EXPECT_TRUE(WaitForPage(
       port(), [&](auto p) { return p[kAborted] - aborted_before == kOld; }, 2s))
@@ -383,7 +391,8 @@ TEST_F(Hostile, ARestartedApiServerNeverSeesItsPredecessorsTokens) {
     EXPECT_EQ(s.finish_reason, "length");
     EXPECT_EQ(s.text, expected[i]) << "stream " << i << " carried text that is not its own";
   }
-  EXPECT_TRUE(WaitForPage(port(), [](auto p) { return p[kRunning] == 0; }, 2s));
+  EXPECT_TRUE(WaitForPage(
+      port(), [](auto p) { return p[kRunning] == 0; }, 2s));
   pids_ = serve_->Children();
   ExpectWhole("after the restart");
 }
@@ -421,7 +430,8 @@ TEST_F(Hostile, StreamsOfAStalledApiServerEndAsAborts) {
   EXPECT_GT(aborts, 0);
   EXPECT_TRUE(WaitForPage(
       port(), [&](auto p) { return p[kAborted] - aborted_before == aborts; }, 5s));
-  EXPECT_TRUE(WaitForPage(port(), [](auto p) { return p[kRunning] == 0; }, 2s));
+  EXPECT_TRUE(WaitForPage(
+      port(), [](auto p) { return p[kRunning] == 0; }, 2s));
   ExpectWhole("after a 3.5 s stall");
 }
 

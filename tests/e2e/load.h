@@ -161,7 +161,8 @@ inline std::map<std::string, double> Scrape(int port) {
   return ParseSamples(r.body());
 }
 
-// The key of an engine-labelled sample of the built-in model: `name{engine="0",<extra>model_name=...}`.
+// The key of an engine-labelled sample of the built-in model:
+// `name{engine="0",<extra>model_name=...}`.
 inline std::string Key(const std::string& name, const std::string& extra = "") {
   return name + "{engine=\"0\"," + extra + "model_name=\"sightline-tiny\"}";
 }

@@ -25,7 +25,6 @@ const std::string kRunning = Key("vllm:num_requests_running");
 const std::string kLength = Key("vllm:request_success_total", "finished_reason=\"length\",");
 const std::string kStreamed = "sightline:stream_outcomes_total{handler=\"/v1/completions\",";
 
-
 TEST(Serve, ThreeApiServersCountExactly) {
   ServeInstance serve({"--api-server-count", "3"});
   ASSERT_GT(serve.port(), 0) << serve.Log();

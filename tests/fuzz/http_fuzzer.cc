@@ -31,8 +31,8 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -103,7 +103,7 @@ struct Instance {
 
   ~Instance() {
     for (auto* s : {keyed.get(), open.get()})
-      if (s) s->Stop();  // no handler runs after this
+      if (s) s->Stop();          // no handler runs after this
     if (client) client->Stop();  // no engine output either
   }
 };
@@ -176,11 +176,21 @@ struct Route {
   const char* target;
 };
 constexpr Route kRoutes[] = {
-    {"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"}, {"POST", "/v1/responses"},
-    {"POST", "/tokenize"},       {"POST", "/detokenize"},          {"GET", "/v1/models"},
-    {"GET", "/health"},          {"GET", "/metrics"},              {"GET", "/ping"},
-    {"POST", "/ping"},           {"GET", "/version"},              {"GET", "/load"},
-    {"HEAD", "/health"},         {"OPTIONS", "/v1/completions"},   {"POST", "/v1/completions?x=1"},
+    {"POST", "/v1/completions"},
+    {"POST", "/v1/chat/completions"},
+    {"POST", "/v1/responses"},
+    {"POST", "/tokenize"},
+    {"POST", "/detokenize"},
+    {"GET", "/v1/models"},
+    {"GET", "/health"},
+    {"GET", "/metrics"},
+    {"GET", "/ping"},
+    {"POST", "/ping"},
+    {"GET", "/version"},
+    {"GET", "/load"},
+    {"HEAD", "/health"},
+    {"OPTIONS", "/v1/completions"},
+    {"POST", "/v1/completions?x=1"},
     {"POST", "http://a/v1/chat/completions"},
 };
 
@@ -474,11 +484,12 @@ void CheckAlive() {
     if (h.status != 200) Fail("/health answered " + std::to_string(h.status) + ": " + h.body);
   }
   const std::string body = R"({"model":"tiny","prompt":"zq","max_tokens":3,"temperature":0})";
-  const Response c = Exchange("POST /v1/completions HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer " +
-                              std::string(kApiKey) + "\r\nContent-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + body,
-                              true);
-  if (c.status != 200) Fail("a plain completion answered " + std::to_string(c.status) + ": " + c.body);
+  const Response c = Exchange(
+      "POST /v1/completions HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer " + std::string(kApiKey) +
+          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body,
+      true);
+  if (c.status != 200)
+    Fail("a plain completion answered " + std::to_string(c.status) + ": " + c.body);
   const json j = json::parse(c.body, nullptr, false);
   std::string text;
   if (j.is_object() && j.contains("choices") && j["choices"].is_array() && !j["choices"].empty() &&
@@ -501,8 +512,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  const std::string wire = data[0] & 1 ? WellFramed(data + 1, size - 1)
-                                       : std::string(reinterpret_cast<const char*>(data) + 1, size - 1);
+  const std::string wire = data[0] & 1
+                               ? WellFramed(data + 1, size - 1)
+                               : std::string(reinterpret_cast<const char*>(data) + 1, size - 1);
   const Response r = Exchange(wire, !(data[0] & 2));
   ++g->statuses[r.arrived ? r.status : 0];
   if (++g->inputs % kCheckEvery == 0) CheckAlive();

@@ -170,9 +170,8 @@ class FakeEngine {
       }
       std::vector<flatbuffers::Offset<ipc::RequestOutput>> outs = {ipc::CreateRequestOutputDirect(
           b, r.id.c_str(), &tokens, finish, stop_token, &events, prefill)};
-      Send(r.identity,
-           ipc::Seal(b, ipc::Body::EngineOutputs,
-                     ipc::CreateEngineOutputsDirect(b, 0, now, &outs).Union()));
+      Send(r.identity, ipc::Seal(b, ipc::Body::EngineOutputs,
+                                 ipc::CreateEngineOutputsDirect(b, 0, now, &outs).Union()));
     }
     finished_ += std::erase_if(running_, [this](const Running& r) {
       return r.steps >= r.max_tokens || r.steps >= options_.max_steps;

@@ -50,7 +50,8 @@ class RawConnection {
   // read, or `timeout_s` passes.
   std::string ReadUntil(double timeout_s, const std::string& stop = "") {
     std::string out;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     for (;;) {
       if (!stop.empty() && out.find(stop) != std::string::npos) return out;
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
