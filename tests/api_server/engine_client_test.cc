@@ -233,11 +233,13 @@ TEST_F(EngineClientTest, AFrozenEngineIsUnhealthyUntilItResumes) {
 TEST_F(EngineClientTest, AStalledProcessEndsItsAbortedRequestsWhenItResumes) {
   const EngineClient::Options options = Options();
   ChildProcess api = ChildProcess::Spawn([options](const ChildProcess::Control& control) {
+    // Declared before the client, so that the client (and its handler
+    // thread) is gone before what the handlers touch, whatever return is taken.
+    std::vector<std::unique_ptr<Collector>> c;
+    bool told = false;
     EngineClient client(options);
     EngineInfo info;
     if (!client.Start(&info).ok()) return 10;
-    std::vector<std::unique_ptr<Collector>> c;
-    bool told = false;
     for (int i = 0; i < kLong; ++i) {
       c.push_back(std::make_unique<Collector>());
       auto inner = c.back()->Handler();
