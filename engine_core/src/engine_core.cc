@@ -93,13 +93,14 @@ StepOutputs EngineCore::Step() {
   stats.prefix = kv_.TakeStats();
   stats.num_preemptions = sched.num_preempted;
   StepOutputs out;
-  out.timestamp = sched.timestamp;
+  out.timestamp = sched.timestamp;  // nothing ran: the schedule's own time
   std::vector<std::int32_t> sampled(sched.scheduled.size(), -1);
   if (!sched.scheduled.empty()) {
     runner_->Execute(BuildBatch(sched, config_.block_size), BuildSampling(sched), &tokens_);
     std::size_t row = 0;
     for (std::size_t i = 0; i < sched.scheduled.size(); ++i)
       if (sched.scheduled[i].samples) sampled[i] = tokens_[row++];
+    out.timestamp = clock_();  // after the forward pass: the tokens exist now
     stats.ran_model = out.ran_model = true;
     stats.prompt_tokens_computed = sched.num_prompt_tokens;
   }

@@ -17,7 +17,30 @@ using sightline::testing::UniqueInstance;
 
 class EngineCoreTest : public ::testing::Test {
  protected:
-  void Make(int num_blocks = 64, bool with_metrics = true, int budget = 64) {
+  // A runner whose forward pass takes `forward_seconds` of the test clock,
+  // as a real one takes real time.
+  class TimedRunner : public ModelRunner {
+   public:
+    TimedRunner(std::unique_ptr<ModelRunner> inner, double* now, double forward_seconds)
+        : inner_(std::move(inner)), now_(now), forward_seconds_(forward_seconds) {}
+    const ModelConfig& config() const override { return inner_->config(); }
+    void Execute(const BatchInput& batch, const SamplingBatch& sampling,
+                 std::vector<std::int32_t>* tokens) override {
+      inner_->Execute(batch, sampling, tokens);
+      *now_ += forward_seconds_;
+    }
+    void ComputeLogits(const BatchInput& batch, std::vector<float>* logits) override {
+      inner_->ComputeLogits(batch, logits);
+    }
+
+   private:
+    std::unique_ptr<ModelRunner> inner_;
+    double* now_;
+    double forward_seconds_;
+  };
+
+  void Make(int num_blocks = 64, bool with_metrics = true, int budget = 64,
+            double forward_seconds = 0) {
     ASSERT_TRUE(PresetModelConfig("sightline-tiny", &model_).ok());
     if (with_metrics) {
       ASSERT_TRUE(
@@ -37,8 +60,11 @@ class EngineCoreTest : public ::testing::Test {
     c.scheduler.log_stats = with_metrics;
     c.scheduler.eos_token_ids = model_.eos_token_ids;
     core_ = std::make_unique<EngineCore>(
-        c, MakeCpuModelRunner(model_, DummyWeights(model_, 7), num_blocks, 4), metrics_.get(),
-        [this] { return now_ += 0.5; });
+        c,
+        std::make_unique<TimedRunner>(
+            MakeCpuModelRunner(model_, DummyWeights(model_, 7), num_blocks, 4), &now_,
+            forward_seconds),
+        metrics_.get(), [this] { return now_ += 0.5; });
   }
   // Prompts differ per id unless `shared` (then they are all 0, 1, 2, ...).
   void Add(const std::string& id, int prompt_len, int max_tokens, std::uint32_t client = 0,
@@ -89,6 +115,28 @@ TEST_F(EngineCoreTest, OutputsCarryEventsPrefillStatsAndGoToTheirClient) {
   StepOutputs s3 = core_->Step();
   EXPECT_EQ(s3.by_client[0][0].finish_reason, FinishReason::kLength);
   EXPECT_FALSE(core_->HasWork());
+}
+
+// Issue 13: outputs were stamped with the step's start, so a request's
+// SCHEDULED event and its first token carried the same time and prefill
+// read 0. The stamp is read after the forward pass.
+TEST_F(EngineCoreTest, OutputsAreStampedAfterTheForwardPass) {
+  Make(64, true, 64, /*forward_seconds=*/10);
+  Add("a", 10, 2);
+  StepOutputs s1 = core_->Step();
+  ASSERT_EQ(s1.by_client[0].size(), 1u);
+  const std::vector<RequestEvent>& ev = s1.by_client[0][0].events;
+  ASSERT_EQ(ev.size(), 2u);
+  ASSERT_EQ(ev[1].type, EventType::kScheduled);
+  // The scheduler read the clock once (SCHEDULED), the model ran for 10 s,
+  // then the engine read it once more for the outputs.
+  EXPECT_DOUBLE_EQ(s1.timestamp - ev[1].timestamp, 10.5);
+  StepOutputs s2 = core_->Step();
+  EXPECT_DOUBLE_EQ(s2.timestamp - s1.timestamp, 11.0);  // one step: schedule, forward, stamp
+  // A step that runs nothing keeps its schedule time: no forward pass.
+  StepOutputs idle = core_->Step();
+  EXPECT_FALSE(idle.ran_model);
+  EXPECT_DOUBLE_EQ(idle.timestamp - s2.timestamp, 0.5);
 }
 
 TEST_F(EngineCoreTest, EngineFamiliesFollowTheWorkAndReturnToZero) {

@@ -41,7 +41,11 @@ struct OutputItem {
 };
 
 struct StepOutputs {
-  double timestamp = 0;    // engine monotonic seconds
+  // Engine monotonic seconds, read once after the forward pass (vLLM stamps
+  // EngineCoreOutputs when it builds them, after the model ran), so a
+  // request's first token is stamped when it exists: its SCHEDULED event
+  // (taken at the step's start) to its first output is its prefill time.
+  double timestamp = 0;
   bool ran_model = false;  // false: nothing could be scheduled this step
   std::map<std::uint32_t, std::vector<OutputItem>> by_client;
 };
