@@ -154,9 +154,12 @@ Status Registry::Impl::InitializeNew(const Capacity& capacity) {
     layout::SlotEntry* e = new (slot(i)) layout::SlotEntry{};
     if (Status s = InitRobustMutex(&e->lifeline); !s.ok()) return s;
   }
-  MagicRef(hdr).store(layout::kMagic, std::memory_order_release);  // publish
   clock_ = &hdr->write_clock;
   return Status::Ok();
+}
+
+void Registry::Impl::Publish() {
+  MagicRef(hdr).store(layout::kMagic, std::memory_order_release);
 }
 
 Status Registry::Impl::ValidateExisting() {
@@ -164,7 +167,8 @@ Status Registry::Impl::ValidateExisting() {
   if (segment.size() < sizeof(layout::Header))
     return Status::Incompatible(where + "segment too small to be a Sightline registry");
   auto* h = static_cast<layout::Header*>(segment.base());
-  // The creator publishes the magic last; give a concurrent creator a moment.
+  // The creator publishes the magic last, after its initializer (Create's
+  // `init`: a few registrations); give a concurrent creator a moment.
   for (int i = 0; i < 200 && MagicRef(h).load(std::memory_order_acquire) == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const std::uint64_t magic = MagicRef(h).load(std::memory_order_acquire);
@@ -209,7 +213,7 @@ Registry::~Registry() {
 }
 
 Status Registry::Create(std::string_view instance, const Capacity& capacity, std::string_view role,
-                        std::unique_ptr<Registry>* out) {
+                        std::unique_ptr<Registry>* out, const Initializer& init) {
   if (!ValidInstanceName(instance))
     return Status::InvalidArgument("invalid registry instance name '" + std::string(instance) +
                                    "' (use 1-200 of [A-Za-z0-9._-])");
@@ -232,16 +236,23 @@ Status Registry::Create(std::string_view instance, const Capacity& capacity, std
   if (!s.ok()) return s;
   impl->owns_name = true;
   impl->base = static_cast<char*>(impl->segment.base());
-  if (Status init = impl->InitializeNew(capacity); !init.ok()) {
+  if (Status fresh = impl->InitializeNew(capacity); !fresh.ok()) {
     (void)SharedSegment::Unlink(impl->shm_name);
-    return init;
+    return fresh;
   }
   // Best effort: a registry too small for them simply lacks these families.
   (void)impl->RegisterRegistryHealth();
   // The creator holds a slot from the start: its lifeline is what marks the
   // instance as alive to a later Create() of the same name.
   impl->Slab();
-  out->reset(new Registry(std::move(impl)));
+  std::unique_ptr<Registry> registry(new Registry(std::move(impl)));
+  // Unpublished, the segment is the creator's alone: Attach() waits for the
+  // magic, so nothing another process registers can come before `init`'s.
+  if (init) {
+    if (Status ours = init(registry.get()); !ours.ok()) return ours;  // ~Registry unlinks it
+  }
+  registry->impl_->Publish();
+  *out = std::move(registry);
   return Status::Ok();
 }
 

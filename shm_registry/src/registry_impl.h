@@ -52,7 +52,8 @@ class Registry::Impl final : public detail::Writer {
   std::string_view Str(layout::StrRef ref) const;
 
   // --- setup (registry.cc) ---
-  Status InitializeNew(const Capacity& capacity);
+  Status InitializeNew(const Capacity& capacity);  // unpublished until Publish()
+  void Publish();  // stores the magic: Attach() can proceed from here
   Status ValidateExisting();
   bool AnyProcessAlive();
 
