@@ -54,7 +54,8 @@ class Registry::Impl final : public detail::Writer {
   // --- setup (registry.cc) ---
   Status InitializeNew(const Capacity& capacity);  // unpublished until Publish()
   void Publish();  // stores the magic: Attach() can proceed from here
-  Status ValidateExisting();
+  // `unpublished_ok`: also a segment whose creator never stored the magic.
+  Status ValidateExisting(bool unpublished_ok);
   bool AnyProcessAlive();
 
   // --- families and series (families.cc) ---

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <thread>
 
 #include "sightline/shm_registry/catalogue.h"
@@ -90,6 +91,31 @@ TEST(InstanceBuckets, AFailedInitLeavesNoSegment) {
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(reg, nullptr);
   EXPECT_EQ(Registry::Attach(instance, "probe", &reg).code(), Status::Code::kNotFound);
+}
+
+// A creator SIGKILLed inside its initializer leaves an unpublished segment;
+// the next Create() of the name replaces it (its lifeline shows it dead)
+// instead of refusing it as "bad magic" forever.
+TEST(InstanceBuckets, ACreatorKilledInItsInitDoesNotBlockTheName) {
+  const std::string instance = UniqueInstance();
+  ChildProcess child = ChildProcess::Spawn([instance](const ChildProcess::Control& c) {
+    std::unique_ptr<Registry> r;
+    (void)Registry::Create(instance, Capacity{}, "creator", &r, [&c](Registry*) {
+      c.Ready();
+      c.AwaitRelease();  // killed here
+      return Status::Ok();
+    });
+    return 1;
+  });
+  child.WaitReady();
+  // While it lives, the name is its own.
+  std::unique_ptr<Registry> reg;
+  EXPECT_EQ(Registry::Create(instance, Capacity{}, "second", &reg).code(),
+            Status::Code::kAlreadyExists);
+  child.KillAndWait(SIGKILL);
+  ASSERT_TRUE(Registry::Create(instance, Capacity{}, "second", &reg).ok());
+  std::unique_ptr<Registry> joiner;
+  EXPECT_TRUE(Registry::Attach(instance, "joiner", &joiner).ok());
 }
 
 // The catalogue side: the creator's overrides reach the page, and a process
