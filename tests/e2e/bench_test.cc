@@ -118,7 +118,7 @@ TEST(BenchServe, LongPromptIntervalsHoldAgainstTheClient) {
   ASSERT_GT(serve.port(), 0) << serve.Log();
   const std::string url = "http://127.0.0.1:" + std::to_string(serve.port());
   const BenchRun r = Bench({"--base-url", url, "--num-prompts", "6", "--max-concurrency", "1",
-                            "--random-input-len", "1200", "--random-output-len", "24",
+                            "--random-input-len", "1200", "--random-output-len", "128",
                             "--ignore-eos", "--compare-metrics"});
   ExpectExactCounts(r, 6);
   ExpectIntervalsHold(r, 6);  // the prefill share included

@@ -15,6 +15,7 @@
 //   * counts are exact.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -248,7 +249,7 @@ double Ms(const json& metrics, const char* field) {
 // prefill stalls, and a stall right after a first token whose text the
 // server held back would be invisible to the client's gaps.
 TEST_F(Truth, StreamedIntervalsLieInsideWhatTheClientSaw) {
-  constexpr int kMax = 32;
+  constexpr int kMax = 256;  // decode long enough to stand out of scheduling noise
   std::vector<std::pair<std::string, json>> bodies;
   for (int i = 0; i < 6; ++i) {
     const std::string& route = i % 3 == 2 ? kChat : kCompletions;
@@ -271,7 +272,7 @@ TEST_F(Truth, StreamedIntervalsLieInsideWhatTheClientSaw) {
     EXPECT_GT(prefill, 0) << s.metrics.dump();
     EXPECT_LE(queue + prefill, s.ttft * 1e3) << s.metrics.dump();
     EXPECT_GT(decode, 0) << s.metrics.dump();
-    EXPECT_LE(decode, (s.e2e - s.ttft) * 1e3 + 25) << s.metrics.dump();
+    EXPECT_LE(decode, (s.e2e - s.ttft) * 1e3 + 40) << s.metrics.dump();
     EXPECT_NEAR(Ms(s.metrics, "mean_itl_ms"), decode / (kMax - 1), 1e-6);
     EXPECT_GT(Ms(s.metrics, "tokens_per_second"), 0) << s.metrics.dump();
   }
@@ -298,9 +299,14 @@ TEST_F(Truth, StreamedIntervalsLieInsideWhatTheClientSaw) {
   EXPECT_GE(prefill, 0.3 * (ttft - queue)) << numbers;
   // Every ITL is a gap between two of the request's token timestamps.
   EXPECT_NEAR(itl, decode, 1e-3) << numbers;
-  // The client's gaps telescope to its last minus first content chunk: the
-  // same interval seen after delivery; a few ms per request of slack.
-  EXPECT_NEAR(itl, gaps, 0.15 * gaps + 0.005 * static_cast<double>(seen.size())) << numbers;
+  // The client's gaps telescope to its first content to its last token: the
+  // same interval seen after delivery, give or take delivery jitter. Gaps
+  // after a first token whose text was held back (an incomplete UTF-8
+  // sequence) are invisible to the client but in its TTFT, not the
+  // server's. Stamps before the forward pass added each prefill.
+  const double tolerance = 0.25 * gaps + 0.010 * static_cast<double>(seen.size());
+  EXPECT_GE(itl, gaps - tolerance) << numbers;
+  EXPECT_LE(itl, gaps + tolerance + std::max(0.0, ttft - server_ttft)) << numbers;
 }
 
 TEST_F(Truth, NonStreamedIntervalsLieInsideWhatTheClientSaw) {

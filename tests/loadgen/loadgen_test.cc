@@ -313,6 +313,11 @@ TEST(Compare, IntervalsHoldOnlyWhenTheServerTimedWhatTheClientSaw) {
   // Outputs stamped with their step's start: prefill ~0, counted as decode.
   EXPECT_EQ(judge({0.04, 0.0002, 0.696, 0.696, 0.58, 0.80}),
             "ITL sum ~ client first to last token; prefill >= 0.3 x (client TTFT - queue); ");
+  // The server's decode 0.075 s longer per request than the client's: gaps
+  // after a first token the client could not see, which its TTFT (0.075 s
+  // beyond the server's) covers; without that, they are not covered.
+  EXPECT_EQ(judge({0.04, 0.40, 0.35, 0.35, 0.45, 0.80}), "");
+  EXPECT_EQ(judge({0.04, 0.40, 0.35, 0.35, 0.58, 0.80}), "ITL sum ~ client first to last token; ");
   // Engine intervals longer than the client's wait.
   EXPECT_EQ(judge({0.20, 0.50, 0.196, 0.196, 0.64, 0.80}),
             "queue + prefill <= client TTFT; server TTFT <= client TTFT; ");
