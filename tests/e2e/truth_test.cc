@@ -4,8 +4,10 @@
 // machine; every request is timed at the client and /metrics is scraped
 // before and after. Only relations with margins are asserted, never
 // absolute times:
-//   * the engine's intervals lie inside the client's: queue + prefill <=
-//     the server's TTFT <= the client's TTFT, per request and summed;
+//   * the engine's intervals lie inside the client's: per request, queue +
+//     prefill <= the client's TTFT (streamed) and queue + prefill + decode
+//     <= its e2e (not streamed); summed, queue + prefill <= the server's
+//     TTFT <= the client's, and the server's e2e <= the client's;
 //   * prefill is most of what the client waited for, less queueing (it is
 //     the forward pass over >= 1,000 tokens); stamping a step's outputs
 //     with the step's start made it ~0;
