@@ -1,6 +1,7 @@
 // `sightline bench serve` against a live `sightline serve` on loopback: the
-// run completes, the server's counts equal what the client saw exactly
-// (--compare-metrics), and bad input fails with one clear line.
+// run completes, the server's counts equal what the client saw exactly and
+// its interval sums hold against the client's (--compare-metrics), and bad
+// input fails with one clear line.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -48,9 +49,23 @@ void ExpectExactCounts(const BenchRun& r, std::size_t n) {
       ++exact;
       EXPECT_EQ(row["server"], row["client"]) << row["what"];
     }
-  EXPECT_EQ(exact, 10);
+  EXPECT_EQ(exact, 11);
   EXPECT_NE(r.output.find("Serving Benchmark Result"), std::string::npos);
   EXPECT_NE(r.output.find("Counts: all match exactly."), std::string::npos);
+}
+
+// Every interval relation holds; `judged` of them were judged (the prefill
+// share only for prompts of >= 1,000 tokens).
+void ExpectIntervalsHold(const BenchRun& r, int judged) {
+  const auto& cmp = r.json["compare_metrics"];
+  EXPECT_EQ(cmp["intervals_hold"], true) << r.output;
+  int n = 0;
+  for (const auto& row : cmp["intervals"]) {
+    EXPECT_EQ(row["pass"], true) << row["what"] << ": " << r.output;
+    n += row["judged"] == true;
+  }
+  EXPECT_EQ(n, judged) << r.output;
+  EXPECT_NE(r.output.find("Intervals: every judged relation holds."), std::string::npos);
 }
 
 TEST(BenchServe, CountsMatchTheServerExactly) {
@@ -66,6 +81,7 @@ TEST(BenchServe, CountsMatchTheServerExactly) {
   EXPECT_GE(r.json["total_input_tokens"].get<int>(), 40 * 12);
   EXPECT_GT(r.json["ttft"]["median_ms"].get<double>(), 0);
   EXPECT_EQ(r.json["tpot"]["count"], 40);
+  ExpectIntervalsHold(r, 5);
 
   // Chat, shared prefixes, Poisson arrivals.
   r = Bench({"--base-url",
@@ -89,6 +105,23 @@ TEST(BenchServe, CountsMatchTheServerExactly) {
              "--ignore-eos",
              "--compare-metrics"});
   ExpectExactCounts(r, 24);
+  ExpectIntervalsHold(r, 5);
+}
+
+// Long prompts: prefill dominates TTFT, so the prefill share is judged too
+// (it read ~0 when a step's outputs were stamped with the step's start).
+// One at a time: another request's prefill in the same step would stall a
+// decode, and a stall behind a first token whose text is held back is
+// invisible to the client.
+TEST(BenchServe, LongPromptIntervalsHoldAgainstTheClient) {
+  ServeInstance serve({"--api-server-count", "2"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  const std::string url = "http://127.0.0.1:" + std::to_string(serve.port());
+  const BenchRun r = Bench({"--base-url", url, "--num-prompts", "6", "--max-concurrency", "1",
+                            "--random-input-len", "1200", "--random-output-len", "128",
+                            "--ignore-eos", "--compare-metrics"});
+  ExpectExactCounts(r, 6);
+  ExpectIntervalsHold(r, 6);  // the prefill share included
 }
 
 TEST(BenchServe, BadInputFailsWithOneLine) {

@@ -248,28 +248,92 @@ TEST(Compare, CountsMatchOnlyWhenTheServerSawWhatTheClientSaw) {
     s.push_back({"vllm:e2e_request_latency_seconds_count", {}, ttft});
     s.push_back({"vllm:time_to_first_token_seconds_bucket", {{"le", "0.1"}}, ttft});
     s.push_back({"vllm:time_to_first_token_seconds_bucket", {{"le", "+Inf"}}, ttft});
+    s.push_back({"http_requests_total",
+                 {{"handler", "/v1/completions"}, {"method", "POST"}, {"status", "2xx"}},
+                 ttft});
     return s;
   };
   std::vector<RequestResult> client(
-      3, RequestResult{true, "", "length", 8, 4, 0.05, 0.2, {0.05, 0.05, 0.05}});
+      3, RequestResult{true, "", "length", 8, 4, 0.05, 0.2, {0.05, 0.05, 0.05}, 0.2});
   // Before: 10 earlier requests; after: those plus exactly the client's 3.
   const auto before = page(10, 80, 40, 10, 30);
-  Comparison c = Compare(before, page(13, 104, 52, 13, 39), client);
+  Comparison c = Compare(before, page(13, 104, 52, 13, 39), client, "/v1/completions");
   EXPECT_TRUE(c.counts_match) << FormatComparison(c);
   for (const auto& row : c.rows) EXPECT_FALSE(row.mismatch) << row.what;
-  c = Compare(before, page(13, 104, 53, 13, 39), client);  // one generation token too many
+  c = Compare(before, page(13, 104, 53, 13, 39), client,
+              "/v1/completions");  // one generation token too many
   EXPECT_FALSE(c.counts_match);
   client[1].finish_reason = "stop";  // the server counted all three as length
-  c = Compare(before, page(13, 104, 52, 13, 39), client);
+  c = Compare(before, page(13, 104, 52, 13, 39), client, "/v1/completions");
   EXPECT_FALSE(c.counts_match);
   client[1].finish_reason = "length";
   EXPECT_NE(FormatComparison(c).find("MISMATCH"), std::string::npos);
   client[0].ttft = 0.5;  // outside the server's (0, 0.1] bucket for TTFT p99
-  c = Compare(before, page(13, 104, 52, 13, 39), client);
+  c = Compare(before, page(13, 104, 52, 13, 39), client, "/v1/completions");
   EXPECT_TRUE(c.counts_match);
   bool flagged = false;
   for (const auto& row : c.rows) flagged |= row.what == "TTFT p99 (s)" && row.mismatch;
   EXPECT_TRUE(flagged);
+  // A request the server did not count in the HTTP family.
+  auto short_page = page(13, 104, 52, 13, 39);
+  short_page.back().value = 12;
+  EXPECT_FALSE(Compare(before, short_page, client, "/v1/completions").counts_match);
+}
+
+// Two 1,200-token requests: the client waited 0.30 s for each first chunk
+// and 0.10 s from it to the last token; the engine queued each 0.02 s.
+TEST(Compare, IntervalsHoldOnlyWhenTheServerTimedWhatTheClientSaw) {
+  std::vector<RequestResult> client(
+      2, RequestResult{true, "", "length", 1200, 3, 0.30, 0.41, {0.05, 0.05}, 0.40});
+  struct Server {
+    double queue, prefill, decode, itl, ttft, e2e;
+  };
+  auto page = [](const Server& s) {
+    std::vector<Sample> p;
+    p.push_back({"vllm:request_queue_time_seconds_sum", {}, s.queue});
+    p.push_back({"vllm:request_prefill_time_seconds_sum", {}, s.prefill});
+    p.push_back({"vllm:request_decode_time_seconds_sum", {}, s.decode});
+    p.push_back({"vllm:inter_token_latency_seconds_sum", {}, s.itl});
+    p.push_back({"vllm:time_to_first_token_seconds_sum", {}, s.ttft});
+    p.push_back({"vllm:e2e_request_latency_seconds_sum", {}, s.e2e});
+    return p;
+  };
+  auto judge = [&](const Server& s) {
+    Comparison c = Compare({}, page(s), client, "/v1/completions");
+    std::string failed;
+    for (const IntervalRow& r : c.intervals) {
+      EXPECT_TRUE(r.judged) << r.what;
+      if (!r.pass) failed += r.what + "; ";
+    }
+    EXPECT_EQ(c.intervals_hold, failed.empty());
+    return failed;
+  };
+  // Right: prefill 0.25 of each 0.30, decode 0.098 of each 0.10.
+  EXPECT_EQ(judge({0.04, 0.50, 0.196, 0.196, 0.58, 0.80}), "");
+  // Outputs stamped with their step's start: prefill ~0, counted as decode.
+  EXPECT_EQ(judge({0.04, 0.0002, 0.696, 0.696, 0.58, 0.80}),
+            "ITL sum ~ client first to last token; prefill >= 0.3 x (client TTFT - queue); ");
+  // The server's decode 0.075 s longer per request than the client's: gaps
+  // after a first token the client could not see, which its TTFT (0.075 s
+  // beyond the server's) covers; without that, they are not covered.
+  EXPECT_EQ(judge({0.04, 0.40, 0.35, 0.35, 0.45, 0.80}), "");
+  EXPECT_EQ(judge({0.04, 0.40, 0.35, 0.35, 0.58, 0.80}), "ITL sum ~ client first to last token; ");
+  // Engine intervals longer than the client's wait.
+  EXPECT_EQ(judge({0.20, 0.50, 0.196, 0.196, 0.64, 0.80}),
+            "queue + prefill <= client TTFT; server TTFT <= client TTFT; ");
+  EXPECT_EQ(judge({0.04, 0.50, 0.196, 0.180, 0.58, 0.90}),
+            "server e2e <= client e2e; ITL sum = decode time; ");
+  // Short prompts: the prefill share is not judged; a failed request: nothing is.
+  client[0].prompt_tokens = 24;
+  Comparison c =
+      Compare({}, page({0.04, 0.0002, 0.196, 0.196, 0.58, 0.80}), client, "/v1/completions");
+  EXPECT_TRUE(c.intervals_hold) << FormatComparison(c);
+  EXPECT_FALSE(c.intervals.back().judged);
+  client[1].ok = false;
+  c = Compare({}, page({1, 1, 1, 0, 9, 9}), client, "/v1/completions");
+  EXPECT_TRUE(c.intervals_hold);
+  for (const IntervalRow& r : c.intervals) EXPECT_FALSE(r.judged) << r.what;
+  EXPECT_NE(FormatComparison(c).find("Intervals: every judged relation holds."), std::string::npos);
 }
 
 }  // namespace

@@ -10,10 +10,21 @@ of each variant and its ratio to the first.
 
 With --clis, each variant is a binary (same flags, --variants' first set);
 the load generator is always the first binary's, so only the server changes.
+
+With --intervals the bench runs with --compare-metrics against a server with
+--enable-per-request-metrics, and the table is the interval sums instead:
+the server's prefill, queue, decode and ITL sums against the client's TTFT
+and first-to-last-token sums, and the mean per-request
+`time_to_first_token_ms` of a few non-streamed requests sent afterwards:
+
+  tools/bench/serve_bench.py --intervals --rounds 3 \
+    --clis="before=/tmp/old/sightline;after=build/tools/sightline" \
+    --bench-args "--num-prompts 12 --max-concurrency 1 --random-input-len 1200 --random-output-len 32 --ignore-eos"
 """
 import argparse
 import json
 import os
+import random
 import re
 import shlex
 import signal
@@ -22,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 
 def serve(cli, extra, log):
@@ -40,6 +52,34 @@ def serve(cli, extra, log):
     sys.exit(f"serve {extra!r} did not start; see {log.name}")
 
 
+def mean_request_ttft_ms(port, n=4, prompt_chars=1200):
+    """Mean `metrics.time_to_first_token_ms` of n non-streamed requests."""
+    rng = random.Random(7)
+    values = []
+    for _ in range(n):
+        prompt = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(prompt_chars))
+        body = json.dumps({"prompt": prompt, "max_tokens": 8, "ignore_eos": True}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body,
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            values.append(json.load(r)["metrics"]["time_to_first_token_ms"])
+    return statistics.mean(values)
+
+
+def interval_row(j):
+    """The interval sums of one run, by name (seconds)."""
+    rows = {r["what"]: r for r in j["compare_metrics"]["intervals"]}
+    pick = lambda what, side: rows[what][side]
+    queue_prefill, ttft = pick("queue + prefill <= client TTFT", "server_s"), pick(
+        "queue + prefill <= client TTFT", "client_s")
+    prefill = pick("prefill >= 0.3 x (client TTFT - queue)", "server_s")
+    return {"prefill": prefill, "client TTFT": ttft, "queue": queue_prefill - prefill,
+            "decode": pick("ITL sum = decode time", "client_s"),
+            "ITL": pick("ITL sum = decode time", "server_s"),
+            "client first-last": pick("ITL sum ~ client first to last token", "client_s"),
+            "failing": sum(1 for r in rows.values() if r["judged"] and not r["pass"])}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", default="build/tools/sightline")
@@ -47,6 +87,8 @@ def main():
                     help="';'-separated extra `serve` flags, one set per variant ('default': none)")
     ap.add_argument("--clis", default="",
                     help="';'-separated NAME=PATH binaries to compare instead of flag sets")
+    ap.add_argument("--intervals", action="store_true",
+                    help="report --compare-metrics interval sums (see the docstring)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--bench-args", default="--num-prompts 256 --random-input-len 32 "
                     "--random-output-len 128 --max-concurrency 256 --ignore-eos")
@@ -61,6 +103,10 @@ def main():
         runs = [(v, a.cli, v) for v in a.variants]
         bench_cli = a.cli
     a.variants = [label for label, _, _ in runs]
+    if a.intervals:
+        runs = [(v, cli, (flags if flags != "default" else "") + " --enable-per-request-metrics")
+                for v, cli, flags in runs]
+        a.bench_args += " --compare-metrics"
     keys = ["output_throughput", "request_throughput"]
     lat = ["ttft", "itl", "e2el"]
     results = {v: [] for v in a.variants}
@@ -71,12 +117,17 @@ def main():
                 p, port = serve(cli, flags, log)
                 out = os.path.join(tmp, "bench.json")
                 try:
+                    # With --intervals a failing relation exits 1: that is a result.
                     subprocess.run([bench_cli, "bench", "serve", "--base-url", f"http://127.0.0.1:{port}",
                                     "--no-progress", "--output-json", out] + shlex.split(a.bench_args),
-                                   check=True, stdout=subprocess.DEVNULL)
+                                   check=not a.intervals, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL if a.intervals else None)
                     with open(out) as f:
                         j = json.load(f)
                     assert j["failed"] == 0, j["failures"]
+                    if a.intervals:
+                        j["intervals"] = interval_row(j)
+                        j["intervals"]["request ttft_ms"] = mean_request_ttft_ms(port)
                     results[v].append(j)
                     print(f"round {r + 1} [{v or 'default'}]: {j['output_throughput']:,.0f} tok/s, "
                           f"TTFT p50 {j['ttft']['median_ms']:.1f} ms, ITL p50 {j['itl']['median_ms']:.2f} ms",
@@ -84,6 +135,19 @@ def main():
                 finally:
                     p.send_signal(signal.SIGTERM)
                     p.wait(60)
+    if a.intervals:
+        names = ["prefill", "client TTFT", "queue", "decode", "ITL", "client first-last"]
+        print("| variant | " + " | ".join(f"{n} sum s" for n in names) +
+              " | prefill / (TTFT - queue) | mean time_to_first_token_ms | relations failing |")
+        print("|---" * (len(names) + 4) + "|")
+        for v in a.variants:
+            med = lambda k: statistics.median(j["intervals"][k] for j in results[v])
+            share = statistics.median(j["intervals"]["prefill"] /
+                                      (j["intervals"]["client TTFT"] - j["intervals"]["queue"])
+                                      for j in results[v])
+            print(f"| {v or 'default'} | " + " | ".join(f"{med(n):.4f}" for n in names) +
+                  f" | {share:.3f} | {med('request ttft_ms'):.2f} | {med('failing'):.0f} |")
+        return
     base = None
     print(f"| variant | output tok/s | req/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | e2e p50 ms | tok/s ratio |")
     print("|---|---|---|---|---|---|---|")

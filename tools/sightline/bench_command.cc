@@ -144,8 +144,8 @@ int RunBench(BenchOptions o) {
   std::unique_ptr<loadgen::Comparison> comparison;
   if (o.compare_metrics) {
     if (Status s = scrape(&after); !s.ok()) return Fail("--compare-metrics: " + s.message());
-    comparison =
-        std::make_unique<loadgen::Comparison>(loadgen::Compare(before, after, run.results));
+    comparison = std::make_unique<loadgen::Comparison>(
+        loadgen::Compare(before, after, run.results, o.endpoint));
     std::cout << loadgen::FormatComparison(*comparison);
   }
   std::cout << std::flush;
@@ -157,6 +157,8 @@ int RunBench(BenchOptions o) {
   if (stats.ok == 0) return Fail("no request succeeded");
   if (comparison && !comparison->counts_match)
     return Fail("the server's counts differ from what the client saw (see above)");
+  if (comparison && !comparison->intervals_hold)
+    return Fail("the server's latency intervals contradict what the client saw (see above)");
   return 0;
 }
 
@@ -211,8 +213,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--output-json", o->output_json, "Write the results as JSON to FILE");
   cmd->add_flag("--compare-metrics", o->compare_metrics,
-                "Scrape /metrics before and after; compare the server's counts and quantiles "
-                "with the client's (exit 1 if counts differ)");
+                "Scrape /metrics before and after; compare the server's counts, quantiles and "
+                "interval sums with the client's (exit 1 if counts differ or an interval "
+                "relation fails)");
   cmd->add_flag("--no-progress", o->no_progress, "No progress output");
   cmd->callback([o, exit_code] { *exit_code = RunBench(*o); });
 }

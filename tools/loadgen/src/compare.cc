@@ -1,12 +1,78 @@
 #include "sightline/loadgen/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 namespace sightline::loadgen {
 
+namespace {
+
+// The relations of the header's comment. `delta` reads a family's change
+// over the run; only successful requests are on the client's side, so with
+// failures (which the server may have timed in part) nothing is judged.
+void Intervals(const std::function<double(const std::string&)>& delta,
+               const std::vector<RequestResult>& results, bool clean, Comparison* c) {
+  double ttft = 0, e2e = 0, decoding = 0, n = 0;
+  bool long_prompts = true;
+  for (const RequestResult& r : results) {
+    if (!r.ok) continue;
+    ++n;
+    ttft += r.ttft;
+    e2e += r.e2e;
+    if (r.ttft >= 0 && r.last_token >= r.ttft) decoding += r.last_token - r.ttft;
+    long_prompts &= r.prompt_tokens >= kLongPromptTokens;
+  }
+  const double queue = delta("vllm:request_queue_time_seconds_sum"),
+               prefill = delta("vllm:request_prefill_time_seconds_sum"),
+               decode = delta("vllm:request_decode_time_seconds_sum"),
+               itl = delta("vllm:inter_token_latency_seconds_sum"),
+               server_ttft = delta("vllm:time_to_first_token_seconds_sum"),
+               server_e2e = delta("vllm:e2e_request_latency_seconds_sum");
+  auto add = [&](std::string what, double server, double client, bool pass, std::string note,
+                 bool judged = true) {
+    judged &= clean && n > 0;
+    if (!clean) note = "not judged: some requests failed";
+    IntervalRow row{std::move(what), server, client, judged, !judged || pass, std::move(note)};
+    c->intervals_hold &= row.pass;
+    c->intervals.push_back(std::move(row));
+  };
+  // Containment: the engine's clock runs between the client's send and the
+  // client's receipt, and so does the API server's.
+  add("queue + prefill <= client TTFT", queue + prefill, ttft, queue + prefill <= ttft, "");
+  add("server TTFT <= client TTFT", server_ttft, ttft, server_ttft <= ttft, "");
+  add("server e2e <= client e2e", server_e2e, e2e, server_e2e <= e2e, "");
+  // Each ITL is a gap between two of a request's token timestamps, so they
+  // add up to its decode time.
+  add("ITL sum = decode time", itl, decode, std::abs(itl - decode) <= 1e-3, "within 1 ms");
+  // The client's first content chunk to its last token (the ITL gaps it
+  // saw, plus any after its last content): the decode interval again, seen
+  // after delivery; the tolerance covers the delivery jitter of those two
+  // chunks. Gaps after a first token whose text the server held back (an
+  // incomplete UTF-8 sequence) are invisible to the client, but they are
+  // in its TTFT and not in the server's, so the server may exceed the
+  // client by that difference too (stamping tokens before the forward pass
+  // added each prefill, which it does not cover).
+  const double tolerance = 0.25 * decoding + 0.010 * n, hidden = std::max(0.0, ttft - server_ttft);
+  char note[128];
+  std::snprintf(note, sizeof note,
+                "within -%.3f/+%.3f s (25%% + 10 ms per request; + client - server TTFT)",
+                tolerance, tolerance + hidden);
+  add("ITL sum ~ client first to last token", itl, decoding,
+      itl >= decoding - tolerance && itl <= decoding + tolerance + hidden, note);
+  // Prefill is the forward pass over the prompt: for long prompts, most of
+  // what the client waited for beyond queueing (stamping outputs with the
+  // step's start made it ~0, and counted it as decode).
+  add("prefill >= 0.3 x (client TTFT - queue)", prefill, ttft - queue,
+      prefill >= 0.3 * (ttft - queue), long_prompts ? "" : "not judged: prompts under 1000 tokens",
+      long_prompts);
+}
+
+}  // namespace
+
 Comparison Compare(const std::vector<Sample>& before, const std::vector<Sample>& after,
-                   const std::vector<RequestResult>& results) {
+                   const std::vector<RequestResult>& results, const std::string& endpoint) {
   Comparison c;
   auto delta = [&](const std::string& name, const std::map<std::string, std::string>& match = {}) {
     return Sum(after, name, match) - Sum(before, name, match);
@@ -57,6 +123,11 @@ Comparison Compare(const std::vector<Sample>& before, const std::vector<Sample>&
   exact("ITL observations", delta("vllm:inter_token_latency_seconds_count"), itl, clean);
   exact("TPOT observations", delta("vllm:request_time_per_output_token_seconds_count"), ok, clean);
   exact("e2e latency observations", delta("vllm:e2e_request_latency_seconds_count"), ok, clean);
+  // Every request sent is counted once by the HTTP family, whatever its
+  // outcome (the server does not instrument /metrics, which scraped it).
+  exact("HTTP requests to " + endpoint, delta("http_requests_total", {{"handler", endpoint}}),
+        static_cast<double>(results.size()), clean);
+  Intervals([&](const std::string& name) { return delta(name); }, results, clean, &c);
 
   const struct {
     const char* family;
@@ -110,6 +181,14 @@ std::string FormatComparison(const Comparison& c) {
     out += line;
   }
   out += c.counts_match ? "Counts: all match exactly.\n" : "Counts: MISMATCH (see above).\n";
+  out += "---------- Intervals: sums over the run (s) ----------\n";
+  for (const IntervalRow& r : c.intervals) {
+    std::snprintf(line, sizeof line, "%-40s %10.4f %10.4f  %s %s\n", r.what.c_str(), r.server,
+                  r.client, r.judged ? (r.pass ? "pass" : "FAIL") : "-", r.note.c_str());
+    out += line;
+  }
+  out += c.intervals_hold ? "Intervals: every judged relation holds.\n"
+                          : "Intervals: FAIL (see above).\n";
   return out;
 }
 

@@ -96,7 +96,18 @@ nlohmann::json JsonReport(const RunInfo& info, const RunStats& s, const Comparis
            {"exact", r.exact},
            {"mismatch", r.mismatch},
            {"note", r.note}});
-    j["compare_metrics"] = {{"counts_match", comparison->counts_match}, {"rows", rows}};
+    nlohmann::json intervals = nlohmann::json::array();
+    for (const IntervalRow& r : comparison->intervals)
+      intervals.push_back({{"what", r.what},
+                           {"server_s", r.server},
+                           {"client_s", r.client},
+                           {"judged", r.judged},
+                           {"pass", r.pass},
+                           {"note", r.note}});
+    j["compare_metrics"] = {{"counts_match", comparison->counts_match},
+                            {"rows", rows},
+                            {"intervals_hold", comparison->intervals_hold},
+                            {"intervals", intervals}};
   }
   return j;
 }

@@ -63,19 +63,22 @@ void OnEvent(const std::string& data, Clock::time_point sent, Clock::time_point 
     r->prompt_tokens = e["usage"].value("prompt_tokens", 0ull);
     r->output_tokens = e["usage"].value("completion_tokens", 0ull);
   }
-  bool content = false;
+  bool content = false, finish = false;
   if (e.contains("choices") && e["choices"].is_array())
     for (const auto& c : e["choices"]) {
-      if (c.contains("finish_reason") && c["finish_reason"].is_string())
+      if (c.contains("finish_reason") && c["finish_reason"].is_string()) {
         r->finish_reason = c["finish_reason"].get<std::string>();
+        finish = true;
+      }
       if (c.contains("text") && c["text"].is_string() && !c["text"].get<std::string>().empty())
         content = true;
       if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content") &&
           c["delta"]["content"].is_string() && !c["delta"]["content"].get<std::string>().empty())
         content = true;
     }
-  if (!content) return;
   const double t = std::chrono::duration<double>(now - sent).count();
+  if (content || finish) r->last_token = t;
+  if (!content) return;
   if (r->ttft < 0)
     r->ttft = t;
   else

@@ -20,6 +20,10 @@ struct RequestResult {
   double ttft = -1;                 // send -> first content
   double e2e = -1;                  // send -> end of the response
   std::vector<double> itl;          // gaps between consecutive content events
+  // send -> the last event with content or a finish reason: when the last
+  // token arrived, even one whose text is empty (the tail of an incomplete
+  // UTF-8 sequence, say) and so ends no ITL gap.
+  double last_token = -1;
 };
 
 // TPOT as vLLM's benchmark defines it: (e2e - TTFT) / (tokens - 1); no
