@@ -55,6 +55,9 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--kv-cache-metrics-sample", o->kv_cache_metrics_sample,
                   "Sampled fraction in (0, 1]")
       ->capture_default_str();
+  cmd->add_flag("--enable-mfu-metrics", o->enable_mfu_metrics,
+                "Estimated FLOPs and memory bytes per step (vllm:estimated_*_per_gpu_total, MFU "
+                "in the stats line)");
 }
 
 Status ResolveModelConfig(const EngineOptions& o, engine::ModelConfig* config, bool* is_preset) {
@@ -206,6 +209,7 @@ std::vector<std::string> EngineArgs(const EngineOptions& o) {
   if (o.num_gpu_blocks_override > 0) a.Add("--num-gpu-blocks-override", o.num_gpu_blocks_override);
   if (o.disable_log_stats) a.Flag("--disable-log-stats");
   if (o.kv_cache_metrics) a.Flag("--kv-cache-metrics");
+  if (o.enable_mfu_metrics) a.Flag("--enable-mfu-metrics");
   return a.Take();
 }
 
