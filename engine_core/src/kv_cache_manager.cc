@@ -8,7 +8,7 @@ KVCacheManager::KVCacheManager(int num_blocks, int block_size, bool enable_cachi
     : pool_(num_blocks, enable_caching), block_size_(block_size) {}
 
 KVCacheManager::Hit KVCacheManager::GetComputedBlocks(std::span<const BlockHash> block_hashes,
-                                                      int num_tokens, bool preempted) {
+                                                      int num_tokens) const {
   Hit hit;
   if (!pool_.caching() || num_tokens <= 0) return hit;
   const std::size_t max_blocks = static_cast<std::size_t>((num_tokens - 1) / block_size_);
@@ -18,6 +18,11 @@ KVCacheManager::Hit KVCacheManager::GetComputedBlocks(std::span<const BlockHash>
     hit.blocks.push_back(b);
   }
   hit.num_tokens = static_cast<int>(hit.blocks.size()) * block_size_;
+  return hit;
+}
+
+void KVCacheManager::RecordAdmission(int num_tokens, const Hit& hit, bool preempted) {
+  if (!pool_.caching()) return;  // no lookup happened
   if (preempted) {
     stats_.preempted_queries += static_cast<std::uint64_t>(num_tokens);
     stats_.preempted_hits += static_cast<std::uint64_t>(hit.num_tokens);
@@ -26,7 +31,6 @@ KVCacheManager::Hit KVCacheManager::GetComputedBlocks(std::span<const BlockHash>
     stats_.queries += static_cast<std::uint64_t>(num_tokens);
     stats_.hits += static_cast<std::uint64_t>(hit.num_tokens);
   }
-  return hit;
 }
 
 bool KVCacheManager::AllocateSlots(RequestKV* kv, std::span<const BlockHash> block_hashes,

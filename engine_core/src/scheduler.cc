@@ -124,13 +124,15 @@ SchedulerOutput Scheduler::Schedule() {
     Request* r = waiting_->Peek();
     KVCacheManager::Hit hit;
     if (r->num_computed_tokens == 0)
-      hit = kv_->GetComputedBlocks(r->block_hashes, r->num_tokens(), r->num_preemptions > 0);
+      hit = kv_->GetComputedBlocks(r->block_hashes, r->num_tokens());
     int n = r->num_tokens() - r->num_computed_tokens - hit.num_tokens;
     if (config_.long_prefill_token_threshold > 0)
       n = std::min(n, config_.long_prefill_token_threshold);
     if (!config_.enable_chunked_prefill && n > budget) break;
     n = std::min(n, budget);
     if (n <= 0 || !Allocate(r, hit, n)) break;  // never preempts running requests
+    if (r->num_computed_tokens == 0)
+      kv_->RecordAdmission(r->num_tokens(), hit, r->num_preemptions > 0);
     waiting_->Pop();
     running_.push_back(r);
     Record(r, EventType::kScheduled, out.timestamp);

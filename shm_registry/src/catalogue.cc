@@ -360,6 +360,7 @@ CatalogueFamily FromRow(const Row& row, const CatalogueOptions& o) {
   f.label_names = {"engine", "model_name"};
   if (row.extra_label) f.label_names.emplace_back(row.extra_label);
   f.buckets = BucketsFor(row.buckets, o.max_model_len);
+  if (auto it = o.buckets.find(row.name); it != o.buckets.end()) f.buckets = it->second;
   for (int e = 0; e < o.num_engines; ++e) {
     Labels base = {{"engine", std::to_string(e)}, {"model_name", o.model_name}};
     if (!row.extra_label) f.series.push_back(base);
@@ -377,6 +378,13 @@ CatalogueFamily Plain(std::string name, std::string help, MetricType type, Gauge
                       std::vector<Labels> series = {}) {
   return CatalogueFamily{std::move(name),    std::move(help),  type, mode, std::move(labels),
                          std::move(buckets), std::move(series)};
+}
+
+// An HTTP histogram's bounds: the default unless overridden.
+std::vector<double> HttpBounds(const CatalogueOptions& o, const std::string& name,
+                               const std::vector<double>& defaults) {
+  auto it = o.buckets.find(name);
+  return it != o.buckets.end() ? it->second : defaults;
 }
 
 }  // namespace
@@ -416,10 +424,12 @@ std::vector<CatalogueFamily> Catalogue(const CatalogueOptions& o) {
                       GaugeMode::kAll, {"handler"}));
   out.push_back(Plain("http_request_duration_highr_seconds",
                       "Latency with many buckets but no API specific labels.",
-                      MetricType::kHistogram, GaugeMode::kAll, {}, kHttpHighrBounds, {Labels{}}));
+                      MetricType::kHistogram, GaugeMode::kAll, {},
+                      HttpBounds(o, "http_request_duration_highr_seconds", kHttpHighrBounds),
+                      {Labels{}}));
   out.push_back(Plain("http_request_duration_seconds", "Latency with only few buckets by handler.",
                       MetricType::kHistogram, GaugeMode::kAll, {"handler", "method"},
-                      kHttpDurationBounds));
+                      HttpBounds(o, "http_request_duration_seconds", kHttpDurationBounds)));
   return out;
 }
 

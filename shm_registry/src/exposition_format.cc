@@ -109,10 +109,11 @@ void AppendDouble(std::string* out, double value) {
     std::string mantissa = s.substr(0, 1) + "." + s.substr(1, dot - 1) + s.substr(dot + 1);
     while (!mantissa.empty() && (mantissa.back() == '0' || mantissa.back() == '.'))
       mantissa.pop_back();
-    // Byte-compatible with Python's f'{mantissa}e+0{dot - 1}', including its
-    // three-digit form ("e+010") from 1e10 on.
+    // Go's strconv.FormatFloat(v, 'g', -1, 64): the exponent has at least two
+    // digits ("1e+06", "1e+10"). client_python wrote "1e+010" before its fix
+    // (#1190); as an `le` label that is another value, so Go's form it is.
     *out += mantissa;
-    *out += "e+0";
+    *out += dot - 1 < 10 ? "e+0" : "e+";
     *out += std::to_string(dot - 1);
     return;
   }

@@ -160,8 +160,8 @@ Status Registry::Impl::Register(LocalFamily spec, std::uint32_t* family_id, bool
       diff = "gauge mode " + std::string(GaugeModeName(have.mode));
     else if (have.label_names != spec.label_names)
       diff = "other label names";
-    else if (have.bounds != spec.bounds)
-      diff = "other buckets";
+    // Other bounds are not a difference: the family keeps the instance's
+    // (registry.h), which every handle of it then records into.
     if (!diff.empty())
       return Status::InvalidArgument("metric '" + spec.name + "' is already registered with " +
                                      diff);
@@ -351,6 +351,18 @@ Status Registry::AddSummary(std::string_view name, std::string_view help,
   SIGHTLINE_FAMILY_OUT(out);
 }
 #undef SIGHTLINE_FAMILY_OUT
+
+Status Registry::HistogramBounds(std::string_view name, std::vector<double>* out) {
+  std::lock_guard<std::mutex> local(impl_->mu);
+  impl_->SyncFamiliesLocked();
+  auto it = impl_->family_by_name.find(std::string(name));
+  if (it == impl_->family_by_name.end() ||
+      impl_->families[it->second]->type != MetricType::kHistogram)
+    return Status::NotFound("no histogram '" + std::string(name) + "' in registry '" +
+                            impl_->instance + "'");
+  *out = impl_->families[it->second]->bounds;
+  return Status::Ok();
+}
 
 Status Registry::GetSeries(std::uint32_t family, MetricType type, const Labels& labels,
                            detail::HandleInit* init) {

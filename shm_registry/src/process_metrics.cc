@@ -1,5 +1,6 @@
 #include "sightline/shm_registry/process_metrics.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -64,11 +65,19 @@ double OpenFds() {
   return n > 0 ? n - 1 : 0;  // not the directory handle doing the listing
 }
 
+// The soft RLIMIT_NOFILE: what open() runs into (as prometheus_client reads
+// "Max open files" from /proc/self/limits).
+double MaxFds() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  return static_cast<double>(limit.rlim_cur);
+}
+
 }  // namespace
 
 struct ProcessMetrics::Impl {
   Counter cpu;
-  Gauge resident, virtual_memory, fds, start;
+  Gauge resident, virtual_memory, fds, max_fds, start;
   bool write_start = false;
   double cpu_recorded = 0;
   std::chrono::duration<double> interval{1.0};
@@ -83,7 +92,7 @@ Status ProcessMetrics::Start(Registry* r, bool start_time, double interval_s,
                              std::unique_ptr<ProcessMetrics>* out) {
   auto impl = std::make_unique<Impl>();
   CounterFamily cpu;
-  GaugeFamily resident, virtual_memory, fds, start;
+  GaugeFamily resident, virtual_memory, fds, max_fds, start;
   Status s = r->AddCounter("process_cpu_seconds_total",
                            "Total user and system CPU time spent in seconds.", {}, &cpu);
   if (s.ok())
@@ -95,6 +104,11 @@ Status ProcessMetrics::Start(Registry* r, bool start_time, double interval_s,
   if (s.ok())
     s = r->AddGauge("process_open_fds", "Number of open file descriptors.", GaugeMode::kLiveSum, {},
                     &fds);
+  // Summed over live processes like process_open_fds, so that their ratio is
+  // the instance's share of its descriptors in use.
+  if (s.ok())
+    s = r->AddGauge("process_max_fds", "Maximum number of open file descriptors.",
+                    GaugeMode::kLiveSum, {}, &max_fds);
   if (s.ok())
     s = r->AddGauge("process_start_time_seconds",
                     "Start time of the process since unix epoch in seconds.",
@@ -103,6 +117,7 @@ Status ProcessMetrics::Start(Registry* r, bool start_time, double interval_s,
   if (s.ok()) s = resident.Get({}, &impl->resident);
   if (s.ok()) s = virtual_memory.Get({}, &impl->virtual_memory);
   if (s.ok()) s = fds.Get({}, &impl->fds);
+  if (s.ok()) s = max_fds.Get({}, &impl->max_fds);
   if (s.ok() && start_time) s = start.Get({}, &impl->start);
   if (!s.ok()) return s;
   impl->write_start = start_time;
@@ -148,6 +163,7 @@ void ProcessMetrics::Sample() {
   m.resident.Set(st.resident_bytes);
   m.virtual_memory.Set(st.virtual_bytes);
   m.fds.Set(OpenFds());
+  m.max_fds.Set(MaxFds());
   if (m.write_start)
     m.start.Set(BootTime() + st.start_ticks / static_cast<double>(sysconf(_SC_CLK_TCK)));
 }

@@ -154,21 +154,29 @@ Status Registry::Impl::InitializeNew(const Capacity& capacity) {
     layout::SlotEntry* e = new (slot(i)) layout::SlotEntry{};
     if (Status s = InitRobustMutex(&e->lifeline); !s.ok()) return s;
   }
-  MagicRef(hdr).store(layout::kMagic, std::memory_order_release);  // publish
   clock_ = &hdr->write_clock;
   return Status::Ok();
 }
 
-Status Registry::Impl::ValidateExisting() {
+void Registry::Impl::Publish() {
+  MagicRef(hdr).store(layout::kMagic, std::memory_order_release);
+}
+
+Status Registry::Impl::ValidateExisting(bool unpublished_ok) {
   const std::string where = "registry '" + instance + "' (/dev/shm" + shm_name + "): ";
   if (segment.size() < sizeof(layout::Header))
     return Status::Incompatible(where + "segment too small to be a Sightline registry");
   auto* h = static_cast<layout::Header*>(segment.base());
-  // The creator publishes the magic last; give a concurrent creator a moment.
+  // The creator publishes the magic last, after its initializer (Create's
+  // `init`: a few registrations); give a concurrent creator a moment.
   for (int i = 0; i < 200 && MagicRef(h).load(std::memory_order_acquire) == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const std::uint64_t magic = MagicRef(h).load(std::memory_order_acquire);
-  if (magic != layout::kMagic)
+  // Still unpublished after the wait: a creator that died in its initializer
+  // (its header, slots and lifeline are written before `init` runs).
+  const bool unpublished =
+      unpublished_ok && magic == 0 && h->layout_version == layout::kLayoutVersion;
+  if (magic != layout::kMagic && !unpublished)
     return Status::Incompatible(where + "not a Sightline registry segment (bad magic)");
   if (h->layout_version != layout::kLayoutVersion)
     return Status::Incompatible(where + "segment has layout version " +
@@ -209,7 +217,7 @@ Registry::~Registry() {
 }
 
 Status Registry::Create(std::string_view instance, const Capacity& capacity, std::string_view role,
-                        std::unique_ptr<Registry>* out) {
+                        std::unique_ptr<Registry>* out, const Initializer& init) {
   if (!ValidInstanceName(instance))
     return Status::InvalidArgument("invalid registry instance name '" + std::string(instance) +
                                    "' (use 1-200 of [A-Za-z0-9._-])");
@@ -232,27 +240,38 @@ Status Registry::Create(std::string_view instance, const Capacity& capacity, std
   if (!s.ok()) return s;
   impl->owns_name = true;
   impl->base = static_cast<char*>(impl->segment.base());
-  if (Status init = impl->InitializeNew(capacity); !init.ok()) {
+  if (Status fresh = impl->InitializeNew(capacity); !fresh.ok()) {
     (void)SharedSegment::Unlink(impl->shm_name);
-    return init;
+    return fresh;
   }
   // Best effort: a registry too small for them simply lacks these families.
   (void)impl->RegisterRegistryHealth();
   // The creator holds a slot from the start: its lifeline is what marks the
   // instance as alive to a later Create() of the same name.
   impl->Slab();
-  out->reset(new Registry(std::move(impl)));
+  std::unique_ptr<Registry> registry(new Registry(std::move(impl)));
+  // Unpublished, the segment is the creator's alone: Attach() waits for the
+  // magic, so nothing another process registers can come before `init`'s.
+  if (init) {
+    if (Status ours = init(registry.get()); !ours.ok()) return ours;  // ~Registry unlinks it
+  }
+  registry->impl_->Publish();
+  *out = std::move(registry);
   return Status::Ok();
 }
 
-Status Registry::Attach(std::string_view instance, std::string_view role,
-                        std::unique_ptr<Registry>* out) {
+namespace {
+
+// Opens and validates an existing segment; `unpublished_ok` also accepts one
+// whose creator never published it (for RemoveAbandoned only).
+Status OpenExisting(std::string_view instance, std::string_view role, bool unpublished_ok,
+                    std::unique_ptr<Registry::Impl>* out) {
   if (!ValidInstanceName(instance))
     return Status::InvalidArgument("invalid registry instance name '" + std::string(instance) +
                                    "' (use 1-200 of [A-Za-z0-9._-])");
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_unique<Registry::Impl>();
   impl->instance = std::string(instance);
-  impl->shm_name = SegmentName(instance);
+  impl->shm_name = Registry::SegmentName(instance);
   impl->role = std::string(role);
   Status s = SharedSegment::Open(impl->shm_name, &impl->segment);
   // An empty segment is one whose creator is between shm_open and ftruncate.
@@ -264,8 +283,18 @@ Status Registry::Attach(std::string_view instance, std::string_view role,
     return Status::NotFound("registry '" + std::string(instance) + "' not found (no /dev/shm" +
                             impl->shm_name + "); is the instance running?");
   if (!s.ok()) return s;
-  if (s = impl->ValidateExisting(); !s.ok()) return s;
+  if (s = impl->ValidateExisting(unpublished_ok); !s.ok()) return s;
   impl->base = static_cast<char*>(impl->segment.base());
+  *out = std::move(impl);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Registry::Attach(std::string_view instance, std::string_view role,
+                        std::unique_ptr<Registry>* out) {
+  std::unique_ptr<Impl> impl;
+  if (Status s = OpenExisting(instance, role, false, &impl); !s.ok()) return s;
   out->reset(new Registry(std::move(impl)));
   return Status::Ok();
 }
@@ -278,13 +307,15 @@ Status Registry::Remove(std::string_view instance) {
 }
 
 Status Registry::RemoveAbandoned(std::string_view instance) {
-  std::unique_ptr<Registry> old;
+  std::unique_ptr<Impl> old;
   // Another layout version is refused here too: never misread or clobber it.
-  if (Status a = Attach(instance, "probe", &old); !a.ok()) return a;
-  if (old->impl_->AnyProcessAlive())
+  // A segment whose creator died before publishing it is abandoned too: the
+  // creator holds its slot's lifeline before its initializer runs.
+  if (Status a = OpenExisting(instance, "probe", true, &old); !a.ok()) return a;
+  if (old->AnyProcessAlive())
     return Status::AlreadyExists("registry '" + std::string(instance) +
                                  "' is in use by a live process");
-  const std::string name = old->impl_->shm_name;
+  const std::string name = old->shm_name;
   old.reset();
   return SharedSegment::Unlink(name);
 }

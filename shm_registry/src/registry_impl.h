@@ -52,8 +52,10 @@ class Registry::Impl final : public detail::Writer {
   std::string_view Str(layout::StrRef ref) const;
 
   // --- setup (registry.cc) ---
-  Status InitializeNew(const Capacity& capacity);
-  Status ValidateExisting();
+  Status InitializeNew(const Capacity& capacity);  // unpublished until Publish()
+  void Publish();  // stores the magic: Attach() can proceed from here
+  // `unpublished_ok`: also a segment whose creator never stored the magic.
+  Status ValidateExisting(bool unpublished_ok);
   bool AnyProcessAlive();
 
   // --- families and series (families.cc) ---

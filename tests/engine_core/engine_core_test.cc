@@ -171,9 +171,9 @@ TEST_F(EngineCoreTest, EngineFamiliesFollowTheWorkAndReturnToZero) {
   // Every token computed or generated is in an iteration: 4 x 12 prompt
   // tokens at least once (more after preemptions) and 4 x 8 generated.
   EXPECT_GE(p[Key("vllm:iteration_tokens_total_sum")], 4 * 12 + 4 * 8);
-  // Preempted re-admissions are excluded; an admission attempt that found no
-  // room and is retried later counts again (as in vLLM), hence >=.
-  EXPECT_GE(p[Key("vllm:prefix_cache_queries_total")], 4 * 12);
+  // Once per admission, as in vLLM: preempted re-admissions are excluded, and
+  // an admission attempt that found no room is not counted when retried.
+  EXPECT_EQ(p[Key("vllm:prefix_cache_queries_total")], 4 * 12);
   EXPECT_TRUE(
       p.count("vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",enable_prefix_caching="
               "\"True\",engine=\"0\",gpu_memory_utilization=\"0.9\",kv_cache_max_concurrency=\"0."

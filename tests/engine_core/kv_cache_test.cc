@@ -83,9 +83,10 @@ class KVCacheManagerTest : public ::testing::Test {
   int Admit(RequestKV* r, const std::vector<std::int32_t>& tokens, bool* ok,
             std::string_view salt = "", bool preempted = false) {
     const auto hashes = Hashes(tokens, salt);
-    const auto hit = kv_.GetComputedBlocks(hashes, static_cast<int>(tokens.size()), preempted);
+    const auto hit = kv_.GetComputedBlocks(hashes, static_cast<int>(tokens.size()));
     const int n = static_cast<int>(tokens.size());
     *ok = kv_.AllocateSlots(r, hashes, 0, hit, n - hit.num_tokens, n);
+    if (*ok) kv_.RecordAdmission(n, hit, preempted);
     return hit.num_tokens;
   }
 };
@@ -181,8 +182,8 @@ TEST(KVCacheManager, CachingDisabledNeverHits) {
   RequestKV a, b;
   const auto t = Tokens(12);
   const auto h = Hashes(t);
-  ASSERT_TRUE(kv.AllocateSlots(&a, h, 0, kv.GetComputedBlocks(h, 12, false), 12, 12));
-  const auto hit = kv.GetComputedBlocks(h, 12, false);
+  ASSERT_TRUE(kv.AllocateSlots(&a, h, 0, kv.GetComputedBlocks(h, 12), 12, 12));
+  const auto hit = kv.GetComputedBlocks(h, 12);
   EXPECT_EQ(hit.num_tokens, 0);
   EXPECT_EQ(kv.TakeStats().queries, 0u);  // no lookups happen without caching
 }
@@ -206,7 +207,7 @@ TEST(KvResidency, LifetimeIdleAndReuseGapsOfSampledBlocks) {
   for (int access = 1; access <= 5; ++access) {  // five prefix hits, 1 s apart
     now = access * 1'000'000'000LL;
     RequestKV b;
-    ASSERT_TRUE(kv.AllocateSlots(&b, h, 0, kv.GetComputedBlocks(h, 9, false), 1, 8));
+    ASSERT_TRUE(kv.AllocateSlots(&b, h, 0, kv.GetComputedBlocks(h, 9), 1, 8));
     kv.Free(&b);
   }
   now = 8'000'000'000LL;

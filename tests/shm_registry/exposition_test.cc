@@ -19,7 +19,9 @@ using sightline::testing::ParseSamples;
 using sightline::testing::UniqueInstance;
 
 TEST(FormatDouble, MatchesPrometheusClientFloatToGoString) {
-  // Expected strings are prometheus_client's floatToGoString output.
+  // Expected strings are prometheus_client's floatToGoString output (since
+  // its #1190), which is Go's strconv.FormatFloat(v, 'g', -1, 64) for every
+  // positive value here (checked with Go 1.19).
   EXPECT_EQ(FormatDouble(1), "1.0");
   EXPECT_EQ(FormatDouble(10), "10.0");
   EXPECT_EQ(FormatDouble(0), "0.0");
@@ -30,7 +32,14 @@ TEST(FormatDouble, MatchesPrometheusClientFloatToGoString) {
   EXPECT_EQ(FormatDouble(1234567), "1.234567e+06");
   EXPECT_EQ(FormatDouble(1000000.5), "1.0000005e+06");
   EXPECT_EQ(FormatDouble(1.72345678912e9), "1.72345678912e+09");
-  EXPECT_EQ(FormatDouble(1e10), "1e+010");  // Python's f'e+0{dot - 1}' quirk
+  // Two-digit exponents are not padded further: client_python before #1190
+  // wrote "1e+010", another `le` value than Go's "1e+10".
+  EXPECT_EQ(FormatDouble(1e10), "1e+10");
+  EXPECT_EQ(FormatDouble(1.5e10), "1.5e+10");
+  EXPECT_EQ(FormatDouble(3.00010000063e10), "3.00010000063e+10");
+  EXPECT_EQ(FormatDouble(1234567890123), "1.234567890123e+12");
+  EXPECT_EQ(FormatDouble(1e15), "1e+15");
+  EXPECT_EQ(FormatDouble(9999999999999998), "9.999999999999998e+15");
   EXPECT_EQ(FormatDouble(1e21), "1e+21");
   EXPECT_EQ(FormatDouble(1e16), "1e+16");
   EXPECT_EQ(FormatDouble(0.1 + 0.2), "0.30000000000000004");
@@ -45,6 +54,25 @@ TEST(FormatDouble, MatchesPrometheusClientFloatToGoString) {
   EXPECT_EQ(FormatDouble(std::nan("")), "NaN");
   EXPECT_EQ(FormatDouble(1e100), "1e+100");
   EXPECT_EQ(FormatDouble(123.456), "123.456");
+}
+
+// The bucket bounds are label values: a bound of 1e10 must be le="1e+10",
+// which a Go-side consumer parses as the same bound.
+TEST(FormatDouble, LargeBucketBoundsAreGoStyleLeLabels) {
+  std::unique_ptr<Registry> reg;
+  ASSERT_TRUE(Registry::Create(UniqueInstance(), Capacity{}, "test", &reg).ok());
+  HistogramFamily h;
+  ASSERT_TRUE(reg->AddHistogram("bytes", "B.", {}, {1e6, 1e10, 2.5e12}, &h).ok());
+  h.With({}).Observe(2e10);
+  const std::string page = reg->Render(ExpositionFormat::kPrometheusText);
+  EXPECT_NE(page.find("bytes_bucket{le=\"1e+06\"} 0.0\n"
+                      "bytes_bucket{le=\"1e+10\"} 0.0\n"
+                      "bytes_bucket{le=\"2.5e+12\"} 1.0\n"
+                      "bytes_bucket{le=\"+Inf\"} 1.0\n"
+                      "bytes_count 1.0\n"
+                      "bytes_sum 2e+10\n"),
+            std::string::npos)
+      << page;
 }
 
 TEST(Escaping, LabelValuesAndHelp) {

@@ -113,6 +113,7 @@ TEST(Oracle, SameScenarioSamePageAsPrometheusClient) {
     c.With({{"a", "x"}}).Inc(2);
     h.With({{"a", "x"}}).Observe(5);
     h.With({{"a", "x"}}).Observe(1e6);
+    h.With({{"a", "x"}}).Observe(3e10);
     s.With({}).Observe(2.25);
     for (auto& g : gauges) g.With({{"k", "v"}}).Set(-2);
     return wait_alive(ctl);

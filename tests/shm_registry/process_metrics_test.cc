@@ -1,8 +1,10 @@
 // ProcessMetrics: CPU time summed over processes and kept after they die,
-// memory and fds summed over live processes only, the instance's start time.
+// memory, open fds and fd limits summed over live processes only, the
+// instance's start time.
 #include "sightline/shm_registry/process_metrics.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <ctime>
@@ -66,6 +68,47 @@ TEST(ProcessMetrics, CpuIsSummedAndKeptAfterDeathMemoryOnlyForTheLiving) {
   EXPECT_LT(after.at("process_resident_memory_bytes"),
             both.at("process_resident_memory_bytes") - 1e5);
   EXPECT_EQ(after.at("process_start_time_seconds"), before.at("process_start_time_seconds"));
+}
+
+// process_max_fds is summed over the live processes like process_open_fds,
+// so open / max is the instance's share of its descriptors in use.
+TEST(ProcessMetrics, MaxFdsIsTheLiveProcessesLimitsSummed) {
+  rlimit limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &limit), 0);
+  const double own = static_cast<double>(limit.rlim_cur);
+  std::unique_ptr<Registry> reg;
+  ASSERT_TRUE(Registry::Create(UniqueInstance(), Capacity{}, "supervisor", &reg).ok());
+  std::unique_ptr<ProcessMetrics> mine;
+  ASSERT_TRUE(ProcessMetrics::Start(reg.get(), true, 60, &mine).ok());
+  auto page = [&] { return ParseSamples(reg->Render(ExpositionFormat::kPrometheusText)); };
+  EXPECT_EQ(page().at("process_max_fds"), own);
+
+  // A worker with a lower soft limit of its own.
+  constexpr double kChildLimit = 200;
+  ASSERT_LE(kChildLimit, own);
+  const std::string instance = reg->instance();
+  ChildProcess child = ChildProcess::Spawn([instance](const ChildProcess::Control& c) {
+    rlimit l{};
+    getrlimit(RLIMIT_NOFILE, &l);
+    l.rlim_cur = static_cast<rlim_t>(kChildLimit);
+    if (setrlimit(RLIMIT_NOFILE, &l) != 0) return 1;
+    std::unique_ptr<Registry> r;
+    if (!Registry::Attach(instance, "worker", &r).ok()) return 1;
+    std::unique_ptr<ProcessMetrics> pm;
+    if (!ProcessMetrics::Start(r.get(), false, 60, &pm).ok()) return 1;
+    c.Ready();
+    c.AwaitRelease();
+    return 0;
+  });
+  child.WaitReady();
+  const auto both = page();
+  EXPECT_EQ(both.at("process_max_fds"), own + kChildLimit);
+  const double ratio = both.at("process_open_fds") / both.at("process_max_fds");
+  EXPECT_GT(ratio, 0);
+  EXPECT_LT(ratio, 1);
+  child.Release();
+  EXPECT_EQ(child.Wait(), 0);
+  EXPECT_EQ(page().at("process_max_fds"), own);  // a dead process's limit stops counting
 }
 
 }  // namespace

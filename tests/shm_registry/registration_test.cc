@@ -43,8 +43,14 @@ TEST_F(RegistrationTest, ConflictingRegistrationsAreErrors) {
             Status::Code::kInvalidArgument);
   EXPECT_EQ(reg_->AddCounter("g", "G.", {"a"}, &c).code(), Status::Code::kInvalidArgument);
   ASSERT_TRUE(reg_->AddHistogram("h", "H.", {}, {1, 2}, &h).ok());
-  EXPECT_EQ(reg_->AddHistogram("h", "H.", {}, {1, 3}, &h).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(reg_->AddHistogram("h", "H.", {"a"}, {1, 2}, &h).code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(reg_->AddCounter("h", "H.", {}, &c).code(), Status::Code::kInvalidArgument);
   EXPECT_TRUE(reg_->AddHistogram("h", "H.", {}, {1, 2, INFINITY}, &h).ok());  // +Inf is implicit
+  // Other bounds are adopted, not a conflict (instance_buckets_test.cc); bad
+  // ones are still refused.
+  EXPECT_TRUE(reg_->AddHistogram("h", "H.", {}, {1, 3}, &h).ok());
+  EXPECT_EQ(reg_->AddHistogram("h", "H.", {}, {3, 1}, &h).code(), Status::Code::kInvalidArgument);
 }
 
 TEST_F(RegistrationTest, InvalidNamesLabelsAndBucketsAreRejected) {

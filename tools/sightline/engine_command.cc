@@ -72,10 +72,16 @@ int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
     // Under a supervisor the registry exists already; run on its own, the
     // engine creates it (and removes it when it exits cleanly).
     const std::string role = "engine-" + std::to_string(o.engine_index);
+    const metrics::CatalogueOptions catalogue = EngineCatalogue(o);
     Status attached = metrics::Registry::Attach(o.registry, role, &registry);
     bool created = false;
     if (attached.code() == Status::Code::kNotFound) {
-      attached = metrics::Registry::Create(o.registry, metrics::Capacity{}, role, &registry);
+      // Its histogram bounds are the instance's before any API server can
+      // attach (they adopt them).
+      attached = metrics::Registry::Create(
+          o.registry, metrics::Capacity{}, role, &registry, [&catalogue](metrics::Registry* r) {
+            return metrics::RegisterCatalogueHistograms(r, catalogue, false);
+          });
       created = attached.ok();
       if (created) std::cerr << "INFO engine: created metric registry '" << o.registry << "'\n";
     }
@@ -84,10 +90,6 @@ int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
     if (Status s = metrics::ProcessMetrics::Start(registry.get(), created, 1.0, &process_metrics);
         !s.ok())
       return Fail(s.message());
-    metrics::CatalogueOptions catalogue;
-    catalogue.model_name = o.served_model_name;
-    catalogue.max_model_len = static_cast<std::uint32_t>(o.max_model_len);
-    catalogue.kv_cache_metrics = o.kv_cache_metrics;
     engine::CacheConfigInfo cache;
     cache.block_size = o.block_size;
     cache.num_gpu_blocks = num_blocks;
@@ -99,6 +101,11 @@ int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
             registry.get(), catalogue, static_cast<int>(o.engine_index), cache, &engine_metrics);
         !s.ok())
       return Fail(s.message());
+    // Joining an instance, the registry's bounds are used whatever the flag
+    // says; a flag that cannot take effect is an error, not ignored.
+    if (!created)
+      if (Status s = metrics::CheckBucketsAdopted(registry.get(), catalogue); !s.ok())
+        return Fail(s.message());
   }
 
   kernels::cpu::SetBlasThreads(o.threads);

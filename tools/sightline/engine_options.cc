@@ -55,6 +55,12 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* o) {
   cmd->add_option("--kv-cache-metrics-sample", o->kv_cache_metrics_sample,
                   "Sampled fraction in (0, 1]")
       ->capture_default_str();
+  cmd->add_option("--metrics-buckets", o->metrics_buckets,
+                  "FAMILY=b1,b2,...: one histogram's bucket bounds instead of vLLM's, for "
+                  "every process of the instance (repeatable; FAMILY as exposed, without the "
+                  "prefix, e.g. time_to_first_token_seconds=0.05,0.1,0.2; finite, strictly "
+                  "ascending; +Inf is implicit)")
+      ->allow_extra_args(false);  // one value per occurrence: never the positional model
   cmd->add_flag("--enable-mfu-metrics", o->enable_mfu_metrics,
                 "Estimated FLOPs and memory bytes per step (vllm:estimated_*_per_gpu_total, MFU "
                 "in the stats line)");
@@ -110,6 +116,9 @@ Status CheckEngineOptions(const engine::ModelConfig& model, EngineOptions* o, Kv
     return invalid("--kv-cache-metrics-sample must be in (0, 1]");
   if (!(o->log_stats_interval > 0)) return invalid("--log-stats-interval must be positive");
   if (!(o->heartbeat_timeout > 0)) return invalid("--heartbeat-timeout must be positive");
+  o->buckets.clear();
+  for (const std::string& spec : o->metrics_buckets)
+    if (Status s = metrics::ParseBucketOverride(spec, &o->buckets); !s.ok()) return s;
 
   if (o->served_model_name.empty()) o->served_model_name = model.name;
   if (cuda && !o->num_gpu_blocks_override) return Status::Ok();  // sized by PlanGpuKvCache
@@ -181,6 +190,15 @@ Status PlanGpuKvCache(const engine::ModelConfig& model, const EngineOptions& o, 
   return Status::Ok();
 }
 
+metrics::CatalogueOptions EngineCatalogue(const EngineOptions& o) {
+  metrics::CatalogueOptions c;
+  c.model_name = o.served_model_name;
+  c.max_model_len = static_cast<std::uint32_t>(o.max_model_len);
+  c.kv_cache_metrics = o.kv_cache_metrics;
+  c.buckets = o.buckets;
+  return c;
+}
+
 std::vector<std::string> EngineArgs(const EngineOptions& o) {
   ArgvBuilder a;
   a.Positional(o.model);
@@ -209,6 +227,7 @@ std::vector<std::string> EngineArgs(const EngineOptions& o) {
   if (o.num_gpu_blocks_override > 0) a.Add("--num-gpu-blocks-override", o.num_gpu_blocks_override);
   if (o.disable_log_stats) a.Flag("--disable-log-stats");
   if (o.kv_cache_metrics) a.Flag("--kv-cache-metrics");
+  for (const std::string& spec : o.metrics_buckets) a.Add("--metrics-buckets", spec);
   if (o.enable_mfu_metrics) a.Flag("--enable-mfu-metrics");
   return a.Take();
 }

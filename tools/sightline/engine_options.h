@@ -11,6 +11,7 @@
 
 #include "sightline/engine_core/model_config.h"
 #include "sightline/engine_core/model_runner.h"
+#include "sightline/shm_registry/catalogue.h"
 #include "sightline/status.h"
 
 namespace sightline::cli {
@@ -41,6 +42,8 @@ struct EngineOptions {
   bool enable_mfu_metrics = false;
   int threads = 0;
   double heartbeat_timeout = 2.0;
+  std::vector<std::string> metrics_buckets;  // --metrics-buckets, as given
+  metrics::BucketOverrides buckets;          // parsed by CheckEngineOptions
 };
 
 // What CheckEngineOptions derives: the KV cache's size.
@@ -74,6 +77,10 @@ Status CheckEngineOptions(const engine::ModelConfig& model, EngineOptions* o, Kv
 // The KV cache on the device: --gpu-memory-utilization of its memory, less
 // what is in use, the weights and room for one step's activations.
 Status PlanGpuKvCache(const engine::ModelConfig& model, const EngineOptions& o, KvPlan* plan);
+
+// The metric catalogue this instance registers: its model name, context
+// length, residency histograms and histogram bounds (after CheckEngineOptions).
+metrics::CatalogueOptions EngineCatalogue(const EngineOptions& o);
 
 // argv (after "sightline engine") that reproduces `o`.
 std::vector<std::string> EngineArgs(const EngineOptions& o);

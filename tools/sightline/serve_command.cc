@@ -82,8 +82,17 @@ int RunServe(ServeOptions o) {
   ListeningSocket listener;
   if (Status s = listener.Bind(o.api.host, o.api.port); !s.ok()) return Fail(s.message());
   if (o.registry.empty()) o.registry = "sightline-" + std::to_string(listener.port());
+  // The instance's histogram bounds (--metrics-buckets or vLLM's) are in the
+  // registry before the segment is published: the engine and every API
+  // server, restarted ones included, adopt them and cannot register others.
   std::unique_ptr<metrics::Registry> registry;
-  if (Status s = metrics::Registry::Create(o.registry, o.capacity, "supervisor", &registry);
+  const metrics::CatalogueOptions catalogue = EngineCatalogue(o.engine);
+  const bool http_only = o.engine.disable_log_stats;
+  if (Status s = metrics::Registry::Create(o.registry, o.capacity, "supervisor", &registry,
+                                           [&](metrics::Registry* r) {
+                                             return metrics::RegisterCatalogueHistograms(
+                                                 r, catalogue, http_only);
+                                           });
       !s.ok())
     return Fail(s.message());
   std::unique_ptr<metrics::ProcessMetrics> process_metrics;

@@ -46,8 +46,14 @@ class KVCacheManager {
   };
   // The longest run of cached blocks from the start of the request, capped
   // so that at least the last token is computed (hit <= num_tokens - 1).
-  // Counted in the stats (apart when `preempted`).
-  Hit GetComputedBlocks(std::span<const BlockHash> block_hashes, int num_tokens, bool preempted);
+  // Not counted: a request that cannot be admitted is looked up again at
+  // every step it waits, and only its admission counts (RecordAdmission).
+  Hit GetComputedBlocks(std::span<const BlockHash> block_hashes, int num_tokens) const;
+  // Counts an admitted request's lookup in the stats, as vLLM does once its
+  // slots are allocated (so retries under KV pressure are not queries): the
+  // request's tokens as queries and `hit` as hits, apart when `preempted`
+  // (a re-admission is not a new query). Nothing is counted without caching.
+  void RecordAdmission(int num_tokens, const Hit& hit, bool preempted);
 
   // Gives `kv` slots for `num_computed_tokens + hit.num_tokens + num_new_tokens`
   // tokens: attaches the hit blocks, then fresh ones. Returns false and

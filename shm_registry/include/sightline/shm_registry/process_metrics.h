@@ -6,7 +6,11 @@
 //    ever ran (dead ones through the archive), so it never goes down when a
 //    process is restarted;
 //  * process_resident_memory_bytes, process_virtual_memory_bytes,
-//    process_open_fds: livesum gauges (a dead process stops counting);
+//    process_open_fds, process_max_fds: livesum gauges (a dead process stops
+//    counting), so process_open_fds / process_max_fds is the share of the
+//    live processes' descriptors (each its soft RLIMIT_NOFILE) in use: with
+//    the limit the supervisor's children inherit, their mean utilisation;
+//    one process near its own limit needs the per-process view (lsof);
 //  * process_start_time_seconds: written only by the process that passes
 //    `start_time = true` (the supervisor, or a standalone engine that created
 //    the registry): the instance's start, not one process's.

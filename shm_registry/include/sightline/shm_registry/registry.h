@@ -18,12 +18,16 @@
 //  * `mostrecent` is decided by a segment-wide write clock, not wall-clock
 //    time, so clock steps cannot reorder writers (and ties cannot happen);
 //  * min/max ignore NaN values (IEEE fmin/fmax);
-//  * `all`-mode values of dead processes are kept up to a fixed capacity.
+//  * `all`-mode values of dead processes are kept up to a fixed capacity;
+//  * a NaN (or negative) counter increment is ignored: a counter never goes
+//    backwards, and one NaN would make it NaN for the instance's lifetime;
+//  * a histogram registered again adopts the instance's bounds (below).
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -86,12 +90,20 @@ struct Inspection {
 
 class Registry {
  public:
+  // What the creator registers before any other process can attach.
+  using Initializer = std::function<Status(Registry*)>;
+
   // Creates the instance's segment (mode 0600, O_EXCL). A leftover segment of
   // the same name whose processes are all dead is replaced; one with a live
   // process is refused (kAlreadyExists). The returned registry unlinks the
   // segment when destroyed (clean instance shutdown).
+  //
+  // `init`, when given, runs on the new registry before the segment is
+  // published: Attach() waits until it has returned (up to 2 s, so it must be
+  // quick: a few registrations), so what it registers is the instance's
+  // before anything else can be. Its failure fails (and removes) the registry.
   static Status Create(std::string_view instance, const Capacity& capacity, std::string_view role,
-                       std::unique_ptr<Registry>* out);
+                       std::unique_ptr<Registry>* out, const Initializer& init = nullptr);
   // Attaches to an existing segment. A segment of another layout version is
   // refused. The process claims a slot only when it first writes.
   static Status Attach(std::string_view instance, std::string_view role,
@@ -111,10 +123,16 @@ class Registry {
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
-  // Registration. Registering a name again with the same type, mode, label
-  // names and buckets returns the same family (the first help text wins); any
-  // difference is kInvalidArgument. A counter name's "_total" suffix is
-  // stripped (the exposition adds it back).
+  // Registration. Registering a name again with the same type, mode and label
+  // names returns the same family (the first help text wins); any difference
+  // is kInvalidArgument. A counter name's "_total" suffix is stripped (the
+  // exposition adds it back).
+  //
+  // Histogram bounds belong to the instance: registering an existing
+  // histogram returns it with the bounds it was first registered with, and
+  // `buckets` (still validated) are used only for a new family. So a process
+  // that joins an instance cannot record into other buckets than the page
+  // shows; the creator fixes an instance's bounds in Create()'s `init`.
   Status AddCounter(std::string_view name, std::string_view help,
                     std::vector<std::string> label_names, CounterFamily* out);
   Status AddGauge(std::string_view name, std::string_view help, GaugeMode mode,
@@ -124,6 +142,10 @@ class Registry {
                       HistogramFamily* out);
   Status AddSummary(std::string_view name, std::string_view help,
                     std::vector<std::string> label_names, SummaryFamily* out);
+
+  // The bounds (finite, ascending) of a registered histogram family;
+  // kNotFound when there is no histogram of that name.
+  Status HistogramBounds(std::string_view name, std::vector<double>* out);
 
   // The aggregated page. Deterministic: families by name, series by label values.
   std::string Render(ExpositionFormat format);

@@ -1,0 +1,107 @@
+// The catalogue's histogram bounds as an instance's choice: parsing
+// --metrics-buckets, and registering the bounds before anyone else can.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "sightline/shm_registry/catalogue.h"
+#include "sightline/shm_registry/exposition.h"
+
+namespace sightline::metrics {
+
+namespace {
+
+// A family's name as --metrics-buckets takes it: without the prefix.
+std::string_view OverrideKey(const CatalogueFamily& f, const CatalogueOptions& o) {
+  std::string_view name = f.name;
+  if (name.starts_with(o.prefix)) name.remove_prefix(o.prefix.size());
+  return name;
+}
+
+std::string Join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> HistogramFamilyNames() {
+  CatalogueOptions all;
+  all.prefix = "";
+  all.kv_cache_metrics = true;
+  std::vector<std::string> out;
+  for (const CatalogueFamily& f : Catalogue(all))
+    if (f.type == MetricType::kHistogram) out.push_back(f.name);
+  return out;
+}
+
+Status ParseBucketOverride(std::string_view spec, BucketOverrides* overrides) {
+  const std::string where = "--metrics-buckets '" + std::string(spec) + "': ";
+  const std::size_t eq = spec.find('=');
+  if (eq == std::string_view::npos || eq == 0)
+    return Status::InvalidArgument(where + "expected FAMILY=b1,b2,...");
+  const std::string family(spec.substr(0, eq));
+  const std::vector<std::string> known = HistogramFamilyNames();
+  if (std::find(known.begin(), known.end(), family) == known.end()) {
+    const std::size_t colon = family.rfind(':');
+    if (colon != std::string::npos &&
+        std::find(known.begin(), known.end(), family.substr(colon + 1)) != known.end())
+      return Status::InvalidArgument(where + "name the family without its prefix ('" +
+                                     family.substr(colon + 1) + "')");
+    return Status::InvalidArgument(where + "'" + family +
+                                   "' is not a histogram family; one of: " + Join(known));
+  }
+  if (overrides->count(family))
+    return Status::InvalidArgument(where + family + " is given more than once");
+  std::vector<double> bounds;
+  std::string_view list = spec.substr(eq + 1);
+  if (list.empty()) return Status::InvalidArgument(where + "no bounds");
+  for (std::size_t pos = 0; pos <= list.size();) {
+    std::size_t comma = list.find(',', pos);
+    if (comma == std::string_view::npos) comma = list.size();
+    const std::string_view item = list.substr(pos, comma - pos);
+    double v = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size())
+      return Status::InvalidArgument(where + "'" + std::string(item) + "' is not a number");
+    if (!std::isfinite(v))
+      return Status::InvalidArgument(where + "'" + std::string(item) +
+                                     "' is not finite (+Inf is always the last bucket)");
+    if (!bounds.empty() && !(v > bounds.back()))
+      return Status::InvalidArgument(where + "bounds must be strictly ascending (" +
+                                     FormatDouble(v) + " after " + FormatDouble(bounds.back()) +
+                                     ")");
+    bounds.push_back(v);
+    pos = comma + 1;
+  }
+  (*overrides)[family] = std::move(bounds);
+  return Status::Ok();
+}
+
+Status RegisterCatalogueHistograms(Registry* r, const CatalogueOptions& o, bool http_only) {
+  for (const CatalogueFamily& f : Catalogue(o)) {
+    if (f.type != MetricType::kHistogram || (http_only && !f.name.starts_with("http_"))) continue;
+    HistogramFamily fam;
+    if (Status s = r->AddHistogram(f.name, f.help, f.label_names, f.buckets, &fam); !s.ok())
+      return s;
+  }
+  return Status::Ok();
+}
+
+Status CheckBucketsAdopted(Registry* r, const CatalogueOptions& o) {
+  for (const CatalogueFamily& f : Catalogue(o)) {
+    if (f.type != MetricType::kHistogram || !o.buckets.count(std::string(OverrideKey(f, o))))
+      continue;
+    std::vector<double> have;
+    if (Status s = r->HistogramBounds(f.name, &have); !s.ok()) return s;
+    if (have != f.buckets)
+      return Status::InvalidArgument(
+          "--metrics-buckets " + std::string(OverrideKey(f, o)) + ": registry '" + r->instance() +
+          "' already has other bounds for it (its creator's); give the flag to the process that "
+          "creates the registry");
+  }
+  return Status::Ok();
+}
+
+}  // namespace sightline::metrics
