@@ -130,6 +130,10 @@ class CpuModelRunner final : public ModelRunner {
 
 }  // namespace
 
+ElementBytes CpuElementBytes() {
+  return ElementBytes{};  // FP32 throughout
+}
+
 std::unique_ptr<ModelRunner> MakeCpuModelRunner(ModelConfig config, ModelWeights weights,
                                                 int num_blocks, int block_size) {
   return std::make_unique<CpuModelRunner>(std::move(config), std::move(weights), num_blocks,

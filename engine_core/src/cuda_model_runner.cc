@@ -37,6 +37,12 @@ std::uint64_t CudaWeightBytes(const ModelConfig& c, CudaMatrixType type) {
   return fp32 * 4 + MatrixElements(c) * (type == CudaMatrixType::kFloat32 ? 4 : 2);
 }
 
+ElementBytes CudaElementBytes(CudaMatrixType type) {
+  ElementBytes b;
+  b.weights = type == CudaMatrixType::kFloat32 ? 4 : 2;
+  return b;  // activations and KV stay FP32
+}
+
 std::uint64_t CudaKvBlockBytes(const ModelConfig& c, int block_size) {
   return 2ull * static_cast<std::uint64_t>(c.num_layers) * static_cast<std::uint64_t>(block_size) *
          static_cast<std::uint64_t>(c.kv_size()) * sizeof(float);

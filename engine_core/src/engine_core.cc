@@ -18,6 +18,7 @@ EngineCore::EngineCore(const EngineCoreConfig& config, std::unique_ptr<ModelRunn
         std::make_unique<KvResidencyCollector>(config.kv_cache_metrics_sample, config.seed);
     kv_.pool().set_observer(residency_.get());
   }
+  if (metrics_ && config.enable_mfu_metrics) perf_.emplace(runner_->config(), config.element_bytes);
 }
 
 EngineCore::~EngineCore() {
@@ -103,6 +104,7 @@ StepOutputs EngineCore::Step() {
     out.timestamp = clock_();  // after the forward pass: the tokens exist now
     stats.ran_model = out.ran_model = true;
     stats.prompt_tokens_computed = sched.num_prompt_tokens;
+    if (perf_) stats.perf = perf_->Estimate(ShapeOf(sched));
   }
   for (const RequestUpdate& u : scheduler_.UpdateFromOutput(sched, sampled)) {
     Request* r = u.request;

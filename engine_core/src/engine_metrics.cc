@@ -68,6 +68,10 @@ Status EngineMetrics::Create(metrics::Registry* r, const metrics::CatalogueOptio
   if (s.ok()) s = counter("prefix_cache_queries", &m->prefix_queries_);
   if (s.ok()) s = counter("prefix_cache_hits", &m->prefix_hits_);
   if (s.ok()) s = counter("num_preemptions", &m->preemptions_);
+  // Always there (0 without --enable-mfu-metrics), as in vLLM.
+  if (s.ok()) s = counter("estimated_flops_per_gpu", &m->est_flops_);
+  if (s.ok()) s = counter("estimated_read_bytes_per_gpu", &m->est_read_bytes_);
+  if (s.ok()) s = counter("estimated_write_bytes_per_gpu", &m->est_write_bytes_);
   if (s.ok()) s = histogram("iteration_tokens_total", &m->iteration_tokens_);
   if (s.ok()) {  // Sightline's own: what the engine refused to read
     metrics::CounterFamily rejected;
@@ -130,6 +134,11 @@ void EngineMetrics::Record(const StepStats& st) {
   }
   if (st.num_preemptions > 0) preemptions_.Inc(st.num_preemptions);
   if (st.ran_model) iteration_tokens_.Observe(st.prompt_tokens_computed + st.generation_tokens);
+  if (!st.perf.empty()) {  // vLLM skips a step whose three estimates are all 0
+    est_flops_.Inc(static_cast<double>(st.perf.flops));
+    est_read_bytes_.Inc(static_cast<double>(st.perf.read_bytes));
+    est_write_bytes_.Inc(static_cast<double>(st.perf.write_bytes));
+  }
   if (residency_)
     for (const auto& e : st.evictions) {
       block_lifetime_.Observe(e.lifetime_s);
@@ -141,6 +150,7 @@ void EngineMetrics::Record(const StepStats& st) {
   prompt_since_log_ += static_cast<std::uint64_t>(st.prompt_tokens_computed);
   generation_since_log_ += static_cast<std::uint64_t>(st.generation_tokens);
   preemptions_since_log_ += static_cast<std::uint64_t>(st.num_preemptions);
+  perf_since_log_ += st.perf;
   last_.num_running = st.num_running;
   last_.num_waiting = st.num_waiting;
   last_.num_deferred = st.num_deferred;
@@ -163,8 +173,8 @@ void EngineMetrics::Record(const StepStats& st) {
   }
 }
 
-std::optional<std::string> EngineMetrics::MaybeLogLine(double now_s, double interval_s,
-                                                       bool* info) {
+std::optional<std::string> EngineMetrics::MaybeLogLine(double now_s, double interval_s, bool* info,
+                                                       std::string* mfu_line) {
   if (last_log_s_ < 0) {
     last_log_s_ = now_s;
     return std::nullopt;
@@ -192,6 +202,20 @@ std::optional<std::string> EngineMetrics::MaybeLogLine(double now_s, double inte
   n = std::snprintf(buf, sizeof buf, ", GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%",
                     last_.kv_cache_usage * 100, hit_rate * 100);
   line.append(buf, static_cast<std::size_t>(n));
+  if (mfu_line) {
+    mfu_line->clear();
+    if (!perf_since_log_.empty()) {
+      const PerfEstimate& p = perf_since_log_;
+      auto per_s = [elapsed](std::uint64_t x) {
+        return elapsed > 0 ? static_cast<double>(x) / elapsed : 0;
+      };
+      n = std::snprintf(buf, sizeof buf, "Engine %03d: MFU: %.1f TF/s/GPU %.1f GB/s/GPU",
+                        engine_index_, per_s(p.flops) / 1e12,
+                        per_s(p.read_bytes + p.write_bytes) / 1e9);
+      mfu_line->assign(buf, static_cast<std::size_t>(n));
+    }
+  }
+  perf_since_log_ = PerfEstimate{};
   prompt_since_log_ = generation_since_log_ = preemptions_since_log_ = 0;
   last_log_s_ = now_s;
   return line;

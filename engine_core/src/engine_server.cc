@@ -520,8 +520,12 @@ int EngineServer::Run() {
         bool info = true;
         const double now = MonotonicSeconds();
         if (now - last_log >= 0) {
-          auto line = s.metrics->MaybeLogLine(now, s.options.log_stats_interval_s, &info);
-          if (line && (info || s.options.debug)) Log(info ? "INFO" : "DEBUG", *line);
+          std::string mfu;
+          auto line = s.metrics->MaybeLogLine(now, s.options.log_stats_interval_s, &info, &mfu);
+          if (line && (info || s.options.debug)) {
+            Log(info ? "INFO" : "DEBUG", *line);
+            if (!mfu.empty()) Log(info ? "INFO" : "DEBUG", mfu);
+          }
         }
       }
     }

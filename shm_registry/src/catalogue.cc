@@ -39,6 +39,32 @@ const std::vector<Row>& EngineAndRequestRows() {
   using T = MetricType;
   using M = GaugeMode;
   static const std::vector<Row> rows = {
+      // vLLM registers these as "..._total"; a counter's family drops the
+      // suffix and its sample adds it back, so the page is the same.
+      {"estimated_flops_per_gpu",
+       T::kCounter,
+       M::kAll,
+       nullptr,
+       {},
+       Buckets::kNone,
+       "Estimated number of floating point operations per GPU (for Model Flops Utilization "
+       "calculations)."},
+      {"estimated_read_bytes_per_gpu",
+       T::kCounter,
+       M::kAll,
+       nullptr,
+       {},
+       Buckets::kNone,
+       "Estimated number of bytes read from memory per GPU (for Model Flops Utilization "
+       "calculations)."},
+      {"estimated_write_bytes_per_gpu",
+       T::kCounter,
+       M::kAll,
+       nullptr,
+       {},
+       Buckets::kNone,
+       "Estimated number of bytes written to memory per GPU (for Model Flops Utilization "
+       "calculations)."},
       {"num_requests_running",
        T::kGauge,
        M::kLiveMostRecent,

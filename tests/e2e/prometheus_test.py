@@ -63,7 +63,8 @@ def main():
         serve_log = open(os.path.join(tmp, "serve.log"), "w+")
         procs.append(subprocess.Popen(
             [CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--api-server-count", "3",
-             "--engine-threads", "1", "--registry", f"promtest{os.getpid()}"],
+             "--engine-threads", "1", "--registry", f"promtest{os.getpid()}",
+             "--enable-mfu-metrics"],
             stdout=serve_log, stderr=serve_log))
         port = None
 
@@ -133,20 +134,28 @@ scrape_configs:
         share = one('model_name_finished_reason:vllm_request_success:ratio_rate5m{finished_reason="length"}')
         assert share == 1, share
         assert one("model_name:vllm_generation_tokens:rate5m") > 0
+        flops = one("model_name:vllm_estimated_flops_per_gpu:rate5m")
+        assert flops > 0, flops  # --enable-mfu-metrics
+        assert one("model_name:vllm_estimated_memory_bytes_per_gpu:rate5m") > 0
         assert query(prom, 'ALERTS{alertname=~"SightlineMetricsAbsent|SightlineScrapeFailing"}') == []
 
         # Every dashboard panel's query returns data from this instance.
         with open(os.path.join(SOURCE, "deploy", "grafana", "sightline.json")) as f:
             dashboard = json.load(f)
+        # Text variables (the peaks) take their defaults.
+        defaults = {v["name"]: v["query"] for v in dashboard["templating"]["list"]
+                    if v["type"] in ("textbox", "constant")}
         for panel in dashboard["panels"]:
             for target in panel["targets"]:
                 expr = (target["expr"].replace("$__rate_interval", "1m")
                         .replace('"$job"', '".*"').replace('"$model_name"', '".*"'))
+                for name, value in defaults.items():
+                    expr = expr.replace("$" + name, value)
                 # Series born during the load (per-status HTTP counters) need
                 # a second sample before rate() has a value.
                 wait_for(lambda: query(prom, expr), 10, f"data for panel '{panel['title']}': {expr}")
         print(f"ok: 60 requests counted exactly; prefix hit ratio {hit:.2f}, TTFT p95 {ttft * 1e3:.1f} ms, "
-              f"ITL p50 {itl * 1e3:.2f} ms")
+              f"ITL p50 {itl * 1e3:.2f} ms, estimated {flops / 1e9:.3f} GFLOP/s per GPU")
     finally:
         for p in reversed(procs):
             p.send_signal(signal.SIGTERM)

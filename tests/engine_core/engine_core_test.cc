@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <regex>
+
+#include "sightline/engine_core/perf_estimate.h"
 
 #include "support/scrape.h"
 
@@ -59,6 +62,8 @@ class EngineCoreTest : public ::testing::Test {
     c.scheduler.max_num_batched_tokens = budget;
     c.scheduler.log_stats = with_metrics;
     c.scheduler.eos_token_ids = model_.eos_token_ids;
+    c.enable_mfu_metrics = mfu_;
+    c.element_bytes = CpuElementBytes();
     core_ = std::make_unique<EngineCore>(
         c,
         std::make_unique<TimedRunner>(
@@ -87,6 +92,7 @@ class EngineCoreTest : public ::testing::Test {
     return name + "{engine=\"0\",model_name=\"tiny\"" + extra + "}";
   }
   double now_ = 0;
+  bool mfu_ = false;  // --enable-mfu-metrics
   ModelConfig model_;
   metrics::CatalogueOptions options_;
   std::unique_ptr<metrics::Registry> reg_;
@@ -250,6 +256,90 @@ TEST_F(EngineCoreTest, PeriodicLogLine) {
   EXPECT_TRUE(info);  // idle now, but the interval before was not
   line = metrics_->MaybeLogLine(30, 5, &info);
   EXPECT_FALSE(info);  // two idle intervals: DEBUG
+}
+
+const char* const kMfuCounters[] = {"vllm:estimated_flops_per_gpu_total",
+                                    "vllm:estimated_read_bytes_per_gpu_total",
+                                    "vllm:estimated_write_bytes_per_gpu_total"};
+
+// vLLM's MFU counters are always registered; they read 0 without the flag.
+TEST_F(EngineCoreTest, MfuCountersAreRegisteredAndStayZeroWithoutTheFlag) {
+  Make();
+  Add("a", 10, 3);
+  while (core_->HasWork()) core_->Step();
+  auto p = Page();
+  for (const char* name : kMfuCounters) {
+    ASSERT_EQ(p.count(Key(name)), 1u) << name;
+    EXPECT_EQ(p[Key(name)], 0) << name;
+  }
+  // vLLM registers "..._total": prometheus_client names the family without
+  // the suffix and the sample with it, and so does the registry.
+  const std::string text = reg_->Render(metrics::ExpositionFormat::kPrometheusText);
+  EXPECT_NE(text.find("# HELP vllm:estimated_flops_per_gpu_total Estimated number of floating "
+                      "point operations per GPU (for Model Flops Utilization calculations).\n"
+                      "# TYPE vllm:estimated_flops_per_gpu_total counter\n"
+                      "vllm:estimated_flops_per_gpu_total{engine=\"0\",model_name=\"tiny\"} 0.0\n"),
+            std::string::npos)
+      << text;
+  const std::string om = reg_->Render(metrics::ExpositionFormat::kOpenMetrics);
+  EXPECT_NE(om.find("# TYPE vllm:estimated_read_bytes_per_gpu counter\n"), std::string::npos);
+  EXPECT_NE(om.find("\nvllm:estimated_read_bytes_per_gpu_total{engine=\"0\",model_name=\"tiny\"} "
+                    "0.0\n"),
+            std::string::npos)
+      << om;
+  bool info = true;
+  std::string mfu = "stale";
+  metrics_->MaybeLogLine(0, 5, &info, &mfu);
+  ASSERT_TRUE(metrics_->MaybeLogLine(10, 5, &info, &mfu));
+  EXPECT_EQ(mfu, "");  // no MFU line without estimates
+}
+
+// With the flag each step adds its estimate: the counters equal the
+// estimator's sum over the steps the engine ran, with the contexts it had.
+TEST_F(EngineCoreTest, MfuCountersAddEachStepsEstimateWithTheFlag) {
+  mfu_ = true;
+  Make(64, true, /*budget=*/16);
+  Add("a", 20, 3);
+  while (core_->HasWork()) core_->Step();
+  // Budget 16: a 16-token chunk (no token sampled), the last 4 prompt tokens
+  // (sampled), then two decodes at contexts 21 and 22.
+  BatchShape s1, s2, s3, s4;
+  s1.Add(16, 16, false);
+  s2.Add(4, 20, true);
+  s3.Add(1, 21, true);
+  s4.Add(1, 22, true);
+  const PerfModel m(model_, CpuElementBytes());
+  PerfEstimate want;
+  for (const BatchShape& s : {s1, s2, s3, s4}) want += m.Estimate(s);
+  auto p = Page();
+  EXPECT_EQ(p[Key(kMfuCounters[0])], static_cast<double>(want.flops));
+  EXPECT_EQ(p[Key(kMfuCounters[1])], static_cast<double>(want.read_bytes));
+  EXPECT_EQ(p[Key(kMfuCounters[2])], static_cast<double>(want.write_bytes));
+  EXPECT_GT(want.flops, 0u);
+}
+
+TEST_F(EngineCoreTest, MfuLogLineFollowsTheMainLine) {
+  mfu_ = true;
+  Make();
+  bool info = true;
+  std::string mfu;
+  metrics_->MaybeLogLine(0, 1e-9, &info, &mfu);
+  Add("a", 10, 5);
+  while (core_->HasWork()) core_->Step();
+  // A 1 ns interval makes the tiny model's FLOPs show in TF/s.
+  ASSERT_TRUE(metrics_->MaybeLogLine(1e-9, 1e-9, &info, &mfu));
+  auto p = Page();
+  const double flops = p[Key(kMfuCounters[0])];
+  const double bytes = p[Key(kMfuCounters[1])] + p[Key(kMfuCounters[2])];
+  char want[128];
+  std::snprintf(want, sizeof want, "Engine 000: MFU: %.1f TF/s/GPU %.1f GB/s/GPU",
+                flops / 1e-9 / 1e12, bytes / 1e-9 / 1e9);
+  EXPECT_EQ(mfu, want);
+  EXPECT_TRUE(std::regex_match(mfu, std::regex("Engine 000: MFU: [1-9][0-9]*\\.[0-9] TF/s/GPU "
+                                               "[1-9][0-9]*\\.[0-9] GB/s/GPU")))
+      << mfu;
+  ASSERT_TRUE(metrics_->MaybeLogLine(10, 5, &info, &mfu));
+  EXPECT_EQ(mfu, "");  // an interval without steps has no MFU line, as in vLLM
 }
 
 }  // namespace

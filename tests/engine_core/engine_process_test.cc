@@ -24,7 +24,9 @@
 #include "engine_core/dense_reference.h"
 #include "engine_core/fake_api_server.h"
 #include "sightline/engine_core/engine_server.h"
+#include "sightline/engine_core/model_runner.h"
 #include "sightline/engine_core/model_weights.h"
+#include "sightline/engine_core/perf_estimate.h"
 #include "sightline/ipc/codec.h"
 #include "sightline/shm_registry/registry.h"
 #include "support/child_process.h"
@@ -83,6 +85,8 @@ constexpr const char* kRunning = "vllm:num_requests_running{engine=\"0\",model_n
 constexpr const char* kAborts =
     "vllm:request_success_total{engine=\"0\",finished_reason=\"abort\",model_name=\"tiny\"}";
 constexpr const char* kRejected = "sightline:engine_rejected_messages_total{engine=\"0\"}";
+constexpr const char* kFlops =
+    "vllm:estimated_flops_per_gpu_total{engine=\"0\",model_name=\"tiny\"}";
 
 // Requests that are still running seconds later: one 1,900-token request of
 // the tiny model takes ~0.3 s, 32 of them (a full 32-token step each) ~8 s.
@@ -139,7 +143,41 @@ TEST_F(EngineProcessTest, ServesGreedyTokensEqualToTheDenseReference) {
   EXPECT_GT(p["vllm:iteration_tokens_total_count{engine=\"0\",model_name=\"tiny\"}"], 0);
   EXPECT_EQ(p["vllm:engine_sleep_state{engine=\"0\",model_name=\"tiny\",sleep_state=\"awake\"}"],
             1);
+  // Without --enable-mfu-metrics the MFU counters are there, at 0.
+  ASSERT_EQ(p.count(kFlops), 1u);
+  EXPECT_EQ(p[kFlops], 0);
   EXPECT_EQ(engine_.KillAndWait(SIGTERM), 0);  // clean shutdown
+}
+
+// --enable-mfu-metrics on the real engine: the counters grow by exactly the
+// estimator's sum over the steps it ran (40 prompt tokens at a 32-token
+// budget: 32, then 8 that sample, then 7 decodes).
+TEST_F(EngineProcessTest, MfuCountersGrowByEachStepsEstimate) {
+  Start({"--enable-mfu-metrics"});
+  FakeApiServer a(ctx_, 0, in_, out_);
+  ASSERT_TRUE(a.Recv());
+  a.Add("a", Prompt(40, 1), 8);
+  ASSERT_EQ(a.Collect({"a"}).at("a").size(), 8u);
+  ModelConfig c;
+  ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
+  const PerfModel m(c, CpuElementBytes());
+  PerfEstimate want;
+  BatchShape chunk, last;
+  chunk.Add(32, 32, false);
+  last.Add(8, 40, true);
+  want += m.Estimate(chunk);
+  want += m.Estimate(last);
+  for (int context = 41; context <= 47; ++context) {
+    BatchShape decode;
+    decode.Add(1, context, true);
+    want += m.Estimate(decode);
+  }
+  auto p = Page();
+  EXPECT_EQ(p[kFlops], static_cast<double>(want.flops));
+  EXPECT_EQ(p["vllm:estimated_read_bytes_per_gpu_total{engine=\"0\",model_name=\"tiny\"}"],
+            static_cast<double>(want.read_bytes));
+  EXPECT_EQ(p["vllm:estimated_write_bytes_per_gpu_total{engine=\"0\",model_name=\"tiny\"}"],
+            static_cast<double>(want.write_bytes));
 }
 
 TEST_F(EngineProcessTest, ServesAHuggingFaceDirectoryWrittenByMakeModel) {

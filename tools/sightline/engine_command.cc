@@ -52,6 +52,9 @@ int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
   c.enable_prefix_caching = o.prefix_caching;
   c.kv_cache_metrics = o.kv_cache_metrics;
   c.kv_cache_metrics_sample = o.kv_cache_metrics_sample;
+  c.enable_mfu_metrics = o.enable_mfu_metrics;
+  c.element_bytes =
+      cuda ? engine::CudaElementBytes(CudaMatrixTypeFor(o.dtype)) : engine::CpuElementBytes();
   c.seed = o.seed;
   c.scheduler.max_num_seqs = o.max_num_seqs;
   c.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;

@@ -61,6 +61,9 @@ void AddEngineFlags(CLI::App* cmd, EngineOptions* o) {
                   "prefix, e.g. time_to_first_token_seconds=0.05,0.1,0.2; finite, strictly "
                   "ascending; +Inf is implicit)")
       ->allow_extra_args(false);  // one value per occurrence: never the positional model
+  cmd->add_flag("--enable-mfu-metrics", o->enable_mfu_metrics,
+                "Estimated FLOPs and memory bytes per step (vllm:estimated_*_per_gpu_total, MFU "
+                "in the stats line)");
 }
 
 Status ResolveModelConfig(const EngineOptions& o, engine::ModelConfig* config, bool* is_preset) {
@@ -225,6 +228,7 @@ std::vector<std::string> EngineArgs(const EngineOptions& o) {
   if (o.disable_log_stats) a.Flag("--disable-log-stats");
   if (o.kv_cache_metrics) a.Flag("--kv-cache-metrics");
   for (const std::string& spec : o.metrics_buckets) a.Add("--metrics-buckets", spec);
+  if (o.enable_mfu_metrics) a.Flag("--enable-mfu-metrics");
   return a.Take();
 }
 

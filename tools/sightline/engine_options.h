@@ -39,6 +39,7 @@ struct EngineOptions {
   double log_stats_interval = 5;
   bool kv_cache_metrics = false;
   double kv_cache_metrics_sample = 0.01;
+  bool enable_mfu_metrics = false;
   int threads = 0;
   double heartbeat_timeout = 2.0;
   std::vector<std::string> metrics_buckets;  // --metrics-buckets, as given

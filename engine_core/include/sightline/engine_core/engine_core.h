@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "sightline/engine_core/engine_metrics.h"
 #include "sightline/engine_core/kv_residency.h"
 #include "sightline/engine_core/model_runner.h"
+#include "sightline/engine_core/perf_estimate.h"
 #include "sightline/engine_core/scheduler.h"
 
 namespace sightline::engine {
@@ -25,7 +27,11 @@ struct EngineCoreConfig {
   bool enable_prefix_caching = true;
   bool kv_cache_metrics = false;
   double kv_cache_metrics_sample = 0.01;
-  std::uint64_t seed = 0;  // for requests without their own seed
+  // --enable-mfu-metrics: each step's estimated FLOPs and bytes
+  // (perf_estimate.h) go to the vllm:estimated_*_per_gpu counters.
+  bool enable_mfu_metrics = false;
+  ElementBytes element_bytes;  // what the runner keeps, for those estimates
+  std::uint64_t seed = 0;      // for requests without their own seed
 };
 
 // One request's share of a step's output (DESIGN.md §2, EngineOutputs).
@@ -85,6 +91,7 @@ class EngineCore {
   Scheduler::Clock clock_;
   KVCacheManager kv_;
   std::unique_ptr<KvResidencyCollector> residency_;
+  std::optional<PerfModel> perf_;  // with --enable-mfu-metrics and metrics
   Scheduler scheduler_;
   std::mt19937_64 seeds_;
   std::vector<std::int32_t> tokens_;  // one step's sampled tokens, reused

@@ -12,6 +12,7 @@
 
 #include "sightline/engine_core/kv_cache_manager.h"
 #include "sightline/engine_core/kv_residency.h"
+#include "sightline/engine_core/perf_estimate.h"
 #include "sightline/shm_registry/catalogue.h"
 #include "sightline/shm_registry/registry.h"
 
@@ -28,6 +29,7 @@ struct StepStats {
   bool ran_model = false;
   int prompt_tokens_computed = 0;  // prompt positions computed this step (cache hits excluded)
   int generation_tokens = 0;       // tokens sampled this step
+  PerfEstimate perf;               // with --enable-mfu-metrics; zero otherwise
   std::vector<KvResidencyCollector::Eviction> evictions;
 };
 
@@ -62,8 +64,12 @@ class EngineMetrics {
 
   // The periodic line, when `interval_s` has passed since the last one:
   // "Engine 000: Avg prompt throughput: ...". *info is false when the engine
-  // was idle in this interval and the one before (log it at DEBUG).
-  std::optional<std::string> MaybeLogLine(double now_s, double interval_s, bool* info);
+  // was idle in this interval and the one before (log it at DEBUG). With a
+  // line, *mfu_line (if given) is vLLM's second line, logged after it at the
+  // same level: "Engine 000: MFU: %.1f TF/s/GPU %.1f GB/s/GPU" over the
+  // interval, or empty when no estimate was recorded in it.
+  std::optional<std::string> MaybeLogLine(double now_s, double interval_s, bool* info,
+                                          std::string* mfu_line = nullptr);
 
  private:
   EngineMetrics() = default;
@@ -71,6 +77,7 @@ class EngineMetrics {
   int engine_index_ = 0;
   metrics::Gauge running_, waiting_, waiting_capacity_, waiting_deferred_, kv_usage_;
   metrics::Counter prefix_queries_, prefix_hits_, preemptions_, rejected_messages_, orphan_aborts_;
+  metrics::Counter est_flops_, est_read_bytes_, est_write_bytes_;
   metrics::Histogram iteration_tokens_;
   metrics::Histogram block_lifetime_, block_idle_, block_reuse_gap_;
   bool residency_ = false;
@@ -78,6 +85,7 @@ class EngineMetrics {
   // Log-line state.
   double last_log_s_ = -1;
   std::uint64_t prompt_since_log_ = 0, generation_since_log_ = 0, preemptions_since_log_ = 0;
+  PerfEstimate perf_since_log_;
   bool last_interval_idle_ = true;
   StepStats last_;
   struct Lookup {

@@ -9,6 +9,7 @@
 
 #include "sightline/engine_core/model_config.h"
 #include "sightline/engine_core/model_weights.h"
+#include "sightline/engine_core/perf_estimate.h"
 #include "sightline/engine_core/scheduler.h"
 #include "sightline/kernels/sampling.h"
 #include "sightline/status.h"
@@ -68,6 +69,12 @@ enum class CudaMatrixType { kFloat32, kBFloat16, kFloat16 };
 // or when device memory runs out.
 Status MakeCudaModelRunner(ModelConfig config, const ModelWeights& weights, int num_blocks,
                            int block_size, CudaMatrixType type, std::unique_ptr<ModelRunner>* out);
+
+// What the CPU runner keeps: everything in FP32.
+ElementBytes CpuElementBytes();
+// What the CUDA runner keeps: its matrices as `type` says; activations and
+// the KV cache in FP32.
+ElementBytes CudaElementBytes(CudaMatrixType type);
 
 // Device memory the CUDA runner's weights take, to size the KV cache first.
 std::uint64_t CudaWeightBytes(const ModelConfig& config, CudaMatrixType type);
