@@ -95,12 +95,10 @@ json Generation::Metrics() const {
 }
 
 void Generation::Write(std::string event) {
-  response_bytes += event.size();
   out->Write(std::move(event));
 }
 
 void Generation::SendLast(HttpResponse body) {
-  response_bytes = body.body.size();
   // Taken out before the call: it holds the generation (a reference cycle
   // until it is gone).
   if (before_last_write) std::exchange(before_last_write, nullptr)();
@@ -108,12 +106,10 @@ void Generation::SendLast(HttpResponse body) {
 }
 
 void Generation::EndStream(std::string tail) {
-  response_bytes += tail.size();
   // Taken out before the call: it holds the generation (a reference cycle
   // until it is gone).
   if (before_last_write) std::exchange(before_last_write, nullptr)();
-  out->Write(std::move(tail));
-  out->End();
+  out->End(std::move(tail));  // the HTTP layer reports the exchange before these bytes go
 }
 
 void Generation::Fail(int status, const std::string& message, const char* type) {

@@ -156,14 +156,14 @@ void RequestMetrics::OnParentFinished(std::uint32_t n, std::uint32_t max_generat
   max_generation_.Observe(max_generation_tokens);
 }
 
-void RequestMetrics::OnHttp(const std::string& handler, const std::string& method, int status,
-                            std::size_t request_bytes, std::size_t response_bytes, double seconds) {
-  const std::string status_class = std::to_string(status / 100) + "xx";
+void RequestMetrics::OnHttp(const HttpExchange& e) {
+  const std::string handler(e.handler), method(e.method);
+  const std::string status_class = std::to_string(e.status / 100) + "xx";
   http_requests_.With({{"handler", handler}, {"method", method}, {"status", status_class}}).Inc();
-  http_request_size_.With({{"handler", handler}}).Observe(static_cast<double>(request_bytes));
-  http_response_size_.With({{"handler", handler}}).Observe(static_cast<double>(response_bytes));
-  http_highr_.Observe(seconds);
-  http_duration_.With({{"handler", handler}, {"method", method}}).Observe(seconds);
+  http_request_size_.With({{"handler", handler}}).Observe(static_cast<double>(e.request_bytes));
+  http_response_size_.With({{"handler", handler}}).Observe(static_cast<double>(e.response_bytes));
+  http_highr_.Observe(e.seconds);
+  http_duration_.With({{"handler", handler}, {"method", method}}).Observe(e.seconds);
 }
 
 }  // namespace sightline::api

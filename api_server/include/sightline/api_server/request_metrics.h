@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sightline/api_server/http_server.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::api {
@@ -45,9 +46,9 @@ class RequestMetrics {
   // Once per parent request: its n and the most tokens any child generated.
   void OnParentFinished(std::uint32_t n, std::uint32_t max_generation_tokens);
 
-  // HTTP families (METRICS.md §6) for an instrumented handler.
-  void OnHttp(const std::string& handler, const std::string& method, int status,
-              std::size_t request_bytes, std::size_t response_bytes, double seconds);
+  // HTTP families (METRICS.md §6): one request as the HTTP layer reported
+  // it (HttpServerOptions::on_exchange); status grouped as "2xx", "4xx", ...
+  void OnHttp(const HttpExchange& exchange);
   // How a streamed response ended (sightline:stream_outcomes_total):
   // "completed", "client_disconnected" or "error_after_headers".
   void OnStreamOutcome(const std::string& handler, const char* outcome);
