@@ -199,6 +199,7 @@ void Generation::EndChoice(const Choice& c) {
 void OnOutput(Generation& g, Choice& c, const RequestDelta& d, RequestMetrics* metrics,
               EngineClient* engine, const FinishChoice& finish_choice) {
   const ipc::RequestOutput* o = d.output;
+  c.stats.engine = d.engine_index;  // the engine that serves this choice
   if (o->events())
     for (const ipc::RequestEvent* ev : *o->events()) {
       if (ev->type() == ipc::EventType::Queued && c.stats.queued < 0)
@@ -209,7 +210,7 @@ void OnOutput(Generation& g, Choice& c, const RequestDelta& d, RequestMetrics* m
   if (c.first_output) {
     c.first_output = false;
     if (const auto* ps = o->prefill_stats()) c.stats.cached_tokens = ps->num_cached_tokens();
-    metrics->OnFirstOutput(c.stats.prompt_tokens, c.stats.cached_tokens);
+    metrics->OnFirstOutput(c.stats.engine, c.stats.prompt_tokens, c.stats.cached_tokens);
   }
   const std::uint32_t n = o->new_token_ids() ? o->new_token_ids()->size() : 0;
   if (n > 0) {
@@ -217,9 +218,10 @@ void OnOutput(Generation& g, Choice& c, const RequestDelta& d, RequestMetrics* m
     if (c.stats.first_token < 0) {
       c.stats.first_token = now;
       c.stats.engine_first_token = d.engine_timestamp;
-      metrics->OnTimeToFirstToken(now - c.stats.arrival);
+      metrics->OnTimeToFirstToken(c.stats.engine, now - c.stats.arrival);
     }
-    metrics->OnTokens(n, c.last_engine_step >= 0 ? d.engine_timestamp - c.last_engine_step : -1);
+    metrics->OnTokens(c.stats.engine, n,
+                      c.last_engine_step >= 0 ? d.engine_timestamp - c.last_engine_step : -1);
     c.last_engine_step = c.stats.engine_last_token = d.engine_timestamp;
     c.stats.generation_tokens += n;
     for (std::int32_t t : *o->new_token_ids()) {

@@ -195,7 +195,9 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
         std::uint32_t max_generated = 0;
         for (std::size_t k = first; k < first + g->params.n; ++k)
           max_generated = std::max(max_generated, g->choices[k]->stats.generation_tokens);
-        metrics_->OnParentFinished(g->params.n, max_generated);
+        // n samples of one prompt go to one engine (as in vLLM, whose
+        // parent request lives in one engine's output processor).
+        metrics_->OnParentFinished(g->choices[first]->stats.engine, g->params.n, max_generated);
       }
       if (g->params.stream)
         metrics_->OnStreamOutcome(g->handler, client_gone                   ? "client_disconnected"

@@ -1,7 +1,7 @@
 // Request metrics end to end against a real engine: exact counters and
-// histogram counts, the HTTP families on every instrumented route, a client
-// hanging up counted as abort, per-request metrics on bodies and final usage
-// chunks, and /load.
+// histogram counts, the HTTP families on every instrumented route, the
+// engine label from the engine that served, a client hanging up counted as
+// abort, per-request metrics on bodies and final usage chunks, and /load.
 #include <gtest/gtest.h>
 
 #include "api_server/live_api_server.h"
@@ -126,6 +126,33 @@ TEST_F(CompletionsTest, AStreamFailingAfterItsHeaderCountsOnceWithTheStatusSent)
             1);
   EXPECT_EQ(p["http_request_size_bytes_sum{handler=\"/v1/completions\"}"], body.dump().size());
   EXPECT_GT(p["http_response_size_bytes_sum{handler=\"/v1/completions\"}"], 0);
+}
+
+// The request-scoped families carry the index of the engine that served.
+class EngineLabelTest : public CompletionsTest {
+ protected:
+  void SetUp() override {
+    extra_engine_args_ = {"--engine-index", "1"};
+    CompletionsTest::SetUp();
+  }
+};
+
+TEST_F(EngineLabelTest, RequestMetricsCarryTheServingEnginesIndex) {
+  Complete(kGreedy);
+  auto p = Page();
+  auto key = [](const std::string& name, const char* engine, const std::string& extra = "") {
+    return name + "{engine=\"" + engine + "\"," + extra + "model_name=\"tiny\"}";
+  };
+  EXPECT_EQ(p[key("vllm:request_success_total", "1", "finished_reason=\"length\",")], 1);
+  for (const char* name :
+       {"vllm:e2e_request_latency_seconds_count", "vllm:time_to_first_token_seconds_count",
+        "vllm:request_prefill_time_seconds_count", "vllm:request_params_n_count"}) {
+    EXPECT_EQ(p[key(name, "1")], 1) << name;
+    EXPECT_EQ(p[key(name, "0")], 0) << name;  // engine 0's series, pre-created, unmoved
+  }
+  EXPECT_EQ(p[key("vllm:generation_tokens_total", "1")], 8);
+  EXPECT_EQ(p[key("vllm:prompt_tokens_total", "1")], 16);
+  EXPECT_EQ(p[key("vllm:prompt_tokens_total", "0")], 0);
 }
 
 TEST_F(CompletionsTest, AClientHangingUpMidStreamIsCountedAsAbort) {
