@@ -56,11 +56,11 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
 // How an asynchronous handler answers, later and from any thread: one Send(),
 // or StartStream() + Write()* + End() (chunked transfer, e.g. server-sent
-// events; to an HTTP/1.0 client the raw bytes, ended by closing). A stream's
+// events; to an HTTP/1.0 client the raw bytes, ended by closing); a stream's
 // final data goes with End(), so that the exchange is reported before the
-// client can see the end of the stream. The first
-// Send() or StartStream() wins; calls after the answer is complete, or once
-// the connection has moved on to another request, do nothing.
+// client can see the end of the stream. The first Send() or StartStream()
+// wins; calls after the answer is complete, or once the connection has moved
+// on to another request, do nothing.
 // OnDisconnect's callback runs once if the client goes away before the
 // answer is complete (while waiting or mid-stream, or it stopped reading;
 // bytes it sends meanwhile are kept for its next request, not a hangup).
