@@ -162,7 +162,7 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
               handler = it->second;
             }
           }
-          (*handler)(RequestDelta{o->timestamp(), out});
+          (*handler)(RequestDelta{o->timestamp(), out, o->engine_index()});
         }
       if (const auto* u = o->utility_result()) {
         std::function<void(bool, const std::string&)> done;

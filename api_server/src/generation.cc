@@ -95,12 +95,10 @@ json Generation::Metrics() const {
 }
 
 void Generation::Write(std::string event) {
-  response_bytes += event.size();
   out->Write(std::move(event));
 }
 
 void Generation::SendLast(HttpResponse body) {
-  response_bytes = body.body.size();
   // Taken out before the call: it holds the generation (a reference cycle
   // until it is gone).
   if (before_last_write) std::exchange(before_last_write, nullptr)();
@@ -108,12 +106,10 @@ void Generation::SendLast(HttpResponse body) {
 }
 
 void Generation::EndStream(std::string tail) {
-  response_bytes += tail.size();
   // Taken out before the call: it holds the generation (a reference cycle
   // until it is gone).
   if (before_last_write) std::exchange(before_last_write, nullptr)();
-  out->Write(std::move(tail));
-  out->End();
+  out->End(std::move(tail));  // the HTTP layer reports the exchange before these bytes go
 }
 
 void Generation::Fail(int status, const std::string& message, const char* type) {
@@ -203,6 +199,7 @@ void Generation::EndChoice(const Choice& c) {
 void OnOutput(Generation& g, Choice& c, const RequestDelta& d, RequestMetrics* metrics,
               EngineClient* engine, const FinishChoice& finish_choice) {
   const ipc::RequestOutput* o = d.output;
+  c.stats.engine = d.engine_index;  // the engine that serves this choice
   if (o->events())
     for (const ipc::RequestEvent* ev : *o->events()) {
       if (ev->type() == ipc::EventType::Queued && c.stats.queued < 0)
@@ -213,7 +210,7 @@ void OnOutput(Generation& g, Choice& c, const RequestDelta& d, RequestMetrics* m
   if (c.first_output) {
     c.first_output = false;
     if (const auto* ps = o->prefill_stats()) c.stats.cached_tokens = ps->num_cached_tokens();
-    metrics->OnFirstOutput(c.stats.prompt_tokens, c.stats.cached_tokens);
+    metrics->OnFirstOutput(c.stats.engine, c.stats.prompt_tokens, c.stats.cached_tokens);
   }
   const std::uint32_t n = o->new_token_ids() ? o->new_token_ids()->size() : 0;
   if (n > 0) {
@@ -221,9 +218,10 @@ void OnOutput(Generation& g, Choice& c, const RequestDelta& d, RequestMetrics* m
     if (c.stats.first_token < 0) {
       c.stats.first_token = now;
       c.stats.engine_first_token = d.engine_timestamp;
-      metrics->OnTimeToFirstToken(now - c.stats.arrival);
+      metrics->OnTimeToFirstToken(c.stats.engine, now - c.stats.arrival);
     }
-    metrics->OnTokens(n, c.last_engine_step >= 0 ? d.engine_timestamp - c.last_engine_step : -1);
+    metrics->OnTokens(c.stats.engine, n,
+                      c.last_engine_step >= 0 ? d.engine_timestamp - c.last_engine_step : -1);
     c.last_engine_step = c.stats.engine_last_token = d.engine_timestamp;
     c.stats.generation_tokens += n;
     for (std::int32_t t : *o->new_token_ids()) {

@@ -51,7 +51,7 @@ struct Choice {
 
 struct Generation {
   std::mutex mu;
-  std::string id, model, handler, method;
+  std::string id, model, handler;
   std::int64_t created = 0;
   CompletionParams params;
   std::shared_ptr<Responder> out;
@@ -59,7 +59,6 @@ struct Generation {
   std::size_t remaining = 0;                     // choices not done
   bool complete = false, per_request_metrics = false, force_usage = false;
   double arrival = 0;
-  std::size_t request_bytes = 0, response_bytes = 0;
   std::uint64_t sequence = 0;    // Responses stream events
   EventTemplate delta_template;  // Responses' output_text.delta, made when first needed
 
@@ -69,10 +68,10 @@ struct Generation {
   void Emit(Choice& c, const std::string& delta);
   // The closing chunk of one choice (chat and completions streams).
   void EndChoice(const Choice& c);
-  // Called once the last bytes of the response are rendered (response_bytes
-  // final) and just before they are handed to the HTTP layer: the request's
-  // remaining metrics are recorded here, so a client holding the whole
-  // response also finds it counted.
+  // Called once the last bytes of the response are rendered and just before
+  // they are handed to the HTTP layer: the request's remaining metrics are
+  // recorded here, so a client holding the whole response also finds it
+  // counted.
   std::function<void()> before_last_write;
 
   // The request succeeded: the closing events, or the whole body.

@@ -37,6 +37,7 @@ class Session : public std::enable_shared_from_this<Session> {
         stream_(std::move(s)),
         write_timer_(stream_.get_executor()) {}
   ~Session() {
+    EndExchange(500);  // a handler that let its responder go unanswered, or the server stopped
     AnswerDone();
     if (admitted_)
       --core_->connections;
@@ -67,22 +68,31 @@ class Session : public std::enable_shared_from_this<Session> {
             f(*self);
           } catch (const std::exception& e) {
             std::fprintf(stderr, "sightline: HTTP: answering a request: %s\n", e.what());
+            self->EndExchange(500);
             self->Hangup();
           } catch (...) {
             std::fprintf(stderr, "sightline: HTTP: answering a request: unknown exception\n");
+            self->EndExchange(500);
             self->Hangup();
           }
         });
   }
   void Finish(HttpResponse r, bool keep_alive);
   void StreamHeader(int status, std::string type, std::map<std::string, std::string> headers);
-  void Queue(std::string wire) {
+  // `wire`: a chunk in wire form, carrying `payload` body bytes.
+  void Queue(std::string wire, std::size_t payload) {
     if (gone_ || closing_ || head_) return;
+    exchange_.response_bytes += payload;
     pending_.push_back(std::move(wire));
     Pump();
   }
-  void EndStream() {
+  void EndStream(std::string last_wire, std::size_t payload) {
     if (gone_ || closing_) return;
+    if (stream_header_) {
+      if (!head_) exchange_.response_bytes += payload;
+      EndExchange(0);  // before the last bytes can reach the client
+    }
+    if (!last_wire.empty()) Queue(std::move(last_wire), 0);
     ending_ = true;
     Pump();
   }
@@ -109,7 +119,13 @@ class Session : public std::enable_shared_from_this<Session> {
   void Hangup();
   void Linger();
   void Discard();
+  // The HttpExchange of the request being answered (http_exchange.cc).
+  // BeginExchange: once the request line is read; EndExchange reports it
+  // once, with the status sent or, if none was, `unanswered`.
+  void BeginExchange();
+  void EndExchange(int unanswered);
   void Close() {
+    EndExchange(499);  // the client went away (or let a deadline pass) unanswered
     write_timer_.cancel();
     stream_.close();
   }
@@ -157,6 +173,13 @@ class Session : public std::enable_shared_from_this<Session> {
   bool watching_ = false;  // the hangup watch is pending
   Clock::time_point write_started_;
   std::function<void()> on_disconnect_;
+  struct Exchange {
+    bool open = false;
+    std::string handler, method;
+    int status = 0;  // 0: nothing sent yet
+    std::size_t request_bytes = 0, response_bytes = 0;
+    Clock::time_point start;
+  } exchange_;
 };
 
 // The Responder for the request `session` is answering now (its seq()); its

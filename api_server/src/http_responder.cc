@@ -45,11 +45,20 @@ class SessionResponder : public Responder {
     if (chunk.empty()) return;  // a zero-size chunk would end the stream
     // HTTP/1.0 has no chunked coding: its stream is the raw bytes, ended by
     // closing the connection (RFC 9112 §6.3 item 8).
+    const std::size_t payload = chunk.size();
     std::string wire = version_ >= 11 ? ChunkWire(chunk) : std::move(chunk);
-    Post([wire = std::move(wire)](Session& s) mutable { s.Queue(std::move(wire)); });
+    Post([wire = std::move(wire), payload](Session& s) mutable {
+      s.Queue(std::move(wire), payload);
+    });
   }
-  void End() override {
-    Post([](Session& s) { s.EndStream(); });
+  void End(std::string last_chunk) override {
+    const std::size_t payload = last_chunk.size();
+    std::string wire = last_chunk.empty() ? std::string()
+                       : version_ >= 11   ? ChunkWire(last_chunk)
+                                          : std::move(last_chunk);
+    Post([wire = std::move(wire), payload](Session& s) mutable {
+      s.EndStream(std::move(wire), payload);
+    });
   }
   void OnDisconnect(std::function<void()> cb) override {
     Post([cb = std::move(cb)](Session& s) mutable { s.SetOnDisconnect(std::move(cb)); });

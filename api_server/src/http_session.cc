@@ -93,6 +93,7 @@ bool Session::Refused(const beast::error_code& ec) {
 }
 
 void Session::OnHeader(beast::error_code ec) {
+  BeginExchange();        // a header refused after its request line is a request too
   if (ec) version_ = 11;  // what the refusal speaks, when the start line is unknown
   if (Refused(ec)) return;
   const auto& m = parser_->get();
@@ -232,6 +233,9 @@ void Session::Finish(HttpResponse r, bool keep_alive) {
   // RFC 9110 §15.5.2: every 401 names the scheme.
   if (r.status == 401 && res_.find(http::field::www_authenticate) == res_.end())
     res_.set(http::field::www_authenticate, "Bearer");
+  exchange_.status = r.status;
+  exchange_.response_bytes = head_ ? 0 : r.body.size();
+  EndExchange(0);  // before the answer can reach the client
   if (head_) {
     res_.content_length(r.body.size());  // what GET would send, without it
   } else {
@@ -266,6 +270,7 @@ void Session::StreamHeader(int status, std::string type,
                            std::map<std::string, std::string> headers) {
   if (gone_ || closing_ || answered_) return;
   answered_ = true;
+  exchange_.status = status;
   stream_header_ = std::make_unique<http::response<http::empty_body>>(
       static_cast<http::status>(status), version_);
   stream_header_->set(http::field::server, "sightline");

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "sightline/api_server/http_server.h"
@@ -55,6 +56,9 @@ struct HttpCore {
   // The handler for a request (HEAD falls back to GET), or nullptr with the
   // 404, or the 405 carrying `Allow`, in *error.
   const AsyncHandler* Find(const HttpRequest& req, HttpResponse* error) const;
+  // A path's handler label: the route's path when some route (any method)
+  // has it, else "none" (http_exchange.cc).
+  std::string_view RouteTemplate(const std::string& path) const;
 };
 
 // Connections beyond max_connections are refused with 503 while at most this

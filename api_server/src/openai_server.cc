@@ -131,11 +131,8 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   const std::string handler = api == Api::kCompletions ? "/v1/completions"
                               : api == Api::kChat      ? "/v1/chat/completions"
                                                        : "/v1/responses";
-  auto answer = [&](HttpResponse r) {
-    metrics_->OnHttp(handler, request.method, r.status, request.body.size(), r.body.size(),
-                     MonotonicSeconds() - arrival);
-    out->Send(std::move(r));
-  };
+  // The HTTP families are the HTTP layer's (HttpServerOptions::on_exchange).
+  auto answer = [&](HttpResponse r) { out->Send(std::move(r)); };
   CompletionParams params;
   int status = 400;
   std::string param;  // the field at fault
@@ -158,12 +155,10 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   g->id = prefix + RandomHex128();
   g->model = options_.served_model_name;
   g->handler = handler;
-  g->method = request.method;
   g->created = UnixSeconds();
   g->params = std::move(params);
   g->out = out;
   g->arrival = arrival;
-  g->request_bytes = request.body.size();
   g->per_request_metrics = options_.per_request_metrics;
   g->force_usage = options_.force_include_usage;
   // Choices in OpenAI's order: prompt by prompt, n each; one stop automaton for all.
@@ -181,7 +176,7 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
     }
   g->remaining = g->choices.size();
 
-  // The response is complete: final events or body, parent and HTTP metrics.
+  // The response is complete: final events or body, parent metrics.
   auto complete = [this, g, number](bool client_gone, bool engine_gone) {
     g->complete = true;
     --in_flight_;
@@ -191,19 +186,19 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
     }
     bool engine_error = false;
     for (const auto& c : g->choices) engine_error |= c->finish == "error";
-    const int http_status = engine_gone ? 503 : engine_error ? 500 : 200;
-    // The parent and HTTP metrics, recorded before the response's last bytes
-    // go out (Generation::before_last_write), or at once if nobody is there.
-    auto record = [this, g, http_status, client_gone, engine_gone, engine_error] {
+    // The parent metrics and the stream's outcome, recorded before the
+    // response's last bytes go out (Generation::before_last_write), or at
+    // once if nobody is there.
+    auto record = [this, g, client_gone, engine_gone, engine_error] {
       // Each prompt is one parent request of n samples, as in vLLM.
       for (std::size_t first = 0; first < g->choices.size(); first += g->params.n) {
         std::uint32_t max_generated = 0;
         for (std::size_t k = first; k < first + g->params.n; ++k)
           max_generated = std::max(max_generated, g->choices[k]->stats.generation_tokens);
-        metrics_->OnParentFinished(g->params.n, max_generated);
+        // n samples of one prompt go to one engine (as in vLLM, whose
+        // parent request lives in one engine's output processor).
+        metrics_->OnParentFinished(g->choices[first]->stats.engine, g->params.n, max_generated);
       }
-      metrics_->OnHttp(g->handler, g->method, http_status, g->request_bytes, g->response_bytes,
-                       MonotonicSeconds() - g->arrival);
       if (g->params.stream)
         metrics_->OnStreamOutcome(g->handler, client_gone                   ? "client_disconnected"
                                               : engine_gone || engine_error ? "error_after_headers"

@@ -32,9 +32,13 @@ class CompletionsTest : public ::testing::Test {
                     .ok());
     base_ = "/tmp/" + reg_->instance();
     const std::string in = "ipc://" + base_ + ".in", out = "ipc://" + base_ + ".out";
-    engine_ = ChildProcess::Exec({SIGHTLINE_CLI, "engine", "--input", in, "--output", out,
-                                  "--registry", reg_->instance(), "--served-model-name", "tiny",
-                                  "--threads", "1", "--log-stats-interval", "60"});
+    std::vector<std::string> engine = {SIGHTLINE_CLI, "engine", "--input", in, "--output", out};
+    for (const char* arg : {"--served-model-name", "tiny", "--threads", "1", "--log-stats-interval",
+                            "60", "--registry"})
+      engine.emplace_back(arg);
+    engine.push_back(reg_->instance());
+    engine.insert(engine.end(), extra_engine_args_.begin(), extra_engine_args_.end());
+    engine_ = ChildProcess::Exec(engine);
     // The listening socket a supervisor would make, inherited by the API server.
     const int fd = sightline::testing::ListenLoopback(&port_);
     ASSERT_GE(fd, 0);
@@ -75,7 +79,7 @@ class CompletionsTest : public ::testing::Test {
   std::unique_ptr<metrics::Registry> reg_;
   std::string base_;
   int port_ = 0;
-  std::vector<std::string> extra_api_args_;
+  std::vector<std::string> extra_api_args_, extra_engine_args_;
   ChildProcess engine_, api_;
 };
 

@@ -1,6 +1,7 @@
 // Request metrics end to end against a real engine: exact counters and
-// histogram counts, a client hanging up counted as abort, per-request
-// metrics on bodies and final usage chunks, and /load.
+// histogram counts, the HTTP families on every instrumented route, the
+// engine label from the engine that served, a client hanging up counted as
+// abort, per-request metrics on bodies and final usage chunks, and /load.
 #include <gtest/gtest.h>
 
 #include "api_server/live_api_server.h"
@@ -38,6 +39,122 @@ TEST_F(CompletionsTest, RequestMetricsAreExact) {
   EXPECT_EQ(p[Key("vllm:num_requests_running")], 0);
 }
 
+// The HTTP families move once per request on every route but the excluded
+// ones (METRICS.md §6), whoever answers: a handler, an error body, the
+// router; sizes are the request's Content-Length and the body sent.
+TEST_F(CompletionsTest, EveryInstrumentedRouteCountsOnceAndExcludedOnesNothing) {
+  struct Call {
+    boost::beast::http::verb verb;
+    std::string target, body, handler, method, status;
+  };
+  using boost::beast::http::verb;
+  json stream = kGreedy;
+  stream["model"] = "tiny";
+  stream["stream"] = true;
+  const std::vector<Call> calls = {
+      {verb::post, "/tokenize", json{{"prompt", "hi"}}.dump(), "/tokenize", "POST", "2xx"},
+      {verb::post, "/tokenize", "[]", "/tokenize", "POST", "4xx"},
+      {verb::post, "/detokenize", json{{"tokens", {104, 105}}}.dump(), "/detokenize", "POST",
+       "2xx"},
+      {verb::get, "/v1/models", "", "/v1/models", "GET", "2xx"},
+      {verb::get, "/v1/models?x=1", "", "/v1/models", "GET", "2xx"},
+      {verb::post, "/v1/completions", "{not json", "/v1/completions", "POST", "4xx"},
+      {verb::get, "/v1/completions", "", "/v1/completions", "GET", "4xx"},
+      {verb::get, "/no/such/route", "", "none", "GET", "4xx"},
+      {verb::post, "/v1/completions", stream.dump(), "/v1/completions", "POST", "2xx"},
+  };
+  auto sum = [](const std::map<std::string, double>& p, const std::string& prefix) {
+    double total = 0;
+    for (const auto& [key, value] : p)
+      if (key.rfind(prefix, 0) == 0) total += value;
+    return total;
+  };
+  for (const Call& c : calls) {
+    SCOPED_TRACE(c.target + " " + c.body);
+    auto before = Page();
+    const auto r =
+        HttpClient(port_).Request(c.verb, c.target, {{"Content-Type", "application/json"}}, c.body);
+    auto after = Page();
+    auto moved = [&](const std::string& key) { return after[key] - before[key]; };
+    const std::string h = "{handler=\"" + c.handler + "\"}";
+    const std::string hm = "{handler=\"" + c.handler + "\",method=\"" + c.method + "\"";
+    EXPECT_EQ(moved("http_requests_total" + hm + ",status=\"" + c.status + "\"}"), 1);
+    EXPECT_EQ(sum(after, "http_requests_total") - sum(before, "http_requests_total"), 1);
+    EXPECT_EQ(moved("http_request_size_bytes_sum" + h), c.body.size());
+    // De-chunked: a stream's payload.
+    EXPECT_EQ(moved("http_response_size_bytes_sum" + h), r.body().size());
+    EXPECT_EQ(moved("http_request_duration_highr_seconds_count"), 1);
+    EXPECT_EQ(moved("http_request_duration_seconds_count" + hm + "}"), 1);
+  }
+  const auto before = Page();
+  HttpClient c(port_);
+  for (const char* path : {"/metrics", "/health", "/ping", "/version"})
+    EXPECT_EQ(c.Request(boost::beast::http::verb::get, path).result_int(), 200) << path;
+  EXPECT_EQ(sum(Page(), "http_requests_total"), sum(before, "http_requests_total"));
+}
+
+// A stream that fails after its header (the engine died) is counted once,
+// with the status it sent; how it ended is the stream outcome's to say.
+TEST_F(CompletionsTest, AStreamFailingAfterItsHeaderCountsOnceWithTheStatusSent) {
+  HttpClient c(port_);
+  json body = {{"model", "tiny"},
+               {"prompt", "long"},
+               {"max_tokens", 1500},
+               {"ignore_eos", true},
+               {"stream", true}};
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                          std::to_string(body.dump().size()) + "\r\n\r\n" + body.dump();
+  boost::asio::write(c.socket(), boost::asio::buffer(req));
+  std::string received(256, '\0');
+  received.resize(c.socket().read_some(boost::asio::buffer(received)));  // the stream has started
+  engine_.KillAndWait(SIGKILL);
+  boost::system::error_code ec;
+  std::string rest;
+  boost::asio::read(c.socket(), boost::asio::dynamic_buffer(rest), ec);  // to the end
+  received += rest;
+  EXPECT_NE(received.find("\"error\""), std::string::npos);
+  EXPECT_EQ(received.find("[DONE]"), std::string::npos);
+  auto p = Page();
+  double all = 0;
+  for (const auto& [key, value] : p)
+    if (key.rfind("http_requests_total", 0) == 0) all += value;
+  EXPECT_EQ(all, 1);
+  EXPECT_EQ(p["http_requests_total{handler=\"/v1/completions\",method=\"POST\",status=\"2xx\"}"],
+            1);
+  EXPECT_EQ(p["sightline:stream_outcomes_total{handler=\"/v1/completions\",outcome=\"error_after_"
+              "headers\"}"],
+            1);
+  EXPECT_EQ(p["http_request_size_bytes_sum{handler=\"/v1/completions\"}"], body.dump().size());
+  EXPECT_GT(p["http_response_size_bytes_sum{handler=\"/v1/completions\"}"], 0);
+}
+
+// The request-scoped families carry the index of the engine that served.
+class EngineLabelTest : public CompletionsTest {
+ protected:
+  void SetUp() override {
+    extra_engine_args_ = {"--engine-index", "1"};
+    CompletionsTest::SetUp();
+  }
+};
+
+TEST_F(EngineLabelTest, RequestMetricsCarryTheServingEnginesIndex) {
+  Complete(kGreedy);
+  auto p = Page();
+  auto key = [](const std::string& name, const char* engine, const std::string& extra = "") {
+    return name + "{engine=\"" + engine + "\"," + extra + "model_name=\"tiny\"}";
+  };
+  EXPECT_EQ(p[key("vllm:request_success_total", "1", "finished_reason=\"length\",")], 1);
+  for (const char* name :
+       {"vllm:e2e_request_latency_seconds_count", "vllm:time_to_first_token_seconds_count",
+        "vllm:request_prefill_time_seconds_count", "vllm:request_params_n_count"}) {
+    EXPECT_EQ(p[key(name, "1")], 1) << name;
+    EXPECT_EQ(p[key(name, "0")], 0) << name;  // engine 0's series, pre-created, unmoved
+  }
+  EXPECT_EQ(p[key("vllm:generation_tokens_total", "1")], 8);
+  EXPECT_EQ(p[key("vllm:prompt_tokens_total", "1")], 16);
+  EXPECT_EQ(p[key("vllm:prompt_tokens_total", "0")], 0);
+}
+
 TEST_F(CompletionsTest, AClientHangingUpMidStreamIsCountedAsAbort) {
   {
     HttpClient c(port_);
@@ -71,6 +188,10 @@ TEST_F(CompletionsTest, AClientHangingUpMidStreamIsCountedAsAbort) {
             1);
   EXPECT_EQ(p["sightline:stream_outcomes_total{handler=\"/v1/completions\",outcome=\"completed\"}"],
             0);
+  // Counted once, with the status its header sent.
+  EXPECT_EQ(p["http_requests_total{handler=\"/v1/completions\",method=\"POST\",status=\"2xx\"}"],
+            1);
+  EXPECT_EQ(p["http_request_duration_highr_seconds_count"], 1);
 }
 
 // A drain that runs out of time (--shutdown-timeout 0: at once) aborts what

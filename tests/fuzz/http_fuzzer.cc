@@ -151,6 +151,7 @@ void Setup() {
     ho.threads = threads ? std::atoi(threads) : 2;
     ho.max_body_bytes = kMaxBody;
     ho.api_key = key;
+    ho.on_exchange = [m = inst->metrics.get()](const api::HttpExchange& e) { m->OnHttp(e); };
     auto server = std::make_unique<api::HttpServer>(ho);
     api::AddAdminRoutes(server.get(), inst->registry.get(), [client] { return client->healthy(); });
     inst->openai->AddRoutes(server.get());

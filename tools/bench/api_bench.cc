@@ -25,7 +25,7 @@ class CountingResponder : public Responder {
   void Send(HttpResponse r) override { bytes += r.body.size(); }
   void StartStream(int, std::string, std::map<std::string, std::string>) override {}
   void Write(std::string chunk) override { bytes += chunk.size(); }
-  void End() override {}
+  void End(std::string last) override { bytes += last.size(); }
   void OnDisconnect(std::function<void()>) override {}
   std::size_t bytes = 0;
 };

@@ -112,6 +112,9 @@ int RunApiServer(const ApiOptions& o, bool dry_run) {
   ho.threads = o.threads;
   ho.max_body_bytes = o.max_body_bytes;
   ho.api_key = o.api_key;
+  ho.on_exchange = [metrics = request_metrics.get()](const api::HttpExchange& e) {
+    metrics->OnHttp(e);
+  };
   api::HttpServer http(ho);
   api::AddAdminRoutes(&http, registry.get(), [&engine] { return engine.healthy(); });
   api::OpenAiServer openai(so, &engine, tokenizer.get(), request_metrics.get());

@@ -36,10 +36,12 @@ struct EngineInfo {
   std::vector<std::int32_t> eos_token_ids;
 };
 
-// One output for one request, as the engine sent it (plus the step time).
+// One output for one request, as the engine sent it (plus the step time and
+// the engine's index).
 struct RequestDelta {
   double engine_timestamp = 0;
   const ipc::RequestOutput* output = nullptr;  // null: the engine is gone (fail the request)
+  std::uint32_t engine_index = 0;  // the engine that sent it (EngineOutputs.engine_index)
 };
 
 class EngineClient {

@@ -11,13 +11,19 @@
 // missing on 1.1: 400; a transfer coding other than chunked: 501; 401; 413)
 // before its body is read or 100 Continue is sent; reads and writes have
 // deadlines; connections beyond a cap are answered 503 and closed.
+//
+// Every request whose request line was read is reported once, when its
+// answer ends, to HttpServerOptions::on_exchange (the HTTP metric families);
+// see HttpExchange for what "once" and "ends" mean.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sightline/status.h"
@@ -50,9 +56,11 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
 // How an asynchronous handler answers, later and from any thread: one Send(),
 // or StartStream() + Write()* + End() (chunked transfer, e.g. server-sent
-// events; to an HTTP/1.0 client the raw bytes, ended by closing). The first
-// Send() or StartStream() wins; calls after the answer is complete, or once
-// the connection has moved on to another request, do nothing.
+// events; to an HTTP/1.0 client the raw bytes, ended by closing); a stream's
+// final data goes with End(), so that the exchange is reported before the
+// client can see the end of the stream. The first Send() or StartStream()
+// wins; calls after the answer is complete, or once the connection has moved
+// on to another request, do nothing.
 // OnDisconnect's callback runs once if the client goes away before the
 // answer is complete (while waiting or mid-stream, or it stopped reading;
 // bytes it sends meanwhile are kept for its next request, not a hangup).
@@ -66,10 +74,39 @@ class Responder {
   virtual void StartStream(int status, std::string content_type,
                            std::map<std::string, std::string> headers = {}) = 0;
   virtual void Write(std::string chunk) = 0;
-  virtual void End() = 0;
+  // Ends a stream; `last_chunk`, if any, is its last data, written before
+  // the end and counted with the stream once the exchange is reported.
+  virtual void End(std::string last_chunk) = 0;
+  void End() { End(std::string()); }
   virtual void OnDisconnect(std::function<void()> callback) = 0;
 };
 using AsyncHandler = std::function<void(const HttpRequest&, std::shared_ptr<Responder>)>;
+
+// One request as the HTTP layer answered it, reported exactly once per
+// request whose request line and target were read, whatever the outcome:
+// an answer from a handler or from the server itself (401, 404, 405, 413,
+// a 400 for a malformed header, 503 while draining, 500 for a handler that
+// threw), a stream however it ended, a client that went away. Input that
+// never yields a request line (garbage, a bare close, an idle keep-alive
+// connection, a connection over the cap) is no request and is not reported,
+// as uvicorn answers it without calling the application.
+//
+// Reported on the connection's strand just before the answer's last bytes
+// are handed to the socket, so a client holding the whole answer finds it
+// counted; or when the client goes away or the session ends unanswered.
+struct HttpExchange {
+  // The route's path when some route has it (any method), else "none".
+  std::string_view handler;
+  std::string_view method;  // as sent
+  // The status sent (a stream's header status, however the stream ended);
+  // 499 (nginx's "client closed request") when the client went away before
+  // any answer began; 500 when the session ended without one.
+  int status = 0;
+  std::size_t request_bytes = 0;   // the Content-Length header; 0 without one
+  std::size_t response_bytes = 0;  // body bytes sent (a stream's chunk payloads, no framing)
+  double seconds = 0;              // from the header read to the last bytes handed over
+};
+using ExchangeObserver = std::function<void(const HttpExchange&)>;
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
@@ -94,6 +131,13 @@ struct HttpServerOptions {
   // and closed. 0: derived from RLIMIT_NOFILE, with headroom left for the
   // 503s themselves.
   std::size_t max_connections = 0;
+  // Called for every HttpExchange whose handler is not in
+  // `uninstrumented_paths`; on the I/O threads, so it must be thread-safe,
+  // cheap, and outlive the server. Empty: nothing is reported.
+  ExchangeObserver on_exchange;
+  // vLLM's instrumentator excludes these routes (excluded_handlers).
+  std::set<std::string, std::less<>> uninstrumented_paths = {
+      "/metrics", "/health", "/load", "/ping", "/version", "/server_info"};
 };
 
 class HttpServer {

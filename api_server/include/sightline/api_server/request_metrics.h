@@ -5,16 +5,21 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "sightline/api_server/http_server.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::api {
 
 // What one finished request looked like.
 struct FinishedRequest {
+  std::uint32_t engine = 0;     // the engine that served it
   std::string finished_reason;  // stop, length, abort, error, repetition
   std::uint32_t prompt_tokens = 0;
   std::uint32_t cached_tokens = 0;
@@ -29,37 +34,51 @@ struct FinishedRequest {
 
 class RequestMetrics {
  public:
-  // `disable_log_stats`: only the HTTP families are registered.
+  // `disable_log_stats`: only the HTTP families are registered. Engine 0's
+  // series exist from start-up; another engine's from its first request.
   static Status Create(metrics::Registry* registry, const std::string& model_name,
                        std::uint32_t max_model_len, bool disable_log_stats,
                        std::unique_ptr<RequestMetrics>* out);
+  ~RequestMetrics();
 
+  // The request-scoped families carry the `engine` label of the engine that
+  // served the request (EngineOutputs.engine_index).
   // When a request's first output arrives: prompt token counters.
-  void OnFirstOutput(std::uint32_t prompt_tokens, std::uint32_t cached_tokens);
+  void OnFirstOutput(std::uint32_t engine, std::uint32_t prompt_tokens,
+                     std::uint32_t cached_tokens);
   // Every output that carries tokens: generation counter and, after the
   // first, the inter-token latency from engine step timestamps.
-  void OnTokens(std::uint32_t count, double itl_seconds /* < 0: first output */);
-  void OnTimeToFirstToken(double seconds);
+  void OnTokens(std::uint32_t engine, std::uint32_t count,
+                double itl_seconds /* < 0: first output */);
+  void OnTimeToFirstToken(std::uint32_t engine, double seconds);
   // Per finished request (each of a parent's n children on its own).
   void OnFinished(const FinishedRequest& r);
   // Once per parent request: its n and the most tokens any child generated.
-  void OnParentFinished(std::uint32_t n, std::uint32_t max_generation_tokens);
+  void OnParentFinished(std::uint32_t engine, std::uint32_t n, std::uint32_t max_generation_tokens);
 
-  // HTTP families (METRICS.md §6) for an instrumented handler.
-  void OnHttp(const std::string& handler, const std::string& method, int status,
-              std::size_t request_bytes, std::size_t response_bytes, double seconds);
+  // HTTP families (METRICS.md §6): one request as the HTTP layer reported
+  // it (HttpServerOptions::on_exchange); status grouped as "2xx", "4xx", ...
+  void OnHttp(const HttpExchange& exchange);
   // How a streamed response ended (sightline:stream_outcomes_total):
   // "completed", "client_disconnected" or "error_after_headers".
   void OnStreamOutcome(const std::string& handler, const char* outcome);
 
+  struct Engine;  // one engine's series (public only for request_metrics.cc's tables)
+
  private:
-  RequestMetrics() = default;
+  RequestMetrics();
+  Status MakeEngine(std::uint32_t index, std::unique_ptr<Engine>* out) const;
+  Engine& For(std::uint32_t engine);
+
   bool enabled_ = true;
   std::string model_name_;
-  metrics::Counter prompt_, prompt_compute_, prompt_cache_hit_, cached_, generation_;
+  std::vector<std::pair<metrics::CounterFamily, metrics::Counter Engine::*>> counters_;
+  std::vector<std::pair<metrics::HistogramFamily, metrics::Histogram Engine::*>> histograms_;
+  metrics::CounterFamily prompt_by_source_;
   metrics::CounterFamily success_;
-  metrics::Histogram req_prompt_, req_generation_, max_generation_, params_n_, params_max_tokens_,
-      prefill_kv_, ttft_, itl_, tpot_, e2e_, queue_, prefill_, decode_, inference_;
+  std::unique_ptr<Engine> engine0_;  // the one engine until data parallelism
+  std::mutex mu_;                    // guards others_
+  std::map<std::uint32_t, std::unique_ptr<Engine>> others_;
   metrics::CounterFamily http_requests_;
   metrics::SummaryFamily http_request_size_, http_response_size_;
   metrics::Histogram http_highr_;
