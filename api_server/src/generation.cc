@@ -62,15 +62,15 @@ const char* Generation::Object(bool chunk) const {
   return params.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
 }
 
-json Generation::Chunk(const Choice& c, const std::string& delta, const char* finish,
-                       bool role) const {
+json Generation::Chunk(const Choice& c, const std::string& delta, const char* finish, bool role,
+                       bool content) const {
   json choice = {{"index", c.index},
                  {"logprobs", nullptr},
                  {"finish_reason", finish[0] ? json(finish) : json(nullptr)}};
   if (params.chat) {
     choice["delta"] = json::object();
     if (role) choice["delta"]["role"] = "assistant";
-    if (role || !delta.empty()) choice["delta"]["content"] = delta;
+    if (role || content || !delta.empty()) choice["delta"]["content"] = delta;
   } else {
     choice["text"] = delta;
   }
@@ -164,8 +164,9 @@ void Generation::Finish() {
   SendLast(std::move(r));
 }
 
-void Generation::Emit(Choice& c, const std::string& delta) {
-  if (delta.empty()) return;
+void Generation::Emit(Choice& c, const std::string& delta, bool new_token) {
+  // Responses' output_text.delta events carry text only.
+  if (delta.empty() && (!new_token || !params.stream || params.responses)) return;
   if (!params.stream || params.responses) c.text += delta;  // Responses repeat it at the end
   if (!params.stream) return;
   const std::string text = EventTemplate::Quote(delta);
@@ -177,21 +178,23 @@ void Generation::Emit(Choice& c, const std::string& delta) {
   }
   if (c.chunk.empty() &&
       !c.chunk.Make("data: " + Chunk(c, EventTemplate::Placeholder(0), "").dump() + "\n\n", 1))
-    return Write("data: " + Chunk(c, delta, "").dump() + "\n\n");
+    return Write("data: " + Chunk(c, delta, "", false, /*content=*/true).dump() + "\n\n");
   Write(c.chunk.Fill({text}));
+}
+
+void Generation::FirstOutput() {
+  if (roles_sent || !params.stream || !params.chat || params.responses) return;
+  roles_sent = true;
+  for (const auto& c : choices) Write("data: " + Chunk(*c, "", "", /*role=*/true).dump() + "\n\n");
 }
 
 void Generation::StartStream() {
   out->StartStream(200, "text/event-stream");
-  if (params.responses) {
-    Write(ResponseStreamStart(View(), &sequence));
-  } else if (params.chat) {  // chat streams open with the assistant's role, per choice
-    for (const auto& c : choices)
-      Write("data: " + Chunk(*c, "", "", /*role=*/true).dump() + "\n\n");
-  }
+  if (params.responses) Write(ResponseStreamStart(View(), &sequence));
 }
 
 void Generation::EndChoice(const Choice& c) {
+  FirstOutput();  // a choice ended before any output (a drain's abort) still opens with its role
   if (params.stream && !params.responses)
     Write("data: " + Chunk(c, "", c.finish.c_str()).dump() + "\n\n");
 }
@@ -199,6 +202,7 @@ void Generation::EndChoice(const Choice& c) {
 void OnOutput(Generation& g, Choice& c, const RequestDelta& d, RequestMetrics* metrics,
               EngineClient* engine, const FinishChoice& finish_choice) {
   const ipc::RequestOutput* o = d.output;
+  g.FirstOutput();
   c.stats.engine = d.engine_index;  // the engine that serves this choice
   if (o->events())
     for (const ipc::RequestEvent* ev : *o->events()) {
@@ -226,7 +230,7 @@ void OnOutput(Generation& g, Choice& c, const RequestDelta& d, RequestMetrics* m
     c.stats.generation_tokens += n;
     for (std::int32_t t : *o->new_token_ids()) {
       StopMatcher::Result r = c.stops.Feed(c.detok.Add(t));
-      g.Emit(c, r.text);
+      g.Emit(c, r.text, /*new_token=*/true);
       if (r.stopped) {  // a stop string: this choice's engine request ends here
         engine->Abort({c.engine_id});
         return finish_choice(c, "stop", false);

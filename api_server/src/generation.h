@@ -59,13 +59,22 @@ struct Generation {
   std::size_t remaining = 0;                     // choices not done
   bool complete = false, per_request_metrics = false, force_usage = false;
   double arrival = 0;
+  bool roles_sent = false;       // a chat stream's role chunks (FirstOutput)
   std::uint64_t sequence = 0;    // Responses stream events
   EventTemplate delta_template;  // Responses' output_text.delta, made when first needed
 
-  // Opens a stream: the chat role chunks or the Responses opening events.
+  // Opens a stream: its headers, and the Responses opening events.
   void StartStream();
-  // Sends `delta` of choice `c` (streaming) or keeps it for the body.
-  void Emit(Choice& c, const std::string& delta);
+  // The generation's first engine output (of any choice) arrived: a chat
+  // stream's role chunks go now, one per choice, as vLLM sends them with the
+  // first output rather than at the start (a client timing its first chunk
+  // must not read a time to first token of 0). Idempotent.
+  void FirstOutput();
+  // Sends `delta` of choice `c` (streaming) or keeps it for the body. A
+  // delta for a new token is a chunk even when its text is empty (held back
+  // by the detokenizer or a possible stop string), as in vLLM: one chunk per
+  // output. An empty delta that is not a token (a flush) sends nothing.
+  void Emit(Choice& c, const std::string& delta, bool new_token = false);
   // The closing chunk of one choice (chat and completions streams).
   void EndChoice(const Choice& c);
   // Called once the last bytes of the response are rendered and just before
@@ -83,8 +92,11 @@ struct Generation {
 
  private:
   const char* Object(bool chunk) const;
+  // A chat chunk's delta has "content" when it is the role chunk, when
+  // `content` (a token's chunk, even of empty text), or when `delta` is not
+  // empty; a choice's closing chunk has an empty delta.
   nlohmann::json Chunk(const Choice& c, const std::string& delta, const char* finish,
-                       bool role = false) const;
+                       bool role = false, bool content = false) const;
   nlohmann::json Usage() const;
   // Per-request metrics exist for one prompt and n = 1 only (METRICS.md §8).
   nlohmann::json Metrics() const;

@@ -1,0 +1,117 @@
+// What a streaming client sees, chunk by chunk, as vLLM sends it: a chat
+// stream's role chunk comes with the first engine output (not before the
+// model ran), and every generated token is a chunk even when its text is
+// held back (an incomplete UTF-8 sequence, a possible stop string). Both
+// decide the time to first token and the gaps a client measures.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <boost/asio/write.hpp>
+
+#include "api_server/live_api_server.h"
+
+namespace sightline::api {
+namespace {
+
+// The content chunks of a stream (choice chunks that are neither the role
+// chunk nor a closing chunk) and its usage.
+struct StreamShape {
+  int role_chunks = 0, token_chunks = 0, empty_token_chunks = 0;
+  std::string text;
+  std::uint64_t completion_tokens = 0;
+};
+
+StreamShape Shape(const std::string& body, bool chat) {
+  StreamShape s;
+  for (const std::string& e : SseEvents(body)) {
+    if (e == "[DONE]") break;
+    const json j = json::parse(e);
+    if (j.contains("usage")) s.completion_tokens = j["usage"]["completion_tokens"];
+    if (j["choices"].empty()) continue;
+    const json& c = j["choices"][0];
+    if (!c["finish_reason"].is_null()) continue;  // a closing chunk
+    if (chat && c["delta"].contains("role")) {
+      ++s.role_chunks;
+      continue;
+    }
+    const std::string piece = chat ? c["delta"]["content"] : c["text"];
+    ++s.token_chunks;
+    s.empty_token_chunks += piece.empty();
+    s.text += piece;
+  }
+  return s;
+}
+
+TEST_F(CompletionsTest, EveryStreamedTokenIsAChunkEvenWhenItsTextIsHeldBack) {
+  // The tiny model's greedy bytes include incomplete UTF-8 sequences, whose
+  // text waits for the bytes that complete (or replace) them.
+  for (const bool chat : {false, true}) {
+    json body = {{"model", "tiny"},  {"max_tokens", 64},
+                 {"temperature", 0}, {"ignore_eos", true},
+                 {"stream", true},   {"stream_options", {{"include_usage", true}}}};
+    if (chat)
+      body["messages"] = {{{"role", "user"}, {"content", "Tell me about \xc3\xa9t\xc3\xa9"}}};
+    else
+      body["prompt"] = "Tell me about \xc3\xa9t\xc3\xa9";
+    const auto r =
+        HttpClient(port_).Post(chat ? "/v1/chat/completions" : "/v1/completions", body.dump());
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    const StreamShape s = Shape(r.body(), chat);
+    EXPECT_EQ(s.completion_tokens, 64u) << chat;
+    // One chunk per generated token, and at the end at most one more: the
+    // text still held back when the request finished, flushed.
+    EXPECT_GE(s.token_chunks, 64) << "a token without its chunk (chat=" << chat << ")";
+    EXPECT_LE(s.token_chunks, 65) << chat;
+    EXPECT_GT(s.empty_token_chunks, 0) << "the prompt must exercise held-back text";
+    if (chat) {
+      EXPECT_EQ(s.role_chunks, 1);
+    }
+    // The text is the same as without streaming.
+    body.erase("stream");
+    body.erase("stream_options");
+    const auto plain =
+        HttpClient(port_).Post(chat ? "/v1/chat/completions" : "/v1/completions", body.dump());
+    const json p = json::parse(plain.body());
+    EXPECT_EQ(s.text, chat ? p["choices"][0]["message"]["content"] : p["choices"][0]["text"]);
+  }
+}
+
+// With the engine stopped (SIGSTOP) no output can exist, so whatever the
+// client receives besides the headers comes from the API server alone.
+TEST_F(CompletionsTest, AChatStreamSendsItsRoleWithTheFirstOutputNotBefore) {
+  ASSERT_EQ(kill(engine_.pid(), SIGSTOP), 0);
+  HttpClient c(port_);
+  const std::string body = json{
+      {"model", "tiny"},
+      {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+      {"max_tokens", 4},
+      {"ignore_eos", true},
+      {"stream", true}}.dump();
+  const std::string req =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  boost::asio::write(c.socket(), boost::asio::buffer(req));
+  boost::asio::streambuf buf;
+  boost::asio::read_until(c.socket(), buf, "\r\n\r\n");  // the stream's headers
+  // 300 ms of silence: nothing but the headers while the model cannot run.
+  pollfd p{c.socket().native_handle(), POLLIN, 0};
+  const int ready = poll(&p, 1, 300);
+  std::string early(boost::asio::buffers_begin(buf.data()), boost::asio::buffers_end(buf.data()));
+  EXPECT_EQ(early.find("data:"), std::string::npos) << early;
+  EXPECT_EQ(ready, 0) << "the API server sent a chunk before the engine's first output";
+  ASSERT_EQ(kill(engine_.pid(), SIGCONT), 0);
+  boost::asio::read_until(c.socket(), buf, "data: [DONE]");
+  std::string all(boost::asio::buffers_begin(buf.data()), boost::asio::buffers_end(buf.data()));
+  // Each event is one HTTP chunk, so the events read whole between the sizes.
+  const std::vector<std::string> events = SseEvents(all);
+  ASSERT_GE(events.size(), 3u) << all;
+  EXPECT_EQ(json::parse(events[0])["choices"][0]["delta"]["role"], "assistant")
+      << "the role chunk is the stream's first";
+}
+
+}  // namespace
+}  // namespace sightline::api
