@@ -25,6 +25,31 @@ std::size_t ContentLength(const http::request_parser<http::string_body>& parser)
   return ec == std::errc() && end == v.data() + v.size() ? n : 0;
 }
 
+// The `method` label: RFC 9110's methods and PATCH as sent, any other token
+// as "other". A client may send any token as a method, and each new label
+// value would be a series in the shared registry for the instance's life:
+// a few thousand requests could fill its tables (vLLM's in-process registry
+// just grows; its default HTTP parser refuses unknown methods before the
+// app, so they count nothing there).
+std::string_view MethodLabel(http::verb v) {
+  switch (v) {
+    case http::verb::get:
+    case http::verb::head:
+    case http::verb::post:
+    case http::verb::put:
+    case http::verb::delete_:
+    case http::verb::connect:
+    case http::verb::options:
+    case http::verb::trace:
+    case http::verb::patch: {
+      const beast::string_view name = http::to_string(v);
+      return {name.data(), name.size()};
+    }
+    default:
+      return "other";
+  }
+}
+
 }  // namespace
 
 std::string_view HttpCore::RouteTemplate(const std::string& path) const {
@@ -46,7 +71,7 @@ void Session::BeginExchange() {
   if (core_->options.uninstrumented_paths.contains(handler)) return;
   exchange_.open = true;
   exchange_.handler = handler;
-  exchange_.method = std::string(m.method_string());
+  exchange_.method = std::string(MethodLabel(m.method()));
   exchange_.status = 0;
   exchange_.request_bytes = ContentLength(*parser_);
   exchange_.response_bytes = 0;

@@ -202,6 +202,16 @@ TEST_F(HttpMetricsTest, EveryKindOfAnswerCountsOnceWithTemplateMethodAndGroupedS
        "PATCH /echo HTTP/1.1\r\nHost: h\r\n" + kAuth + "\r\n",
        405,
        {"/echo", "PATCH", "4xx"}},
+      // Any other token a client sends as a method is "other": each label
+      // value is a series in the shared registry for the instance's life.
+      {"a WebDAV method",
+       "PROPFIND /echo HTTP/1.1\r\nHost: h\r\n" + kAuth + "\r\n",
+       405,
+       {"/echo", "other", "4xx"}},
+      {"an invented method",
+       "M1234567 /nowhere HTTP/1.1\r\nHost: h\r\n" + kAuth + "\r\n",
+       404,
+       {"none", "other", "4xx"}},
       {"handler threw",
        "GET /throw HTTP/1.1\r\nHost: h\r\n" + kAuth + "\r\n",
        500,

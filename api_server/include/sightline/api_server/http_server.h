@@ -97,7 +97,7 @@ using AsyncHandler = std::function<void(const HttpRequest&, std::shared_ptr<Resp
 struct HttpExchange {
   // The route's path when some route has it (any method), else "none".
   std::string_view handler;
-  std::string_view method;  // as sent
+  std::string_view method;  // as sent, or "other" outside RFC 9110's methods and PATCH
   // The status sent (a stream's header status, however the stream ended);
   // 499 (nginx's "client closed request") when the client went away before
   // any answer began; 500 when the session ended without one.
