@@ -187,5 +187,41 @@ TEST(MetricsBuckets, AStandaloneEngineFixesTheBoundsOfItsApiServers) {
   std::filesystem::remove("/dev/shm/sightline." + name);
 }
 
+// A standalone engine restarted after a crash makes a new instance: the dead
+// run's segment is replaced, never joined, so it cannot impose the dead run's
+// bounds on the new one (found in review: the engine attached first and then
+// refused its own flag, naming a creator that no longer existed).
+TEST(MetricsBuckets, AStandaloneEngineRestartedAfterACrashUsesItsOwnBounds) {
+  const std::string name = UniqueInstance();
+  const std::string in = "ipc:///tmp/" + name + ".in", out = "ipc:///tmp/" + name + ".out";
+  // The TTFT bounds on the page of registry `name`, once it has them (15 s).
+  auto bounds_become = [&](const std::vector<std::string>& want) {
+    std::vector<std::string> got;
+    for (int i = 0; i < 150 && got != want; ++i) {
+      const CliRun dump = Cli("metrics dump --registry " + name);
+      got = LeValues(dump.output, "vllm:time_to_first_token_seconds", "engine=\"0\",",
+                     "model_name=\"sightline-tiny\"");
+      if (got != want) std::this_thread::sleep_for(100ms);
+    }
+    return got;
+  };
+  auto start = [&](const std::string& ttft) {
+    return ChildProcess::Exec({SIGHTLINE_CLI, "engine", "--input", in, "--output", out,
+                               "--registry", name, "--threads", "1", "--metrics-buckets",
+                               "time_to_first_token_seconds=" + ttft});
+  };
+  ChildProcess first = start("0.05,0.1,0.2");
+  EXPECT_EQ(bounds_become({"0.05", "0.1", "0.2", "+Inf"}),
+            (std::vector<std::string>{"0.05", "0.1", "0.2", "+Inf"}));
+  first.KillAndWait(SIGKILL);  // its segment stays behind, every process in it dead
+  ChildProcess second = start("1,2");
+  EXPECT_EQ(bounds_become({"1.0", "2.0", "+Inf"}),
+            (std::vector<std::string>{"1.0", "2.0", "+Inf"}));
+  EXPECT_EQ(second.WaitFor(0), std::nullopt) << "the restarted engine exited";
+  if (second.pid() > 0) second.KillAndWait(SIGTERM);
+  for (const char* suffix : {".in", ".out"}) std::filesystem::remove("/tmp/" + name + suffix);
+  std::filesystem::remove("/dev/shm/sightline." + name);
+}
+
 }  // namespace
 }  // namespace sightline::testing

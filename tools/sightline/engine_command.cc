@@ -70,21 +70,23 @@ int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
   std::unique_ptr<metrics::ProcessMetrics> process_metrics;  // declared after the registry
   if (!o.disable_log_stats) {
     // Under a supervisor the registry exists already; run on its own, the
-    // engine creates it (and removes it when it exits cleanly).
+    // engine creates it (and removes it when it exits cleanly). Create comes
+    // first: it replaces a leftover whose processes are all dead (a crashed
+    // run's, or one whose creator died before publishing it), so a restarted
+    // engine never inherits a dead run's histogram bounds; a registry with a
+    // live process is attached to instead.
     const std::string role = "engine-" + std::to_string(o.engine_index);
     const metrics::CatalogueOptions catalogue = EngineCatalogue(o);
-    Status attached = metrics::Registry::Attach(o.registry, role, &registry);
-    bool created = false;
-    if (attached.code() == Status::Code::kNotFound) {
-      // Its histogram bounds are the instance's before any API server can
-      // attach (they adopt them).
-      attached = metrics::Registry::Create(
-          o.registry, metrics::Capacity{}, role, &registry, [&catalogue](metrics::Registry* r) {
-            return metrics::RegisterCatalogueHistograms(r, catalogue, false);
-          });
-      created = attached.ok();
-      if (created) std::cerr << "INFO engine: created metric registry '" << o.registry << "'\n";
-    }
+    // Its histogram bounds are the instance's before any API server can
+    // attach (they adopt them).
+    Status attached = metrics::Registry::Create(
+        o.registry, metrics::Capacity{}, role, &registry, [&catalogue](metrics::Registry* r) {
+          return metrics::RegisterCatalogueHistograms(r, catalogue, false);
+        });
+    const bool created = attached.ok();
+    if (created) std::cerr << "INFO engine: created metric registry '" << o.registry << "'\n";
+    if (attached.code() == Status::Code::kAlreadyExists)
+      attached = metrics::Registry::Attach(o.registry, role, &registry);
     if (!attached.ok()) return Fail(attached.message());
     // The instance's start time is its creator's.
     if (Status s = metrics::ProcessMetrics::Start(registry.get(), created, 1.0, &process_metrics);
