@@ -61,9 +61,14 @@ Status ParseBucketOverride(std::string_view spec, BucketOverrides* overrides) {
     std::size_t comma = list.find(',', pos);
     if (comma == std::string_view::npos) comma = list.size();
     const std::string_view item = list.substr(pos, comma - pos);
+    // from_chars takes no leading '+'; "+2" is a number to an operator.
+    const std::string_view digits = item.starts_with('+') ? item.substr(1) : item;
     double v = 0;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size())
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec == std::errc::result_out_of_range)
+      return Status::InvalidArgument(where + "'" + std::string(item) + "' is out of range");
+    const bool two_signs = digits.size() < item.size() && digits.starts_with('-');  // "+-2"
+    if (digits.empty() || two_signs || ec != std::errc() || end != digits.data() + digits.size())
       return Status::InvalidArgument(where + "'" + std::string(item) + "' is not a number");
     if (!std::isfinite(v))
       return Status::InvalidArgument(where + "'" + std::string(item) +

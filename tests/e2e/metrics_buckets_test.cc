@@ -67,6 +67,9 @@ TEST(MetricsBuckets, EachBadValueIsAOneLineErrorAndExit1) {
       {"time_to_first_token_seconds=1,inf", "is not finite"},
       {"time_to_first_token_seconds=0.2,0.1", "strictly ascending"},
       {"time_to_first_token_seconds=1,1", "strictly ascending"},
+      {"time_to_first_token_seconds=1,1e400", "'1e400' is out of range"},
+      {"time_to_first_token_seconds=+-1,2", "'+-1' is not a number"},
+      {"kv_block_lifetime_seconds=1,2", "needs --kv-cache-metrics"},
   };
   for (const auto& [value, why] : bad)
     for (const std::string cmd :
@@ -82,9 +85,23 @@ TEST(MetricsBuckets, EachBadValueIsAOneLineErrorAndExit1) {
           "request_params_n=3");
   EXPECT_EQ(twice.rc, 1);
   EXPECT_NE(twice.output.find("given more than once"), std::string::npos) << twice.output;
+  // A family that would not exist: only the HTTP ones do under --disable-log-stats.
+  const CliRun no_stats =
+      Cli("serve --dry-run --disable-log-stats --metrics-buckets request_params_n=1,2");
+  EXPECT_EQ(no_stats.rc, 1);
+  EXPECT_NE(no_stats.output.find("registers no vllm: family"), std::string::npos)
+      << no_stats.output;
   // Good values pass the dry run; so does one the flag is repeated for.
-  EXPECT_EQ(Cli("serve --dry-run --metrics-buckets request_params_n=1,2 --metrics-buckets "
+  EXPECT_EQ(Cli("serve --dry-run --metrics-buckets request_params_n=1,+2 --metrics-buckets "
                 "http_request_duration_seconds=0.01,0.1,1e3")
+                .rc,
+            0);
+  EXPECT_EQ(Cli("serve --dry-run --disable-log-stats --metrics-buckets "
+                "http_request_duration_seconds=0.01,0.1")
+                .rc,
+            0);
+  EXPECT_EQ(Cli("serve --dry-run --kv-cache-metrics --metrics-buckets "
+                "kv_block_lifetime_seconds=1,10")
                 .rc,
             0);
 

@@ -119,6 +119,14 @@ Status CheckEngineOptions(const engine::ModelConfig& model, EngineOptions* o, Kv
   o->buckets.clear();
   for (const std::string& spec : o->metrics_buckets)
     if (Status s = metrics::ParseBucketOverride(spec, &o->buckets); !s.ok()) return s;
+  // A flag that cannot take effect is an error: these families do not exist.
+  for (const auto& [family, bounds] : o->buckets) {
+    if (o->disable_log_stats && !family.starts_with("http_"))
+      return invalid("--metrics-buckets " + family +
+                     ": --disable-log-stats registers no vllm: family (only the http_ ones)");
+    if (!o->kv_cache_metrics && family.starts_with("kv_block_"))
+      return invalid("--metrics-buckets " + family + " needs --kv-cache-metrics");
+  }
 
   if (o->served_model_name.empty()) o->served_model_name = model.name;
   if (cuda && !o->num_gpu_blocks_override) return Status::Ok();  // sized by PlanGpuKvCache
