@@ -68,7 +68,11 @@ void Session::BeginExchange() {
   std::string path, query;
   SplitTarget(std::string_view(m.target().data(), m.target().size()), &path, &query);
   const std::string_view handler = core_->RouteTemplate(path);
-  if (core_->options.uninstrumented_paths.contains(handler)) return;
+  // The path itself too: an excluded path this server has no route for
+  // (/load without --enable-server-load-tracking, /server_info) would
+  // otherwise count as "none".
+  const auto& excluded = core_->options.uninstrumented_paths;
+  if (excluded.contains(handler) || excluded.contains(path)) return;
   exchange_.open = true;
   exchange_.handler = handler;
   exchange_.method = std::string(MethodLabel(m.method()));

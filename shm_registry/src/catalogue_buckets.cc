@@ -73,6 +73,10 @@ Status ParseBucketOverride(std::string_view spec, BucketOverrides* overrides) {
     if (!std::isfinite(v))
       return Status::InvalidArgument(where + "'" + std::string(item) +
                                      "' is not finite (+Inf is always the last bucket)");
+    // Every catalogue histogram observes a duration, a count or a size.
+    if (v < 0)
+      return Status::InvalidArgument(where + "'" + std::string(item) +
+                                     "' is negative (no family observes a value below 0)");
     if (!bounds.empty() && !(v > bounds.back()))
       return Status::InvalidArgument(where + "bounds must be strictly ascending (" +
                                      FormatDouble(v) + " after " + FormatDouble(bounds.back()) +
@@ -80,6 +84,12 @@ Status ParseBucketOverride(std::string_view spec, BucketOverrides* overrides) {
     bounds.push_back(v);
     pos = comma + 1;
   }
+  // Each bound is a cell per series in every process: a bounded count keeps
+  // a start that passes --dry-run inside the registry's default capacity
+  // (vLLM's longest list has 22).
+  if (bounds.size() > kMaxBucketBounds)
+    return Status::InvalidArgument(where + std::to_string(bounds.size()) + " bounds; at most " +
+                                   std::to_string(kMaxBucketBounds));
   (*overrides)[family] = std::move(bounds);
   return Status::Ok();
 }

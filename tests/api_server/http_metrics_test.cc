@@ -271,6 +271,13 @@ TEST_F(HttpMetricsTest, ExcludedRoutesAndInputWithoutARequestLineCountNothing) {
   // Refused, yet on an excluded route: still not counted.
   EXPECT_EQ(StatusOf(Exchange("GET /version HTTP/1.1\r\nHost: h\r\n\r\n")), 401);
   EXPECT_EQ(StatusOf(Exchange("DELETE /metrics HTTP/1.1\r\nHost: h\r\n\r\n")), 405);
+  // Excluded paths this server has no route for (/load without load
+  // tracking, /server_info): a 404, still not counted (not as "none").
+  for (const char* path : {"/load", "/server_info"})
+    EXPECT_EQ(StatusOf(Exchange(std::string("GET ") + path + " HTTP/1.1\r\nHost: h\r\n" + kAuth +
+                                "\r\n")),
+              404)
+        << path;
   // No request line: garbage, a bare connection, a request line cut short.
   EXPECT_EQ(StatusOf(Exchange("\x01\x02 not http\r\n\r\n")), 400);
   { RawConnection idle(port_); }

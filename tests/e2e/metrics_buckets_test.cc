@@ -70,6 +70,7 @@ TEST(MetricsBuckets, EachBadValueIsAOneLineErrorAndExit1) {
       {"time_to_first_token_seconds=1,1e400", "'1e400' is out of range"},
       {"time_to_first_token_seconds=+-1,2", "'+-1' is not a number"},
       {"kv_block_lifetime_seconds=1,2", "needs --kv-cache-metrics"},
+      {"request_queue_time_seconds=-1,0", "'-1' is negative"},
   };
   for (const auto& [value, why] : bad)
     for (const std::string cmd :
@@ -85,6 +86,12 @@ TEST(MetricsBuckets, EachBadValueIsAOneLineErrorAndExit1) {
           "request_params_n=3");
   EXPECT_EQ(twice.rc, 1);
   EXPECT_NE(twice.output.find("given more than once"), std::string::npos) << twice.output;
+  // At most 100 bounds: each is a cell per series in every process.
+  std::string many = "request_params_n=";
+  for (int i = 1; i <= 101; ++i) many += std::to_string(i) + (i < 101 ? "," : "");
+  const CliRun too_many = Cli("serve --dry-run --metrics-buckets " + many);
+  EXPECT_EQ(too_many.rc, 1);
+  EXPECT_NE(too_many.output.find("101 bounds; at most 100"), std::string::npos) << too_many.output;
   // A family that would not exist: only the HTTP ones do under --disable-log-stats.
   const CliRun no_stats =
       Cli("serve --dry-run --disable-log-stats --metrics-buckets request_params_n=1,2");

@@ -269,6 +269,7 @@ TEST(Serve, BadFlagsFailBeforeAnythingStarts) {
       {"--scheduling-policy", "lifo"},
       {"--kv-cache-metrics-sample", "2"},
       {"--enable-per-request-metrics", "--disable-log-stats"},
+      {"--enable-mfu-metrics", "--disable-log-stats"},
       {"--tokenizer", "/nonexistent/tokenizer.json"},
       {"/nonexistent-model-dir"},
       {"--show-hidden-metrics-for-version", "latest"},

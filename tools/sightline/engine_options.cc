@@ -119,6 +119,8 @@ Status CheckEngineOptions(const engine::ModelConfig& model, EngineOptions* o, Kv
   o->buckets.clear();
   for (const std::string& spec : o->metrics_buckets)
     if (Status s = metrics::ParseBucketOverride(spec, &o->buckets); !s.ok()) return s;
+  if (o->disable_log_stats && o->enable_mfu_metrics)
+    return invalid("--enable-mfu-metrics needs the stats --disable-log-stats turns off");
   // A flag that cannot take effect is an error: these families do not exist.
   for (const auto& [family, bounds] : o->buckets) {
     if (o->disable_log_stats && !family.starts_with("http_"))

@@ -29,10 +29,13 @@ struct CatalogueOptions {
   BucketOverrides buckets;
 };
 
+// The most bounds one --metrics-buckets value may give.
+inline constexpr std::size_t kMaxBucketBounds = 100;
+
 // Parses one --metrics-buckets value, "FAMILY=b1,b2,...", into *overrides.
 // Strict: FAMILY is a histogram of the catalogue, not given before; the bounds
-// are a non-empty list of finite numbers in strictly ascending order. The
-// kInvalidArgument message names the rule broken, on one line.
+// are 1 to kMaxBucketBounds finite numbers >= 0 in strictly ascending order.
+// The kInvalidArgument message names the rule broken, on one line.
 Status ParseBucketOverride(std::string_view spec, BucketOverrides* overrides);
 
 // The catalogue's histogram families, named as ParseBucketOverride takes them.
