@@ -26,8 +26,8 @@ namespace sightline::api {
 namespace {
 
 using sightline::testing::ParseSamples;
-using sightline::testing::RawConnection;
 using sightline::testing::RawExchange;
+using sightline::testing::RawSocket;
 using sightline::testing::StatusOf;
 
 constexpr const char* kKey = "secret";
@@ -280,9 +280,9 @@ TEST_F(HttpMetricsTest, ExcludedRoutesAndInputWithoutARequestLineCountNothing) {
         << path;
   // No request line: garbage, a bare connection, a request line cut short.
   EXPECT_EQ(StatusOf(Exchange("\x01\x02 not http\r\n\r\n")), 400);
-  { RawConnection idle(port_); }
+  { RawSocket idle(port_); }
   {
-    RawConnection partial(port_);
+    RawSocket partial(port_);
     ASSERT_TRUE(partial.Send("GET /echo HT"));
   }
   EXPECT_EQ(StatusOf(Exchange("GET /metrics HTTP/1.1\r\nHost: h\r\n\r\n")), 200);  // a later scrape
@@ -296,14 +296,14 @@ TEST_F(HttpMetricsTest, ExcludedRoutesAndInputWithoutARequestLineCountNothing) {
 TEST_F(HttpMetricsTest, AClientThatLeavesIsCountedOnce) {
   const double start = Sum(Page(), "http_requests_total");
   {  // before any answer: 499, grouped 4xx
-    RawConnection c(port_);
+    RawSocket c(port_);
     ASSERT_TRUE(c.Send("GET /stall HTTP/1.1\r\nHost: h\r\n" + kAuth + "\r\n"));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // dispatched
   }
   auto p = PageOnceCounted(start + 1);
   EXPECT_EQ(At(p, Requests("/stall", "GET", "4xx")), 1);
   {  // mid-stream: the status sent, the bytes sent
-    RawConnection c(port_);
+    RawSocket c(port_);
     ASSERT_TRUE(c.Send("GET /stall-stream HTTP/1.1\r\nHost: h\r\n" + kAuth + "\r\n"));
     EXPECT_EQ(StatusOf(c.ReadUntil(5, "\r\n1\r\nx\r\n")), 200);
   }
@@ -311,7 +311,7 @@ TEST_F(HttpMetricsTest, AClientThatLeavesIsCountedOnce) {
   EXPECT_EQ(At(p, Requests("/stall-stream", "GET", "2xx")), 1);
   EXPECT_EQ(At(p, "http_response_size_bytes_sum{handler=\"/stall-stream\"}"), 1);
   {  // the body never comes
-    RawConnection c(port_);
+    RawSocket c(port_);
     ASSERT_TRUE(
         c.Send("POST /echo HTTP/1.1\r\nHost: h\r\n" + kAuth + "Content-Length: 9\r\n\r\nab"));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -332,7 +332,7 @@ TEST_F(HttpMetricsTest, AClientThatLeavesIsCountedOnce) {
 }
 
 TEST_F(HttpMetricsTest, ARequestUnansweredWhenTheServerStopsIsCountedOnce) {
-  RawConnection c(port_);
+  RawSocket c(port_);
   ASSERT_TRUE(c.Send("GET /stall HTTP/1.1\r\nHost: h\r\n" + kAuth + "\r\n"));
   for (int i = 0; i < 500; ++i) {  // dispatched
     {

@@ -230,7 +230,7 @@ TEST_F(Hostile, HttpFramingAsTheRfcsSay) {
   EXPECT_EQ(StatusOf(gzip), 501) << gzip;
   // Expect: 100-continue is answered before the body is sent.
   {
-    RawConnection c(port());
+    RawSocket c(port());
     ASSERT_TRUE(
         c.Send("POST /tokenize HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
                "Expect: 100-continue\r\nContent-Length: 15\r\n\r\n"));
@@ -277,7 +277,7 @@ TEST_F(Hostile, HealthAnswersUnderAConnectionFlood) {
   Start({});
   nofile.rlim_cur = nofile.rlim_max;
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &nofile), 0);
-  std::vector<RawConnection> idle;
+  std::vector<RawSocket> idle;
   for (int i = 0; i < 2500; ++i) {
     idle.emplace_back(port());
     if (!idle.back().ok()) break;

@@ -14,10 +14,14 @@
 
 namespace sightline::testing {
 
-// A connected loopback TCP socket, closed on destruction.
-class RawConnection {
+// A connected loopback TCP socket, closed on destruction. (Not named
+// RawConnection: tests/api_server/http_raw_client.h has a class of that name
+// in this namespace, and a test binary that saw both would break the one
+// definition rule: the linker keeps one set of inline members for two
+// layouts, which LeakSanitizer caught as leaks.)
+class RawSocket {
  public:
-  explicit RawConnection(int port) {
+  explicit RawSocket(int port) {
     fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -28,12 +32,12 @@ class RawConnection {
       fd_ = -1;
     }
   }
-  ~RawConnection() {
+  ~RawSocket() {
     if (fd_ >= 0) close(fd_);
   }
-  RawConnection(RawConnection&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  RawConnection(const RawConnection&) = delete;
-  RawConnection& operator=(const RawConnection&) = delete;
+  RawSocket(RawSocket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  RawSocket(const RawSocket&) = delete;
+  RawSocket& operator=(const RawSocket&) = delete;
 
   bool ok() const { return fd_ >= 0; }
   int fd() const { return fd_; }
@@ -80,7 +84,7 @@ class RawConnection {
 // Sends `request` on a new connection and returns the whole answer (the
 // server closes, or the deadline passes).
 inline std::string RawExchange(int port, const std::string& request, double timeout_s = 10) {
-  RawConnection c(port);
+  RawSocket c(port);
   if (!c.ok() || !c.Send(request)) return {};
   return c.ReadUntil(timeout_s);
 }
