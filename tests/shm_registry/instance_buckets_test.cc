@@ -168,9 +168,9 @@ TEST(InstanceBuckets, HttpOnlyRegistersNoVllmFamily) {
 TEST(BucketOverride, ParsesValidSpecs) {
   BucketOverrides o;
   ASSERT_TRUE(ParseBucketOverride("iteration_tokens_total=1,64,4096", &o).ok());
-  ASSERT_TRUE(ParseBucketOverride("e2e_request_latency_seconds=-1,0,1e3,2.5e4", &o).ok());
+  ASSERT_TRUE(ParseBucketOverride("e2e_request_latency_seconds=0,+1,1e3,2.5e4", &o).ok());
   EXPECT_EQ(o.at("iteration_tokens_total"), (std::vector<double>{1, 64, 4096}));
-  EXPECT_EQ(o.at("e2e_request_latency_seconds"), (std::vector<double>{-1, 0, 1e3, 2.5e4}));
+  EXPECT_EQ(o.at("e2e_request_latency_seconds"), (std::vector<double>{0, 1, 1e3, 2.5e4}));
   ASSERT_TRUE(ParseBucketOverride("kv_block_lifetime_seconds=1", &o).ok());
   const auto names = HistogramFamilyNames();
   EXPECT_EQ(names.size(), 20u);  // 15 vLLM, 3 KV residency, 2 HTTP
@@ -193,6 +193,9 @@ TEST(BucketOverride, EachRuleHasItsOwnOneLineError) {
       {"time_to_first_token_seconds=nan", "'nan' is not finite"},
       {"time_to_first_token_seconds=1,2,2", "strictly ascending (2.0 after 2.0)"},
       {"time_to_first_token_seconds=0.2,0.1", "strictly ascending (0.1 after 0.2)"},
+      {"time_to_first_token_seconds=-1,0", "'-1' is negative"},
+      {"time_to_first_token_seconds=+-1,0", "'+-1' is not a number"},
+      {"time_to_first_token_seconds=1,1e400", "'1e400' is out of range"},
   };
   for (const auto& [spec, why] : bad) {
     BucketOverrides o;
