@@ -123,8 +123,7 @@ SchedulerOutput Scheduler::Schedule() {
          static_cast<int>(running_.size()) < config_.max_num_seqs) {
     Request* r = waiting_->Peek();
     KVCacheManager::Hit hit;
-    if (r->num_computed_tokens == 0)
-      hit = kv_->GetComputedBlocks(r->block_hashes, r->num_tokens());
+    if (r->num_computed_tokens == 0) hit = kv_->GetComputedBlocks(r->block_hashes, r->num_tokens());
     int n = r->num_tokens() - r->num_computed_tokens - hit.num_tokens;
     if (config_.long_prefill_token_threshold > 0)
       n = std::min(n, config_.long_prefill_token_threshold);

@@ -238,14 +238,13 @@ TEST_F(SchedulerTest, PrefixHitSkipsCachedTokens) {
 // Issue 13: a waiting request that could not be admitted was looked up (and
 // counted) again at every step. vLLM counts the lookup once, at admission.
 TEST_F(SchedulerTest, AWaitingRequestsLookupsCountOnceAtAdmission) {
-  Make(SchedulerConfig{}, /*num_blocks=*/6);  // 5 usable blocks: 20 tokens
-  sched_->AddRequest(MakeRequest("a", 12, 6));  // 3 blocks now, 5 by its end
+  Make(SchedulerConfig{}, /*num_blocks=*/6);                         // 5 usable blocks: 20 tokens
+  sched_->AddRequest(MakeRequest("a", 12, 6));                       // 3 blocks now, 5 by its end
   sched_->AddRequest(MakeRequest("b", 12, 1, /*first_token=*/500));  // needs 3: waits
   int steps_b_waited = 0;
   while (sched_->HasWork()) {
     Step();
-    if (sched_->Find("b") && sched_->Find("b")->status == RequestStatus::kWaiting)
-      ++steps_b_waited;
+    if (sched_->Find("b") && sched_->Find("b")->status == RequestStatus::kWaiting) ++steps_b_waited;
   }
   EXPECT_GE(steps_b_waited, 3);  // b really was refused admission several times
   const PrefixCacheStats stats = kv_->TakeStats();
