@@ -38,6 +38,7 @@
 
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -308,12 +309,21 @@ class Connection {
 
   // Writes what the server will read; a server that stopped reading (it
   // answered early and closed) ends the write.
+  //
+  // Every call retries on EINTR: libFuzzer's -timeout arms an interval timer
+  // whose SIGALRM (first after timeout/2 + 1 s) interrupts whatever this
+  // thread is blocked in. Taken for a timeout, it cut a write short (the
+  // server then waited for the rest until its read deadline) or ended a
+  // wait for an answer already on its way: both were reported as hangs.
   void Write(const std::string& bytes) {
     std::size_t off = 0;
     while (off < bytes.size()) {
       pollfd p{fd_, POLLOUT, 0};
-      if (poll(&p, 1, 1000) <= 0) return;
+      const int ready = poll(&p, 1, 1000);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) return;
       const ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return;
       off += static_cast<std::size_t>(n);
     }
@@ -324,15 +334,22 @@ class Connection {
   // (*timed_out says which).
   bool Receive(Clock::time_point deadline, bool* timed_out) {
     *timed_out = false;
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    pollfd p{fd_, POLLIN, 0};
-    if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) {
-      *timed_out = true;
-      return false;
+    for (;;) {  // EINTR: see Write
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      pollfd p{fd_, POLLIN, 0};
+      const int ready = left > 0 ? poll(&p, 1, static_cast<int>(left)) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) {
+        *timed_out = true;
+        return false;
+      }
+      break;
     }
     char chunk[16384];
-    const ssize_t n = recv(fd_, chunk, sizeof chunk, 0);
+    ssize_t n;
+    do n = recv(fd_, chunk, sizeof chunk, 0);
+    while (n < 0 && errno == EINTR);
     if (n <= 0) return false;
     buffer_.append(chunk, static_cast<std::size_t>(n));
     return true;
