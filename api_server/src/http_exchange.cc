@@ -67,12 +67,10 @@ void Session::BeginExchange() {
   if (m.target().empty()) return;
   std::string path, query;
   SplitTarget(std::string_view(m.target().data(), m.target().size()), &path, &query);
+  // Routes are exact paths, so an excluded path is excluded whether or not
+  // this server has a route for it (/load untracked, /server_info).
+  if (core_->options.uninstrumented_paths.contains(path)) return;
   const std::string_view handler = core_->RouteTemplate(path);
-  // The path itself too: an excluded path this server has no route for
-  // (/load without --enable-server-load-tracking, /server_info) would
-  // otherwise count as "none".
-  const auto& excluded = core_->options.uninstrumented_paths;
-  if (excluded.contains(handler) || excluded.contains(path)) return;
   exchange_.open = true;
   exchange_.handler = handler;
   exchange_.method = std::string(MethodLabel(m.method()));
