@@ -10,6 +10,7 @@
 #include "sightline/api_server/chat_template.h"
 #include "sightline/api_server/engine_client.h"
 #include "sightline/api_server/tokenizer.h"
+#include "sightline/ipc/sampling.h"
 #include "sightline/status.h"
 
 namespace sightline::api {
@@ -17,22 +18,17 @@ namespace sightline::api {
 // The most choices (prompts x n) one request may ask for.
 inline constexpr std::size_t kMaxChoices = 128;
 
-// A validated generation request.
-struct CompletionParams {
+// A validated generation request. Its sampling fields (n, max_tokens,
+// temperature, seed, stop_token_ids, ...) are the wire's own struct
+// (sightline/ipc/sampling.h), so that each choice's engine request carries
+// them without a field-by-field copy.
+struct CompletionParams : ipc::SamplingParamsT {
   bool chat = false;                               // the prompt is a rendered conversation
   bool responses = false;                          // ... asked for through /v1/responses
-  std::vector<std::vector<std::int32_t>> prompts;  // one per prompt given
-  std::uint32_t n = 1;                             // choices per prompt
-  std::uint32_t max_tokens = 16;
-  bool max_tokens_set = false;
-  float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
-  float repetition_penalty = 1.0f, presence_penalty = 0.0f, frequency_penalty = 0.0f;
-  std::int32_t top_k = 0, priority = 0;
-  std::uint32_t min_tokens = 0;
-  std::uint64_t seed = 0;
-  bool has_seed = false, ignore_eos = false, stream = false, include_usage = false;
+  std::vector<std::vector<std::int32_t>> prompts;  // one per prompt given (n: choices per prompt)
+  std::int32_t priority = 0;
+  bool stream = false, include_usage = false;
   std::vector<std::string> stop;
-  std::vector<std::int32_t> stop_token_ids;
   std::string cache_salt;
 };
 

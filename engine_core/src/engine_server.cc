@@ -53,16 +53,6 @@ class Queue {
   std::deque<T> items_;
 };
 
-struct InputEvent {
-  enum class Kind { kAdd, kAbort, kUtility, kHeartbeat } kind;
-  ipc::ClientId client;  // from the routing id, never from the body
-  std::unique_ptr<Request> request;
-  std::vector<std::string> ids;
-  std::uint64_t call_id = 0;
-  ipc::UtilityKind utility = ipc::UtilityKind::Health;
-  bool need_ready = false;
-};
-
 struct Outgoing {
   enum class Kind { kOutputs, kReady, kUtility, kDead } kind;
   ipc::ClientId client;  // the exact process it goes to
@@ -180,53 +170,10 @@ void EngineServer::State::InputLoop(zmq::socket_t& sock) {
       Reject();
       continue;
     }
-    // Who sent it is the routing id; a body that names someone else is refused.
-    auto is_sender = [&](std::uint32_t index, std::uint64_t incarnation) {
-      return ipc::ClientId{index, incarnation} == *sender;
-    };
     InputEvent e;
-    e.client = *sender;
-    switch (env->body_type()) {
-      case ipc::Body::AddRequest: {
-        const auto* m = env->body_as_AddRequest();
-        if (!is_sender(m->client_index(), m->incarnation())) {
-          Reject();
-          continue;
-        }
-        e.kind = InputEvent::Kind::kAdd;
-        e.request = FromWire(*m, block_size);
-        e.request->client_index = sender->index;
-        break;
-      }
-      case ipc::Body::AbortRequests:
-        e.kind = InputEvent::Kind::kAbort;
-        for (const auto* id : *env->body_as_AbortRequests()->request_ids())
-          e.ids.push_back(id->str());
-        break;
-      case ipc::Body::UtilityCall: {
-        const auto* m = env->body_as_UtilityCall();
-        if (!is_sender(m->client_index(), m->incarnation())) {
-          Reject();
-          continue;
-        }
-        e.kind = InputEvent::Kind::kUtility;
-        e.call_id = m->call_id();
-        e.utility = m->kind();
-        break;
-      }
-      case ipc::Body::Heartbeat: {
-        const auto* m = env->body_as_Heartbeat();
-        if (!is_sender(m->client_index(), m->incarnation())) {
-          Reject();
-          continue;
-        }
-        e.kind = InputEvent::Kind::kHeartbeat;
-        e.need_ready = m->need_ready();
-        break;
-      }
-      default:  // engine-to-API-server messages have no business here
-        Reject();
-        continue;
+    if (!DecodeInput(*env, *sender, block_size, &e)) {
+      Reject();
+      continue;
     }
     input.Push(std::move(e));
   }

@@ -30,25 +30,50 @@ std::unique_ptr<Request> FromWire(const ipc::AddRequest& m, int block_size) {
   r->tokens.assign(m.prompt_token_ids()->begin(), m.prompt_token_ids()->end());
   r->priority = m.priority();
   if (m.cache_salt()) r->cache_salt = m.cache_salt()->str();
-  if (const ipc::SamplingParams* s = m.sampling()) {
-    r->sampling.temperature = s->temperature();
-    r->sampling.top_p = s->top_p();
-    r->sampling.top_k = s->top_k();
-    r->sampling.min_p = s->min_p();
-    r->sampling.seed = s->seed();
-    r->sampling.has_seed = s->has_seed();
-    r->sampling.max_tokens = s->max_tokens();
-    r->sampling.min_tokens = s->min_tokens();
-    r->sampling.ignore_eos = s->ignore_eos();
-    r->sampling.repetition_penalty = s->repetition_penalty();
-    r->sampling.presence_penalty = s->presence_penalty();
-    r->sampling.frequency_penalty = s->frequency_penalty();
-    if (s->stop_token_ids())
-      r->sampling.stop_token_ids.assign(s->stop_token_ids()->begin(), s->stop_token_ids()->end());
-  }
+  r->sampling = ipc::FromWire(m.sampling());
   // Prompt block hashing happens here, off the main loop.
   ExtendBlockHashes(r->tokens, block_size, r->cache_salt, &r->block_hashes);
   return r;
+}
+
+bool DecodeInput(const ipc::Envelope& env, ipc::ClientId sender, int block_size, InputEvent* e) {
+  // Who sent it is the routing id; a body that names someone else is refused.
+  auto is_sender = [&](std::uint32_t index, std::uint64_t incarnation) {
+    return ipc::ClientId{index, incarnation} == sender;
+  };
+  e->client = sender;
+  switch (env.body_type()) {
+    case ipc::Body::AddRequest: {
+      const auto* m = env.body_as_AddRequest();
+      if (!is_sender(m->client_index(), m->incarnation())) return false;
+      e->kind = InputEvent::Kind::kAdd;
+      e->request = FromWire(*m, block_size);
+      e->request->client_index = sender.index;
+      return true;
+    }
+    case ipc::Body::AbortRequests:
+      e->kind = InputEvent::Kind::kAbort;
+      for (const auto* id : *env.body_as_AbortRequests()->request_ids())
+        e->ids.push_back(id->str());
+      return true;
+    case ipc::Body::UtilityCall: {
+      const auto* m = env.body_as_UtilityCall();
+      if (!is_sender(m->client_index(), m->incarnation())) return false;
+      e->kind = InputEvent::Kind::kUtility;
+      e->call_id = m->call_id();
+      e->utility = m->kind();
+      return true;
+    }
+    case ipc::Body::Heartbeat: {
+      const auto* m = env.body_as_Heartbeat();
+      if (!is_sender(m->client_index(), m->incarnation())) return false;
+      e->kind = InputEvent::Kind::kHeartbeat;
+      e->need_ready = m->need_ready();
+      return true;
+    }
+    default:  // engine-to-API-server messages have no business here
+      return false;
+  }
 }
 
 std::span<const std::uint8_t> SealOutputs(flatbuffers::FlatBufferBuilder& b,

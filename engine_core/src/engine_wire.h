@@ -1,8 +1,9 @@
-// The engine's half of the wire schema: an AddRequest into a Request, and
-// what the engine sends (one step's outputs for one API server, READY, a
-// utility result, EngineDead, a heartbeat) into envelopes. Private to
-// engine_server.cc (split off to keep it about the threads). Each Seal*
-// clears `b` and returns the sealed bytes, valid until `b` is reused.
+// The engine's half of the wire schema: a received message into an
+// InputEvent (an AddRequest into a Request), and what the engine sends (one
+// step's outputs for one API server, READY, a utility result, EngineDead, a
+// heartbeat) into envelopes. Private to engine_server.cc (split off to keep
+// it about the threads). Each Seal* clears `b` and returns the sealed bytes,
+// valid until `b` is reused.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,22 @@
 namespace sightline::engine {
 
 ipc::FinishReason ToWire(FinishReason r);
+
+// A verified message from an API server, for the main thread.
+struct InputEvent {
+  enum class Kind { kAdd, kAbort, kUtility, kHeartbeat } kind;
+  ipc::ClientId client;  // from the routing id, never from the body
+  std::unique_ptr<Request> request;
+  std::vector<std::string> ids;
+  std::uint64_t call_id = 0;
+  ipc::UtilityKind utility = ipc::UtilityKind::Health;
+  bool need_ready = false;
+};
+
+// `env`, sent by `sender` (its routing id), as an event; false when it is
+// to be rejected: a body naming another client than its sender, or a
+// message the engine does not take.
+bool DecodeInput(const ipc::Envelope& env, ipc::ClientId sender, int block_size, InputEvent* e);
 
 // A Request from a verified AddRequest, with its prompt block hashes. The
 // caller sets client_index from the sender's routing id.

@@ -4,6 +4,14 @@
 
 namespace sightline::engine {
 
+namespace {
+
+bool HasPenalties(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
+}  // namespace
+
 kernels::RowSampling PrepareRow(const SamplingParams& p, std::mt19937_64& rng,
                                 std::span<const std::int32_t> prompt,
                                 std::span<const std::int32_t> output,
@@ -18,7 +26,7 @@ kernels::RowSampling PrepareRow(const SamplingParams& p, std::mt19937_64& rng,
   row.frequency_penalty = p.frequency_penalty;
   if (!row.greedy()) row.uniform = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
   row.penalty_begin = row.penalty_end = static_cast<std::int32_t>(penalties->size());
-  if (!p.has_penalties()) return row;
+  if (!HasPenalties(p)) return row;
   // Distinct tokens with their output counts; prompt-only tokens matter only
   // to the repetition penalty.
   std::unordered_map<std::int32_t, std::int32_t> counts;

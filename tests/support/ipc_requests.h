@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sightline/ipc/codec.h"
+#include "sightline/ipc/sampling.h"
 
 namespace sightline::testing {
 
@@ -18,11 +19,11 @@ inline std::vector<std::uint8_t> GreedyAddRequest(const std::string& id,
   flatbuffers::FlatBufferBuilder b;
   const auto id_off = b.CreateString(id);
   const auto prompt_off = b.CreateVector(prompt);
-  ipc::SamplingParamsBuilder sampling(b);
-  sampling.add_temperature(0);
-  sampling.add_max_tokens(max_tokens);
-  sampling.add_ignore_eos(true);
-  const auto sampling_off = sampling.Finish();
+  ipc::SamplingParamsT sampling;
+  sampling.temperature = 0;
+  sampling.max_tokens = max_tokens;
+  sampling.ignore_eos = true;
+  const auto sampling_off = ipc::ToWire(b, sampling);
   ipc::AddRequestBuilder r(b);
   r.add_request_id(id_off);
   r.add_prompt_token_ids(prompt_off);

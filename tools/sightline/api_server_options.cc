@@ -2,12 +2,9 @@
 
 #include "argv_builder.h"
 
-#include <filesystem>
-#include <sstream>
-
 namespace sightline::cli {
 
-void AddApiServingFlags(CLI::App* cmd, ApiOptions* o) {
+void AddApiServingFlags(CLI::App* cmd, api::ApiServerProcessOptions* o) {
   cmd->add_option(
          "--tokenizer", o->tokenizer,
          "byte, a SentencePiece tokenizer.model, or a Hugging Face tokenizer.json (byte-level BPE)")
@@ -34,25 +31,7 @@ void AddApiServingFlags(CLI::App* cmd, ApiOptions* o) {
       ->capture_default_str();
 }
 
-Status CheckApiOptions(const ApiOptions& o) {
-  if (o.per_request_metrics && o.disable_log_stats)
-    return Status::InvalidArgument(
-        "--enable-per-request-metrics needs the stats that --disable-log-stats turns off; use one "
-        "or the other");
-  if (!(o.exit_after_engine_death >= 0))
-    return Status::InvalidArgument("--exit-after-engine-death must be >= 0");
-  if (!(o.shutdown_timeout >= 0)) return Status::InvalidArgument("--shutdown-timeout must be >= 0");
-  if (!(o.engine_health_timeout > 0))
-    return Status::InvalidArgument("--engine-health-timeout must be positive");
-  if (o.max_body_bytes < 1024) return Status::InvalidArgument("--max-body-bytes must be >= 1024");
-  if (o.tokenizer != "byte" && !std::filesystem::is_regular_file(o.tokenizer))
-    return Status::NotFound("--tokenizer '" + o.tokenizer + "' is not a file");
-  if (o.threads < 1 || o.threads > 64)
-    return Status::InvalidArgument("--threads must be in [1, 64]");
-  return Status::Ok();
-}
-
-std::vector<std::string> ApiServerArgs(const ApiOptions& o) {
+std::vector<std::string> ApiServerArgs(const api::ApiServerProcessOptions& o) {
   ArgvBuilder a;
   a.Add("--engine-input", o.engine_input);
   a.Add("--engine-output", o.engine_output);

@@ -27,8 +27,8 @@ namespace sightline::cli {
 namespace {
 
 struct ServeOptions {
-  EngineOptions engine;
-  ApiOptions api;
+  engine::EngineProcessOptions engine;
+  api::ApiServerProcessOptions api;
   std::string registry;  // default: sightline-<port>
   std::uint32_t api_server_count = 1;
   int engine_threads = 0;
@@ -56,7 +56,7 @@ int RunServe(ServeOptions o) {
   // Every check first: nothing starts with a bad flag.
   engine::ModelConfig model;
   bool preset = false;
-  KvPlan plan;
+  engine::KvPlan plan;
   if (Status s = ResolveModelConfig(o.engine, &model, &preset); !s.ok()) return Fail(s.message());
   if (Status s = CheckEngineOptions(model, &o.engine, &plan); !s.ok()) return Fail(s.message());
   if (o.api_server_count < 1 || o.api_server_count > 256)
@@ -76,7 +76,7 @@ int RunServe(ServeOptions o) {
   if (o.api.tokenizer == "auto") o.api.tokenizer = DefaultTokenizer(o.engine.model, preset);
   o.api.disable_log_stats = o.engine.disable_log_stats;
   o.api.served_model_name = o.engine.served_model_name;
-  if (Status s = CheckApiOptions(o.api); !s.ok()) return Fail(s.message());
+  if (Status s = api::CheckApiOptions(o.api); !s.ok()) return Fail(s.message());
   if (o.dry_run) return 0;
 
   ListeningSocket listener;
@@ -130,7 +130,7 @@ int RunServe(ServeOptions o) {
   SupervisorOptions so;
   so.engine_argv = engine_argv;
   so.api_server_argv = [api = o.api, self](std::uint32_t index) {
-    ApiOptions mine = api;
+    api::ApiServerProcessOptions mine = api;
     mine.index = index;
     std::vector<std::string> argv = {self, "api-server"};
     for (auto& a : ApiServerArgs(mine)) argv.push_back(std::move(a));

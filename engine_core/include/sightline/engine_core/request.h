@@ -11,6 +11,7 @@
 
 #include "sightline/engine_core/block_hash.h"
 #include "sightline/engine_core/kv_cache_manager.h"
+#include "sightline/ipc/sampling.h"
 
 namespace sightline::engine {
 
@@ -18,25 +19,9 @@ enum class FinishReason : std::uint8_t { kNone = 0, kStop, kLength, kAbort, kErr
 enum class EventType : std::uint8_t { kQueued = 1, kScheduled, kPreempted };
 enum class RequestStatus : std::uint8_t { kWaiting, kRunning, kPreempted, kFinished };
 
-struct SamplingParams {
-  float temperature = 1.0f;  // 0 = greedy
-  float top_p = 1.0f;
-  std::int32_t top_k = 0;  // 0 = off
-  float min_p = 0.0f;
-  std::uint64_t seed = 0;
-  bool has_seed = false;
-  std::uint32_t max_tokens = 16;
-  std::uint32_t min_tokens = 0;
-  std::vector<std::int32_t> stop_token_ids;
-  bool ignore_eos = false;
-  float repetition_penalty = 1.0f;  // 1 = off
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-
-  bool has_penalties() const {
-    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
-  }
-};
+// The wire's sampling parameters (sightline/ipc/sampling.h): the struct the
+// API server filled is the one the sampler reads.
+using SamplingParams = ipc::SamplingParamsT;
 
 struct RequestEvent {
   EventType type;

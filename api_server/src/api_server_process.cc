@@ -1,0 +1,191 @@
+#include "sightline/api_server/api_server_process.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "sightline/api_server/admin_routes.h"
+#include "sightline/api_server/chat_template.h"
+#include "sightline/api_server/engine_client.h"
+#include "sightline/api_server/http_server.h"
+#include "sightline/api_server/openai_server.h"
+#include "sightline/api_server/request_metrics.h"
+#include "sightline/api_server/tokenizer.h"
+#include "sightline/shm_registry/process_metrics.h"
+#include "sightline/shm_registry/registry.h"
+
+namespace sightline::api {
+
+namespace {
+
+// The process's slot in the instance's registry. Members are destroyed in
+// reverse: the process metrics before the registry.
+struct ApiRegistry {
+  std::unique_ptr<metrics::Registry> registry;
+  std::unique_ptr<metrics::ProcessMetrics> process_metrics;
+};
+
+Status AttachRegistry(const ApiServerProcessOptions& o, ApiRegistry* r) {
+  // The engine creates the registry when started on its own: started
+  // together with it, wait for the registry as for the engine's READY.
+  Status s;
+  for (int waited_ms = 0;; waited_ms += 100) {
+    s = metrics::Registry::Attach(o.registry, "api-server-" + std::to_string(o.index),
+                                  &r->registry);
+    if (s.code() != Status::Code::kNotFound || waited_ms >= 60'000) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!s.ok()) return s;
+  // --disable-log-stats leaves the HTTP families (and stream outcomes) only.
+  if (!o.disable_log_stats)
+    return metrics::ProcessMetrics::Start(r->registry.get(), false, 1.0, &r->process_metrics);
+  return Status::Ok();
+}
+
+Status LoadTokenizer(const std::string& tokenizer, std::unique_ptr<Tokenizer>* out) {
+  if (tokenizer == "byte") {
+    *out = MakeByteTokenizer();
+    return Status::Ok();
+  }
+  if (tokenizer.size() >= 5 && tokenizer.ends_with(".json")) return LoadHfTokenizer(tokenizer, out);
+  return LoadSentencePieceTokenizer(tokenizer, out);
+}
+
+// --chat-template, else the tokenizer directory's tokenizer_config.json,
+// else `plain` for the built-in byte tokenizer.
+Status LoadChatTemplate(const ApiServerProcessOptions& o, ChatTemplate* out) {
+  std::string tokenizer_config;
+  if (o.tokenizer != "byte") {
+    std::ifstream in(std::filesystem::path(o.tokenizer).parent_path() / "tokenizer_config.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    tokenizer_config = text.str();
+  }
+  return ResolveChatTemplate(o.chat_template, tokenizer_config, o.tokenizer == "byte", out);
+}
+
+}  // namespace
+
+Status CheckApiOptions(const ApiServerProcessOptions& o) {
+  if (o.per_request_metrics && o.disable_log_stats)
+    return Status::InvalidArgument(
+        "--enable-per-request-metrics needs the stats that --disable-log-stats turns off; use one "
+        "or the other");
+  if (!(o.exit_after_engine_death >= 0))
+    return Status::InvalidArgument("--exit-after-engine-death must be >= 0");
+  if (!(o.shutdown_timeout >= 0)) return Status::InvalidArgument("--shutdown-timeout must be >= 0");
+  if (!(o.engine_health_timeout > 0))
+    return Status::InvalidArgument("--engine-health-timeout must be positive");
+  if (o.max_body_bytes < 1024) return Status::InvalidArgument("--max-body-bytes must be >= 1024");
+  if (o.tokenizer != "byte" && !std::filesystem::is_regular_file(o.tokenizer))
+    return Status::NotFound("--tokenizer '" + o.tokenizer + "' is not a file");
+  if (o.threads < 1 || o.threads > 64)
+    return Status::InvalidArgument("--threads must be in [1, 64]");
+  return Status::Ok();
+}
+
+Status CheckApiServerProcess(const ApiServerProcessOptions& o) {
+  if (Status s = CheckApiOptions(o); !s.ok()) return s;
+  // Checked before --dry-run returns, so that a dry run refuses what the
+  // real run would (it needs the registry even for the HTTP families).
+  if (o.registry.empty())
+    return Status::InvalidArgument(
+        "--registry is required (metrics-free serving is not supported yet)");
+  return Status::Ok();
+}
+
+Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProcessHooks& hooks,
+                           int* exit_code) {
+  if (Status s = CheckApiServerProcess(o); !s.ok()) return s;
+  ApiRegistry registry;
+  if (Status s = AttachRegistry(o, &registry); !s.ok()) return s;
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (Status s = LoadTokenizer(o.tokenizer, &tokenizer); !s.ok()) return s;
+
+  EngineClient::Options eo;
+  eo.input_address = o.engine_input;
+  eo.output_address = o.engine_output;
+  eo.client_index = o.index;
+  eo.ready_timeout_s = 60;
+  eo.engine_silent_after_s = o.engine_health_timeout;
+  EngineClient engine(eo);
+  EngineInfo info;
+  if (Status s = engine.Start(&info); !s.ok()) return s;
+  if (static_cast<std::uint32_t>(tokenizer->vocab_size()) > info.vocab_size)
+    return Status::InvalidArgument("the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
+                                   " tokens, the model " + std::to_string(info.vocab_size));
+  ChatTemplate chat_template;
+  if (Status s = LoadChatTemplate(o, &chat_template); !s.ok()) return s;
+
+  OpenAiServerOptions so;
+  so.chat_template = chat_template;
+  so.per_request_metrics = o.per_request_metrics;
+  so.force_include_usage = o.force_include_usage;
+  so.load_tracking = o.load_tracking;
+  so.served_model_name = o.served_model_name.empty() ? info.model_name : o.served_model_name;
+  so.client_index = o.index;
+  so.engine = info;
+  std::unique_ptr<RequestMetrics> request_metrics;
+  if (Status s = RequestMetrics::Create(registry.registry.get(), so.served_model_name,
+                                        info.max_model_len, o.disable_log_stats, &request_metrics);
+      !s.ok())
+    return s;
+
+  HttpServerOptions ho;
+  ho.host = o.host;
+  ho.port = o.port;
+  ho.inherited_fd = o.fd;
+  ho.threads = o.threads;
+  ho.max_body_bytes = o.max_body_bytes;
+  ho.api_key = o.api_key;
+  ho.on_exchange = [metrics = request_metrics.get()](const HttpExchange& e) { metrics->OnHttp(e); };
+  HttpServer http(ho);
+  AddAdminRoutes(&http, registry.registry.get(), [&engine] { return engine.healthy(); });
+  OpenAiServer openai(so, &engine, tokenizer.get(), request_metrics.get());
+  openai.AddRoutes(&http);
+  if (Status s = http.Start(); !s.ok()) return s;
+  std::cerr << "INFO api-server " << o.index << ": serving " << so.served_model_name << " on port "
+            << http.port() << "\n";
+  if (hooks.on_ready) hooks.on_ready();
+  const std::atomic<bool>* stop = hooks.stop ? hooks.stop() : nullptr;
+  // The engine's death: /health answers 503 and requests fail at once; after
+  // --exit-after-engine-death the process exits 1, so that a supervisor of
+  // the roles (systemd, supervisord) restarts it together with the engine.
+  std::optional<std::chrono::steady_clock::time_point> engine_gone;
+  while (!(stop && stop->load())) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (engine.alive() || o.exit_after_engine_death <= 0) continue;
+    const auto now = std::chrono::steady_clock::now();
+    if (!engine_gone) engine_gone = now;
+    if (now - *engine_gone >= std::chrono::duration<double>(o.exit_after_engine_death)) {
+      std::cerr << "ERROR api-server " << o.index << ": the engine is gone; exiting\n";
+      http.Stop();
+      engine.Stop();
+      *exit_code = 1;
+      return Status::Ok();
+    }
+  }
+  // SIGTERM drains: no new connections, answers under way complete (up to
+  // --shutdown-timeout). Requests still running after that are aborted here
+  // — the engine drops them, they count as finished with reason "abort", and
+  // their clients get the end of their responses (a second to write it).
+  if (!http.Drain(o.shutdown_timeout)) {
+    std::cerr << "WARNING api-server " << o.index << ": answers still under way after "
+              << o.shutdown_timeout << " s; aborting them\n";
+    openai.AbortAll();
+    http.Drain(1.0);
+  }
+  // Order matters: no HTTP handler and no engine output may reach the
+  // OpenAI server once it is being destroyed.
+  http.Stop();
+  engine.Stop();
+  *exit_code = 0;
+  return Status::Ok();
+}
+
+}  // namespace sightline::api

@@ -1,0 +1,104 @@
+// An engine process from its options: what `sightline engine` runs, and what
+// `sightline serve` checks before it starts one (then hands the same options
+// to its engine child as argv). The CLI only parses flags into
+// EngineProcessOptions; choosing the model's config, weights and runner,
+// sizing the KV cache, opening the metric registry and serving are here.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sightline/engine_core/model_config.h"
+#include "sightline/engine_core/model_runner.h"
+#include "sightline/shm_registry/catalogue.h"
+#include "sightline/status.h"
+
+namespace sightline::engine {
+
+// The flags as given (see the CLI's help for each). CheckEngineOptions fills
+// in the derived fields.
+struct EngineProcessOptions {
+  std::string model = "sightline-tiny";
+  std::string input, output, registry, served_model_name;
+  std::string load_format = "auto";
+  std::string device = "auto";  // auto | cpu | cuda
+  std::string dtype = "auto";  // auto (bfloat16 on CUDA, float32 on the CPU) | float32 | bfloat16 |
+                               // float16
+  double gpu_memory_utilization = 0.9;
+  std::uint32_t engine_index = 0;
+  std::uint64_t seed = 0;
+  int max_model_len = 0;  // 0: the model's max_position_embeddings
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  int block_size = 16;
+  std::uint64_t num_gpu_blocks_override = 0;
+  std::uint64_t kv_cache_memory = 64ull << 20;
+  bool prefix_caching = true;
+  bool chunked_prefill = true;
+  std::string scheduling_policy = "fcfs";
+  bool disable_log_stats = false;
+  double log_stats_interval = 5;
+  bool kv_cache_metrics = false;
+  double kv_cache_metrics_sample = 0.01;
+  bool enable_mfu_metrics = false;
+  int threads = 0;
+  double heartbeat_timeout = 2.0;
+  std::vector<std::string> metrics_buckets;  // --metrics-buckets, as given
+  metrics::BucketOverrides buckets;          // parsed by CheckEngineOptions
+};
+
+// What CheckEngineOptions derives: the KV cache's size.
+struct KvPlan {
+  std::uint64_t num_blocks = 0;
+  std::uint64_t tokens = 0;  // (num_blocks - 1) * block_size: the null block holds none
+};
+
+// MODEL's config: a built-in preset, or a Hugging Face directory's config.json.
+// `*is_preset` says which (presets have no files, so dummy weights).
+Status ResolveModelConfig(const EngineProcessOptions& o, ModelConfig* config, bool* is_preset);
+
+// "cuda" or "cpu": --device, with auto meaning CUDA when a device is visible.
+std::string ResolveDevice(const EngineProcessOptions& o);
+
+// The CUDA runner's matrix type for --dtype (auto: bfloat16).
+CudaMatrixType CudaMatrixTypeFor(const std::string& dtype);
+// Its name, for logs: float32, bfloat16 or float16.
+const char* CudaMatrixTypeName(CudaMatrixType type);
+
+// Every check that needs no weights; fills in max_model_len (the model's when
+// 0) and served_model_name (the model's when empty). On the CPU it sizes the
+// KV cache from --kv-cache-memory; on CUDA the engine sizes it from the
+// device's memory once it runs (PlanGpuKvCache), unless overridden.
+Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvPlan* plan);
+
+// The KV cache on the device: --gpu-memory-utilization of its memory, less
+// what is in use, the weights and room for one step's activations.
+Status PlanGpuKvCache(const ModelConfig& model, const EngineProcessOptions& o, KvPlan* plan);
+
+// The metric catalogue this instance registers: its model name, context
+// length, residency histograms and histogram bounds (after CheckEngineOptions).
+metrics::CatalogueOptions EngineCatalogue(const EngineProcessOptions& o);
+
+// What the process needs from whoever runs it (the CLI: signal handlers and
+// --ready-fd), as callbacks so that a test can run it in-process.
+struct EngineProcessHooks {
+  // Called once, just before serving: the flag that asks for a clean
+  // shutdown. The CLI installs its SIGTERM/SIGINT handlers here, so that a
+  // signal during start-up (loading weights) still ends the process at once.
+  std::function<const std::atomic<bool>*()> stop;
+  std::function<void()> on_ready;  // once the sockets are bound; may be empty
+};
+
+// Every check RunEngineProcess makes before loading weights (--dry-run):
+// the model's config, the flags, the KV cache's size, the registry.
+Status CheckEngineProcess(EngineProcessOptions o);
+
+// Runs the engine until it is asked to stop or fails. A failed start is the
+// returned Status (one line for the user); otherwise *exit_code is the
+// server's (0 after a clean shutdown).
+Status RunEngineProcess(EngineProcessOptions o, const EngineProcessHooks& hooks, int* exit_code);
+
+}  // namespace sightline::engine

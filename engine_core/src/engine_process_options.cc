@@ -1,0 +1,155 @@
+#include <filesystem>
+#include <sstream>
+
+#include "sightline/engine_core/engine_process.h"
+#include "sightline/engine_core/kv_residency.h"
+#include "sightline/engine_core/model_runner.h"
+#include "sightline/engine_core/safetensors.h"
+#include "sightline/kernels/device.h"
+
+namespace sightline::engine {
+
+Status ResolveModelConfig(const EngineProcessOptions& o, ModelConfig* config, bool* is_preset) {
+  if (o.load_format != "auto" && o.load_format != "dummy" && o.load_format != "safetensors")
+    return Status::InvalidArgument("--load-format must be auto, dummy or safetensors");
+  *is_preset = PresetModelConfig(o.model, config).ok();
+  if (*is_preset) {
+    if (o.load_format == "safetensors")
+      return Status::InvalidArgument("--load-format safetensors needs a model directory");
+    return Status::Ok();
+  }
+  if (!std::filesystem::is_directory(o.model))
+    return Status::NotFound("model '" + o.model +
+                            "' is neither a built-in preset (sightline-tiny) nor a directory");
+  return LoadModelConfig(o.model, config);
+}
+
+Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvPlan* plan) {
+  auto invalid = [](const std::string& m) { return Status::InvalidArgument(m); };
+  if (o->device != "auto" && o->device != "cpu" && o->device != "cuda")
+    return invalid("--device must be auto, cpu or cuda");
+  if (o->dtype != "auto" && o->dtype != "float32" && o->dtype != "bfloat16" &&
+      o->dtype != "float16")
+    return invalid("--dtype must be auto, float32, bfloat16 or float16");
+  if (!(o->gpu_memory_utilization > 0 && o->gpu_memory_utilization <= 1))
+    return invalid("--gpu-memory-utilization must be in (0, 1]");
+  const bool cuda = ResolveDevice(*o) == "cuda";
+  if (o->device == "cuda" && !kernels::CudaAvailable())
+    return Status::NotFound("--device cuda: no CUDA device is visible (or this build has no CUDA)");
+  if (!cuda && (o->dtype == "bfloat16" || o->dtype == "float16"))
+    return invalid("--dtype " + o->dtype +
+                   " needs --device cuda: the CPU path computes in float32");
+  if (o->max_model_len < 0) return invalid("--max-model-len must be positive");
+  if (o->max_model_len == 0) o->max_model_len = model.max_position_embeddings;
+  if (o->max_model_len > model.max_position_embeddings)
+    return invalid("--max-model-len " + std::to_string(o->max_model_len) + " exceeds the model's " +
+                   std::to_string(model.max_position_embeddings) + " positions");
+  if (o->block_size <= 0 || o->block_size > 1024)
+    return invalid("--block-size must be in [1, 1024]");
+  if (o->max_num_seqs <= 0 || o->max_num_batched_tokens <= 0)
+    return invalid("--max-num-seqs and --max-num-batched-tokens must be positive");
+  if (!o->chunked_prefill && o->max_num_batched_tokens < o->max_model_len)
+    return invalid("without chunked prefill --max-num-batched-tokens (" +
+                   std::to_string(o->max_num_batched_tokens) +
+                   ") must be at least --max-model-len (" + std::to_string(o->max_model_len) +
+                   "), or long prompts could never be scheduled");
+  if (o->scheduling_policy != "fcfs" && o->scheduling_policy != "priority")
+    return invalid("--scheduling-policy must be fcfs or priority");
+  if (!KvResidencyCollector::ValidSampleRate(o->kv_cache_metrics_sample))
+    return invalid("--kv-cache-metrics-sample must be in (0, 1]");
+  if (!(o->log_stats_interval > 0)) return invalid("--log-stats-interval must be positive");
+  if (!(o->heartbeat_timeout > 0)) return invalid("--heartbeat-timeout must be positive");
+  o->buckets.clear();
+  for (const std::string& spec : o->metrics_buckets)
+    if (Status s = metrics::ParseBucketOverride(spec, &o->buckets); !s.ok()) return s;
+  if (o->disable_log_stats && o->enable_mfu_metrics)
+    return invalid("--enable-mfu-metrics needs the stats --disable-log-stats turns off");
+  // A flag that cannot take effect is an error: these families do not exist.
+  for (const auto& [family, bounds] : o->buckets) {
+    if (o->disable_log_stats && !family.starts_with("http_"))
+      return invalid("--metrics-buckets " + family +
+                     ": --disable-log-stats registers no vllm: family (only the http_ ones)");
+    if (!o->kv_cache_metrics && family.starts_with("kv_block_"))
+      return invalid("--metrics-buckets " + family + " needs --kv-cache-metrics");
+  }
+
+  if (o->served_model_name.empty()) o->served_model_name = model.name;
+  if (cuda && !o->num_gpu_blocks_override) return Status::Ok();  // sized by PlanGpuKvCache
+  const std::uint64_t bytes_per_block =
+      2ull * model.num_layers * o->block_size * model.kv_size() * sizeof(float);
+  plan->num_blocks = o->num_gpu_blocks_override ? o->num_gpu_blocks_override
+                                                : o->kv_cache_memory / bytes_per_block;
+  plan->tokens =
+      plan->num_blocks > 1 ? (plan->num_blocks - 1) * static_cast<std::uint64_t>(o->block_size) : 0;
+  if (plan->tokens < static_cast<std::uint64_t>(o->max_model_len) || plan->num_blocks > (1u << 30))
+    return invalid("the KV cache holds " + std::to_string(plan->tokens) + " tokens (" +
+                   std::to_string(plan->num_blocks) + " blocks), fewer than max_model_len " +
+                   std::to_string(o->max_model_len) +
+                   "; raise --kv-cache-memory or lower --max-model-len");
+  return Status::Ok();
+}
+
+std::string ResolveDevice(const EngineProcessOptions& o) {
+  // `auto` is to mean CUDA whenever a device is visible (issue 7). Until the
+  // CUDA path has run on a device and passed its tests, auto stays on the
+  // tested CPU path and CUDA is an explicit opt-in (--device cuda).
+  if (o.device == "auto") return "cpu";
+  return o.device;
+}
+
+CudaMatrixType CudaMatrixTypeFor(const std::string& dtype) {
+  if (dtype == "float32") return CudaMatrixType::kFloat32;
+  if (dtype == "float16") return CudaMatrixType::kFloat16;
+  return CudaMatrixType::kBFloat16;
+}
+
+const char* CudaMatrixTypeName(CudaMatrixType type) {
+  switch (type) {
+    case CudaMatrixType::kFloat32:
+      return "float32";
+    case CudaMatrixType::kFloat16:
+      return "float16";
+    case CudaMatrixType::kBFloat16:
+      break;
+  }
+  return "bfloat16";
+}
+
+Status PlanGpuKvCache(const ModelConfig& model, const EngineProcessOptions& o, KvPlan* plan) {
+  std::uint64_t free = 0, total = 0;
+  if (!kernels::CudaMemoryInfo(&free, &total))
+    return Status::NotFound("--device cuda: cannot read the device's memory");
+  const std::uint64_t weights = CudaWeightBytes(model, CudaMatrixTypeFor(o.dtype));
+  // One step at the token budget with every running request sampling, and
+  // headroom for cuBLAS and the CUDA context.
+  const std::uint64_t activations =
+      CudaStepBytes(model, o.max_num_batched_tokens, o.max_num_seqs) + (512ull << 20);
+  const double budget = static_cast<double>(total) * o.gpu_memory_utilization -
+                        static_cast<double>(total - free) - static_cast<double>(weights) -
+                        static_cast<double>(activations);
+  const std::uint64_t block = CudaKvBlockBytes(model, o.block_size);
+  plan->num_blocks = budget > 0 ? static_cast<std::uint64_t>(budget) / block : 0;
+  plan->tokens = plan->num_blocks > 1 ? (plan->num_blocks - 1) * o.block_size : 0;
+  if (plan->tokens < static_cast<std::uint64_t>(o.max_model_len) || plan->num_blocks > (1u << 30)) {
+    auto mib = [](double b) { return std::to_string(static_cast<long>(b / (1 << 20))) + " MiB"; };
+    return Status::InvalidArgument(
+        "the GPU has room for a KV cache of " + std::to_string(plan->tokens) +
+        " tokens, fewer than max_model_len " + std::to_string(o.max_model_len) + " (device " +
+        mib(static_cast<double>(total)) + ", in use " + mib(static_cast<double>(total - free)) +
+        ", weights " + mib(static_cast<double>(weights)) + ", activations " +
+        mib(static_cast<double>(activations)) +
+        "); raise --gpu-memory-utilization or lower --max-model-len");
+  }
+  return Status::Ok();
+}
+
+metrics::CatalogueOptions EngineCatalogue(const EngineProcessOptions& o) {
+  metrics::CatalogueOptions c;
+  c.model_name = o.served_model_name;
+  c.max_model_len = static_cast<std::uint32_t>(o.max_model_len);
+  c.kv_cache_metrics = o.kv_cache_metrics;
+  c.buckets = o.buckets;
+  return c;
+}
+
+}  // namespace sightline::engine
