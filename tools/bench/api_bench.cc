@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "output_processor.h"
+#include "sightline/api_server/stop_matcher.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::api {
