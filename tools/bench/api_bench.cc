@@ -1,8 +1,8 @@
 // The API server's output path, per streamed token: an engine output holding
-// one token -> OnOutput (event stamps, request metrics in the shared-memory
-// registry, incremental detokenization, stop-string matching) -> the SSE
-// chunk (JSON) handed to the HTTP layer. The HTTP layer's socket write and
-// the engine client's ZeroMQ receive are not included; see PERFORMANCE.md.
+// one token -> OutputProcessor::OnOutput (event stamps, request metrics in
+// the shared-memory registry, incremental detokenization, stop-string
+// matching) -> the SSE chunk (JSON) OpenAiRenderer hands to the HTTP layer. The HTTP layer's socket
+// write and the engine client's ZeroMQ receive are not included; see PERFORMANCE.md.
 //
 // Arguments: concurrent streams, API (0 completions, 1 chat, 2 responses),
 // per-request metrics on/off.
@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "generation.h"
+#include "output_processor.h"
+#include "sightline/api_server/stop_matcher.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::api {
@@ -59,36 +60,34 @@ void BM_StreamedToken(benchmark::State& state) {
   const auto tokenizer = MakeByteTokenizer();
   auto responder = std::make_shared<CountingResponder>();
 
-  std::vector<std::unique_ptr<Generation>> gens;
+  std::vector<std::shared_ptr<OutputProcessor>> gens;
+  std::vector<std::string> engine_ids;
   for (std::size_t i = 0; i < streams; ++i) {
-    auto g = std::make_unique<Generation>();
-    g->id = "cmpl-0-" + std::to_string(i);
-    g->model = "tiny";
-    g->params.stream = true;
-    g->params.chat = api != 0;
-    g->params.responses = api == 2;
-    g->params.stop = {"\x01never"};  // a stop string is checked on every token
-    g->params.prompts = {std::vector<std::int32_t>(16, 'a')};
-    g->per_request_metrics = per_request;
-    g->out = responder;
-    auto c = std::make_unique<Choice>(tokenizer.get(), StopStrings::Compile(g->params.stop));
-    c->engine_id = g->id + "-0";
-    c->stats.prompt_tokens = 16;
-    g->choices.push_back(std::move(c));
-    g->remaining = 1;
-    gens.push_back(std::move(g));
+    OutputProcessor::Options o;
+    o.id = "cmpl-0-" + std::to_string(i);
+    o.model = "tiny";
+    o.per_request_metrics = per_request;
+    CompletionParams params;
+    params.stream = true;
+    params.chat = api != 0;
+    params.responses = api == 2;
+    params.stop = {"\x01never"};  // a stop string is checked on every token
+    params.prompts = {std::vector<std::int32_t>(16, 'a')};
+    engine_ids.push_back(o.id + "-0");
+    // Never submitted, and the streams never end here: no engine is needed.
+    gens.push_back(std::make_shared<OutputProcessor>(std::move(o), std::move(params),
+                                                     tokenizer.get(), /*engine=*/nullptr,
+                                                     metrics.get(), responder, [] {}));
   }
-  const FinishChoice never = [](Choice&, const char*, bool) {};  // streams never end here
   Output output;
   double step = 0;
   std::int32_t token = 'a';
   for (auto _ : state) {
     step += 0.01;
     token = token == 'z' ? 'a' : token + 1;
-    for (auto& g : gens) {
-      const RequestDelta d{step, output.Build(g->choices[0]->engine_id, token)};
-      std::lock_guard<std::mutex> lock(g->mu);  // as the engine client's handler does
-      OnOutput(*g, *g->choices[0], d, metrics.get(), /*engine=*/nullptr, never);
+    for (std::size_t i = 0; i < streams; ++i) {
+      const RequestDelta d{step, output.Build(engine_ids[i], token)};
+      gens[i]->OnOutput(0, d);  // takes the request's lock, as from the engine client's thread
     }
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * streams));

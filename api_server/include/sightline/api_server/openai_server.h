@@ -1,14 +1,15 @@
 // OpenAiServer: the OpenAI-compatible endpoints over one engine:
 // /v1/completions (several prompts, n samples), /v1/chat/completions,
 // /v1/responses (streaming or not), /v1/models, /tokenize, /detokenize and
-// /load. The output path detokenizes incrementally, applies stop strings
-// (aborting the engine request), and records the request-scoped and HTTP
-// metrics.
+// /load. It parses a generation request and submits it; the request's
+// outputs then go through its OutputProcessor (src/output_processor.h:
+// detokenization, stop strings, request metrics) to OpenAiRenderer
+// (src/openai_render.h: the OpenAI formats). The HTTP metrics are the HTTP
+// layer's.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,6 +33,8 @@ struct OpenAiServerOptions {
   bool load_tracking = false;        // --enable-server-load-tracking: GET /load
 };
 
+class OutputProcessor;
+
 class OpenAiServer {
  public:
   // All pointers must outlive the server.
@@ -50,6 +53,8 @@ class OpenAiServer {
   void Generate(const HttpRequest& request, std::shared_ptr<Responder> out, Api api);
   HttpResponse Tokenize(const HttpRequest& request) const;    // vLLM's /tokenize
   HttpResponse Detokenize(const HttpRequest& request) const;  // vLLM's /detokenize
+  // Generation `number`'s response completed: it leaves live_ and the load.
+  void Forget(std::uint64_t number);
 
   OpenAiServerOptions options_;
   EngineClient* engine_;
@@ -57,10 +62,10 @@ class OpenAiServer {
   RequestMetrics* metrics_;
   std::atomic<std::uint64_t> next_id_{0};
   std::atomic<std::int64_t> in_flight_{0};  // generation requests being answered (GET /load)
-  // How to abort each generation under way, by number; an entry leaves when
+  // Each generation under way, by number, for AbortAll; an entry leaves when
   // its response completes.
   std::mutex live_mu_;
-  std::unordered_map<std::uint64_t, std::function<void()>> live_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<OutputProcessor>> live_;
 };
 
 }  // namespace sightline::api
