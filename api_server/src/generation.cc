@@ -1,14 +1,10 @@
 #include "generation.h"
 
-#include <chrono>
 #include <utility>
 
 namespace sightline::api {
 
 using nlohmann::json;
-double MonotonicSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 namespace {
 

@@ -21,11 +21,9 @@
 #include "sightline/api_server/engine_client.h"
 #include "sightline/api_server/http_server.h"
 #include "sightline/api_server/request_metrics.h"
+#include "sightline/clock.h"
 
 namespace sightline::api {
-
-// Seconds on the monotonic clock, the clock of every request-side timestamp.
-double MonotonicSeconds();
 
 // One choice of a generation: one engine request (a prompt, once of n).
 struct Choice {

@@ -13,6 +13,7 @@
 #include "engine_options.h"
 #include "ready_fd.h"
 #include "registry_flags.h"
+#include "sightline/clock.h"
 #include "sightline/engine_core/engine_core.h"
 #include "sightline/engine_core/engine_metrics.h"
 #include "sightline/engine_core/engine_server.h"
@@ -124,10 +125,7 @@ int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
   std::cerr << "INFO engine: device " << (cuda ? "cuda" : "cpu") << " ("
             << (cuda ? CudaMatrixTypeName(CudaMatrixTypeFor(o.dtype)) : "float32") << "), "
             << c.num_blocks << " KV blocks of " << c.block_size << " tokens\n";
-  engine::EngineCore core(c, std::move(runner), engine_metrics.get(), [] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  });
+  engine::EngineCore core(c, std::move(runner), engine_metrics.get(), MonotonicSeconds);
   engine::EngineServerOptions so;
   so.input_address = o.input;
   so.output_address = o.output;
