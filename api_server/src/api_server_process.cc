@@ -16,6 +16,7 @@
 #include "sightline/api_server/openai_server.h"
 #include "sightline/api_server/request_metrics.h"
 #include "sightline/api_server/tokenizer.h"
+#include "sightline/clock.h"
 #include "sightline/shm_registry/process_metrics.h"
 #include "sightline/shm_registry/registry.h"
 
@@ -156,11 +157,11 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   // The engine's death: /health answers 503 and requests fail at once; after
   // --exit-after-engine-death the process exits 1, so that a supervisor of
   // the roles (systemd, supervisord) restarts it together with the engine.
-  std::optional<std::chrono::steady_clock::time_point> engine_gone;
+  std::optional<Clock::time_point> engine_gone;
   while (!(stop && stop->load())) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (engine.alive() || o.exit_after_engine_death <= 0) continue;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = Clock::now();
     if (!engine_gone) engine_gone = now;
     if (now - *engine_gone >= std::chrono::duration<double>(o.exit_after_engine_death)) {
       std::cerr << "ERROR api-server " << o.index << ": the engine is gone; exiting\n";

@@ -16,16 +16,12 @@
 #include <unordered_map>
 #include <zmq.hpp>
 
+#include "sightline/clock.h"
 #include "sightline/ipc/client_identity.h"
 
 namespace sightline::api {
 
 namespace {
-using Clock = std::chrono::steady_clock;
-
-std::int64_t Now() {
-  return Clock::now().time_since_epoch().count();
-}
 
 // Random per process: a restarted API server must not look like its
 // predecessor to the engine.
@@ -47,7 +43,7 @@ struct EngineClient::Impl {
   zmq::context_t context{1};
   std::thread io, dispatcher;
   std::atomic<bool> stop{false}, ready{false}, alive{true};
-  std::atomic<std::int64_t> last_heard{0};  // Clock ticks of the engine's last message
+  std::atomic<std::int64_t> last_heard{0};  // MonotonicNanos() of the engine's last message
   int wake_fd = -1;                         // eventfd: callers wake the I/O thread after queueing
 
   std::mutex mu;  // guards everything below (alive changes under it too)
@@ -291,7 +287,7 @@ void EngineClient::Impl::Run() {
     if (items[0].revents & ZMQ_POLLIN) {
       zmq::message_t m;
       while (out.recv(m, zmq::recv_flags::dontwait)) {
-        last_heard = Now();
+        last_heard = MonotonicNanos();
         Dispatch({std::move(m), nullptr});
         m = zmq::message_t();
       }
@@ -325,7 +321,7 @@ void EngineClient::Stop() {
 }
 
 Status EngineClient::Start(EngineInfo* info) {
-  impl_->last_heard = Now();
+  impl_->last_heard = MonotonicNanos();
   impl_->dispatcher = std::thread([this] { impl_->RunHandlers(); });
   impl_->io = std::thread([this] { impl_->Run(); });
   std::unique_lock<std::mutex> lock(impl_->mu);
@@ -344,7 +340,7 @@ bool EngineClient::alive() const {
 }
 
 bool EngineClient::healthy() const {
-  const auto silent = Clock::duration(Now() - impl_->last_heard.load());
+  const auto silent = std::chrono::nanoseconds(MonotonicNanos() - impl_->last_heard.load());
   return alive() && silent <= std::chrono::duration<double>(impl_->options.engine_silent_after_s);
 }
 

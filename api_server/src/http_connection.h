@@ -20,6 +20,7 @@
 #include <string>
 
 #include "http_session.h"
+#include "sightline/clock.h"
 
 namespace sightline::api::http_internal {
 
@@ -27,7 +28,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:

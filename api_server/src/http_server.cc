@@ -17,6 +17,7 @@
 
 #include "http_session.h"
 #include "sightline/api_server/detokenizer.h"
+#include "sightline/clock.h"
 
 namespace sightline::api {
 
@@ -213,9 +214,9 @@ void HttpServer::StopAccepting() {
 
 bool HttpServer::Drain(double timeout_s) {
   StopAccepting();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   while (impl_->answering.load() > 0) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (Clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return true;

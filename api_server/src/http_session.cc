@@ -29,7 +29,7 @@ constexpr auto kLinger = std::chrono::seconds(2);
 // shows only when the answer's write fails.
 constexpr std::size_t kMaxHeldBytes = 64u << 10;
 
-std::chrono::steady_clock::duration Seconds(double s) {
+Clock::duration Seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 

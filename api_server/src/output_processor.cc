@@ -1,7 +1,6 @@
 #include "output_processor.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <utility>
@@ -9,10 +8,6 @@
 #include "sightline/api_server/detokenizer.h"
 
 namespace sightline::api {
-
-double MonotonicSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 namespace {
 

@@ -33,11 +33,9 @@
 #include "sightline/api_server/http_server.h"
 #include "sightline/api_server/request_metrics.h"
 #include "sightline/api_server/tokenizer.h"
+#include "sightline/clock.h"
 
 namespace sightline::api {
-
-// Seconds on the monotonic clock, the clock of every request-side timestamp.
-double MonotonicSeconds();
 
 class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
  public:

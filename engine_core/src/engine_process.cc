@@ -1,10 +1,10 @@
 #include "sightline/engine_core/engine_process.h"
 
-#include <chrono>
 #include <iostream>
 #include <memory>
 #include <string>
 
+#include "sightline/clock.h"
 #include "sightline/engine_core/engine_core.h"
 #include "sightline/engine_core/engine_metrics.h"
 #include "sightline/engine_core/engine_server.h"
@@ -144,10 +144,7 @@ Status RunEngineProcess(EngineProcessOptions o, const EngineProcessHooks& hooks,
   std::cerr << "INFO engine: device " << (plan.cuda ? "cuda" : "cpu") << " ("
             << (plan.cuda ? CudaMatrixTypeName(CudaMatrixTypeFor(o.dtype)) : "float32") << "), "
             << c.num_blocks << " KV blocks of " << c.block_size << " tokens\n";
-  EngineCore core(c, std::move(runner), registry.engine_metrics.get(), [] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  });
+  EngineCore core(c, std::move(runner), registry.engine_metrics.get(), MonotonicSeconds);
   EngineServerOptions so;
   so.input_address = o.input;
   so.output_address = o.output;

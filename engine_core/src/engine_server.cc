@@ -12,13 +12,13 @@
 #include <zmq.hpp>
 
 #include "engine_wire.h"
+#include "sightline/clock.h"
+#include "sightline/ipc/client_identity.h"
 #include "sightline/ipc/codec.h"
 
 namespace sightline::engine {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // How often the output thread tells every API server the engine is alive.
 constexpr auto kEngineHeartbeatInterval = std::chrono::milliseconds(500);
@@ -63,10 +63,6 @@ struct Outgoing {
   std::string message;
 };
 
-double MonotonicSeconds() {
-  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-}
-
 void Log(const char* level, const std::string& message) {
   std::fprintf(stderr, "%s engine: %s\n", level, message.c_str());
 }
@@ -82,10 +78,6 @@ std::string Describe(ipc::ClientId id) {
 }
 
 }  // namespace
-
-std::string ClientIdentity(std::uint32_t client_index, std::uint64_t incarnation) {
-  return ipc::FormatClientIdentity({client_index, incarnation});
-}
 
 struct EngineServer::State {
   EngineServerOptions options;

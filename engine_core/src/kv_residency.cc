@@ -1,7 +1,5 @@
 #include "sightline/engine_core/kv_residency.h"
 
-#include <time.h>
-
 namespace sightline::engine {
 
 namespace {
@@ -11,12 +9,6 @@ constexpr std::size_t kHistory = 4;
 
 KvResidencyCollector::KvResidencyCollector(double sample_rate, std::uint64_t seed, Clock now)
     : rate_(sample_rate), rng_(seed), now_(std::move(now)) {}
-
-std::int64_t KvResidencyCollector::MonotonicNanos() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
 void KvResidencyCollector::OnAllocated(const KVCacheBlock& b) {
   if (uniform_(rng_) >= rate_) return;

@@ -17,6 +17,7 @@
 #include <zmq.hpp>
 
 #include "sightline/engine_core/engine_server.h"
+#include "sightline/ipc/client_identity.h"
 #include "sightline/ipc/codec.h"
 #include "support/ipc_requests.h"
 
@@ -40,7 +41,7 @@ class FakeApiServer {
         out_(ctx, zmq::socket_type::dealer) {
     for (zmq::socket_t* s : {&in_, &out_}) {
       s->set(zmq::sockopt::routing_id,
-             routing_id.empty() ? ClientIdentity(index, incarnation_) : routing_id);
+             routing_id.empty() ? ipc::FormatClientIdentity({index, incarnation_}) : routing_id);
       s->set(zmq::sockopt::linger, 0);
     }
     out_.connect(out);

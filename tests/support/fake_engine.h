@@ -22,6 +22,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "sightline/clock.h"
 #include "sightline/ipc/codec.h"
 
 namespace sightline::testing {
@@ -77,10 +78,7 @@ class FakeEngine {
     std::uint32_t max_tokens = 16, steps = 0;
   };
 
-  static double Now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
+  static double Now() { return MonotonicSeconds(); }
 
   void Send(const std::string& identity, std::span<const std::uint8_t> bytes) {
     try {

@@ -13,11 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "sightline/clock.h"
 #include "sightline/engine_core/model_runner.h"
 #include "sightline/kernels/device.h"
 
 using namespace sightline;
-using Clock = std::chrono::steady_clock;
+using sightline::Clock;
 
 namespace {
 

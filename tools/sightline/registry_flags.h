@@ -1,6 +1,7 @@
-// The registry's capacity flags, shared by every subcommand that creates an
-// instance (`metrics demo` now, `serve` later). Ranges are checked by
-// Registry::Create, so the limits live in one place.
+// The registry's capacity flags, shared by the subcommands that create an
+// instance for others to attach to (`serve` and `metrics demo`; a standalone
+// `engine` that finds none creates one at the default capacity). Ranges are
+// checked by Registry::Create, so the limits live in one place.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "listening_socket.h"
+#include "sightline/clock.h"
 #include "sightline/shm_registry/registry.h"
 #include "subprocess.h"
 
@@ -54,7 +55,6 @@ class Supervisor {
   int Run();  // the process's exit code
 
  private:
-  using Clock = std::chrono::steady_clock;
   struct ApiSlot {
     std::uint32_t index = 0;
     Subprocess process;

@@ -12,13 +12,14 @@
 #include <regex>
 #include <set>
 
+#include "sightline/clock.h"
+
 namespace sightline::loadgen {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 namespace {
@@ -27,7 +28,7 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-std::chrono::steady_clock::duration Seconds(double s) {
+Clock::duration Seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 

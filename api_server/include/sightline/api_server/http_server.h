@@ -8,13 +8,16 @@
 // Nothing a client sends ends the process or pins it: an exception escaping
 // a handler becomes a 500 (and a line on stderr), one escaping the I/O loop
 // costs its connection only; a request is refused on its header (Host
-// missing on 1.1: 400; a transfer coding other than chunked: 501; 401; 413)
-// before its body is read or 100 Continue is sent; reads and writes have
-// deadlines; connections beyond a cap are answered 503 and closed.
+// missing on 1.1, or sent twice: 400; a transfer coding other than chunked:
+// 501; 401; 503 while draining; no route: 404; a route without the method:
+// 405) before its body is read or 100 Continue is sent, and a body over
+// max_body_bytes is cut off with 413; reads and writes have deadlines;
+// connections beyond a cap are answered 503 and closed.
 //
 // Every request whose request line was read is reported once, when its
-// answer ends, to HttpServerOptions::on_exchange (the HTTP metric families);
-// see HttpExchange for what "once" and "ends" mean.
+// answer ends, to HttpServerOptions::on_exchange (the HTTP metric families),
+// unless its path is one of uninstrumented_paths; see HttpExchange for what
+// "once" and "ends" mean.
 #pragma once
 
 #include <cstdint>
@@ -131,7 +134,7 @@ struct HttpServerOptions {
   // and closed. 0: derived from RLIMIT_NOFILE, with headroom left for the
   // 503s themselves.
   std::size_t max_connections = 0;
-  // Called for every HttpExchange whose handler is not in
+  // Called for every HttpExchange whose path is not in
   // `uninstrumented_paths`; on the I/O threads, so it must be thread-safe,
   // cheap, and outlive the server. Empty: nothing is reported.
   ExchangeObserver on_exchange;

@@ -31,7 +31,6 @@
 
 #include "sightline/engine_core/engine_core.h"
 #include "sightline/engine_core/engine_metrics.h"
-#include "sightline/ipc/client_identity.h"
 
 namespace sightline::engine {
 
@@ -47,9 +46,6 @@ struct EngineServerOptions {
   bool debug = false;                       // also print DEBUG lines (the idle stats line)
   std::function<void()> on_serving;         // once the sockets are bound (a supervisor's cue)
 };
-
-// The routing id an API-server process uses on both sockets.
-std::string ClientIdentity(std::uint32_t client_index, std::uint64_t incarnation);
 
 class EngineServer {
  public:

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sightline/clock.h"
 #include "sightline/engine_core/block_pool.h"
 
 namespace sightline::engine {
@@ -25,9 +26,9 @@ class KvResidencyCollector : public BlockPool::Observer {
   using Clock = std::function<std::int64_t()>;  // nanoseconds, monotonic
 
   // `sample_rate` must be in (0, 1]; see ValidSampleRate.
-  KvResidencyCollector(double sample_rate, std::uint64_t seed, Clock now = MonotonicNanos);
+  KvResidencyCollector(double sample_rate, std::uint64_t seed,
+                       Clock now = sightline::MonotonicNanos);
   static bool ValidSampleRate(double rate) { return rate > 0 && rate <= 1; }
-  static std::int64_t MonotonicNanos();
 
   void OnAllocated(const KVCacheBlock& b) override;
   void OnAccessed(const KVCacheBlock& b) override;
