@@ -21,9 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "sightline/api_server/http_families.h"
+#include "sightline/api_server/request_families.h"
 #include "sightline/api_server/request_metrics.h"
+#include "sightline/engine_core/engine_families.h"
 #include "sightline/engine_core/engine_metrics.h"
-#include "sightline/shm_registry/catalogue.h"
+#include "sightline/shm_registry/bucket_overrides.h"
 #include "sightline/shm_registry/process_metrics.h"
 #include "sightline/shm_registry/registry.h"
 #include "support/scrape.h"
@@ -44,16 +47,23 @@ struct Instance {
   std::unique_ptr<api::RequestMetrics> requests;
 };
 
+// The creator's histograms as InstanceHistograms() composes them
+// (tools/sightline/engine_options.cc).
+std::vector<metrics::HistogramBuilder> CreatorHistograms(bool http_only) {
+  std::vector<metrics::HistogramBuilder> out;
+  if (!http_only) {
+    out = api::RequestFamilies::Histograms(kMaxModelLen);
+    for (auto& h : engine::EngineFamilies::Histograms(true)) out.push_back(h);
+  }
+  for (auto& h : api::HttpFamilies::Histograms()) out.push_back(h);
+  return out;
+}
+
 Status Build(bool disable_log_stats, Instance* in) {
-  metrics::CatalogueOptions catalogue;  // as EngineCatalogue() makes it
-  catalogue.model_name = kModel;
-  catalogue.max_model_len = kMaxModelLen;
-  catalogue.kv_cache_metrics = true;
-  Status s = metrics::Registry::Create(UniqueInstance(), metrics::Capacity{}, "supervisor",
-                                       &in->registry, [&](metrics::Registry* r) {
-                                         return metrics::RegisterCatalogueHistograms(
-                                             r, catalogue, disable_log_stats);
-                                       });
+  const std::vector<metrics::HistogramBuilder> histograms = CreatorHistograms(disable_log_stats);
+  Status s = metrics::Registry::Create(
+      UniqueInstance(), metrics::Capacity{}, "supervisor", &in->registry,
+      [&](metrics::Registry* r) { return metrics::RegisterHistograms(r, histograms); });
   if (!s.ok() || disable_log_stats) {
     if (s.ok())
       s = api::RequestMetrics::Create(in->registry.get(), kModel, kMaxModelLen, true,
@@ -65,15 +75,17 @@ Status Build(bool disable_log_stats, Instance* in) {
   cache.num_gpu_blocks = 64;
   cache.kv_cache_size_tokens = 1024;
   cache.kv_cache_max_concurrency = 1;
-  if (s.ok())
-    s = engine::EngineMetrics::Create(in->registry.get(), catalogue, 0, cache, &in->engine);
+  engine::EngineMetricsOptions engine;
+  engine.model_name = kModel;
+  engine.kv_cache_metrics = true;
+  if (s.ok()) s = engine::EngineMetrics::Create(in->registry.get(), engine, 0, cache, &in->engine);
   if (s.ok())
     s = api::RequestMetrics::Create(in->registry.get(), kModel, kMaxModelLen, false, &in->requests);
   return s;
 }
 
 std::vector<std::string> AcceptedBucketFamilies() {
-  std::vector<std::string> names = metrics::HistogramFamilyNames();
+  std::vector<std::string> names = metrics::BucketOverrideKeys(CreatorHistograms(false));
   // The set is the contract; the order only lists them in an error message.
   std::sort(names.begin(), names.end());
   return names;

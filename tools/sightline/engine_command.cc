@@ -76,13 +76,12 @@ int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
     // engine never inherits a dead run's histogram bounds; a registry with a
     // live process is attached to instead.
     const std::string role = "engine-" + std::to_string(o.engine_index);
-    const metrics::CatalogueOptions catalogue = EngineCatalogue(o);
+    const std::vector<metrics::HistogramBuilder> histograms = InstanceHistograms(o, false);
     // Its histogram bounds are the instance's before any API server can
     // attach (they adopt them).
     Status attached = metrics::Registry::Create(
-        o.registry, metrics::Capacity{}, role, &registry, [&catalogue](metrics::Registry* r) {
-          return metrics::RegisterCatalogueHistograms(r, catalogue, false);
-        });
+        o.registry, metrics::Capacity{}, role, &registry,
+        [&histograms](metrics::Registry* r) { return metrics::RegisterHistograms(r, histograms); });
     const bool created = attached.ok();
     if (created) std::cerr << "INFO engine: created metric registry '" << o.registry << "'\n";
     if (attached.code() == Status::Code::kAlreadyExists)
@@ -99,14 +98,17 @@ int RunEngine(EngineOptions o, int ready_fd, bool dry_run) {
     cache.gpu_memory_utilization = o.gpu_memory_utilization;
     cache.kv_cache_size_tokens = tokens;
     cache.kv_cache_max_concurrency = static_cast<double>(tokens) / o.max_model_len;
+    engine::EngineMetricsOptions mo;
+    mo.model_name = o.served_model_name;
+    mo.kv_cache_metrics = o.kv_cache_metrics;
     if (Status s = engine::EngineMetrics::Create(
-            registry.get(), catalogue, static_cast<int>(o.engine_index), cache, &engine_metrics);
+            registry.get(), mo, static_cast<int>(o.engine_index), cache, &engine_metrics);
         !s.ok())
       return Fail(s.message());
     // Joining an instance, the registry's bounds are used whatever the flag
     // says; a flag that cannot take effect is an error, not ignored.
     if (!created)
-      if (Status s = metrics::CheckBucketsAdopted(registry.get(), catalogue); !s.ok())
+      if (Status s = metrics::CheckBucketsAdopted(registry.get(), histograms, o.buckets); !s.ok())
         return Fail(s.message());
   }
 

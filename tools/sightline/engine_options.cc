@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <sstream>
 
+#include "sightline/api_server/http_families.h"
+#include "sightline/api_server/request_families.h"
+#include "sightline/engine_core/engine_families.h"
 #include "sightline/engine_core/kv_residency.h"
 #include "sightline/engine_core/model_runner.h"
 #include "sightline/engine_core/safetensors.h"
@@ -118,7 +121,8 @@ Status CheckEngineOptions(const engine::ModelConfig& model, EngineOptions* o, Kv
   if (!(o->heartbeat_timeout > 0)) return invalid("--heartbeat-timeout must be positive");
   o->buckets.clear();
   for (const std::string& spec : o->metrics_buckets)
-    if (Status s = metrics::ParseBucketOverride(spec, &o->buckets); !s.ok()) return s;
+    if (Status s = metrics::ParseBucketOverride(spec, BucketableHistograms(), &o->buckets); !s.ok())
+      return s;
   if (o->disable_log_stats && o->enable_mfu_metrics)
     return invalid("--enable-mfu-metrics needs the stats --disable-log-stats turns off");
   // A flag that cannot take effect is an error: these families do not exist.
@@ -200,13 +204,32 @@ Status PlanGpuKvCache(const engine::ModelConfig& model, const EngineOptions& o, 
   return Status::Ok();
 }
 
-metrics::CatalogueOptions EngineCatalogue(const EngineOptions& o) {
-  metrics::CatalogueOptions c;
-  c.model_name = o.served_model_name;
-  c.max_model_len = static_cast<std::uint32_t>(o.max_model_len);
-  c.kv_cache_metrics = o.kv_cache_metrics;
-  c.buckets = o.buckets;
-  return c;
+namespace {
+
+std::vector<metrics::HistogramBuilder> Compose(std::uint32_t max_model_len, bool kv_cache_metrics,
+                                               bool http_only) {
+  std::vector<metrics::HistogramBuilder> out;
+  auto add = [&out](std::vector<metrics::HistogramBuilder> more) {
+    for (auto& h : more) out.push_back(std::move(h));
+  };
+  if (!http_only) {
+    add(api::RequestFamilies::Histograms(max_model_len));
+    add(engine::EngineFamilies::Histograms(kv_cache_metrics));
+  }
+  add(api::HttpFamilies::Histograms());
+  return out;
+}
+
+}  // namespace
+
+std::vector<metrics::HistogramBuilder> BucketableHistograms() {
+  return Compose(1024, true, false);  // the bounds do not matter here, only the names
+}
+
+std::vector<metrics::HistogramBuilder> InstanceHistograms(const EngineOptions& o, bool http_only) {
+  return metrics::WithBucketOverrides(
+      Compose(static_cast<std::uint32_t>(o.max_model_len), o.kv_cache_metrics, http_only),
+      o.buckets);
 }
 
 std::vector<std::string> EngineArgs(const EngineOptions& o) {

@@ -11,7 +11,8 @@
 
 #include "sightline/engine_core/model_config.h"
 #include "sightline/engine_core/model_runner.h"
-#include "sightline/shm_registry/catalogue.h"
+#include "sightline/shm_registry/bucket_overrides.h"
+#include "sightline/shm_registry/family_builder.h"
 #include "sightline/status.h"
 
 namespace sightline::cli {
@@ -78,9 +79,15 @@ Status CheckEngineOptions(const engine::ModelConfig& model, EngineOptions* o, Kv
 // what is in use, the weights and room for one step's activations.
 Status PlanGpuKvCache(const engine::ModelConfig& model, const EngineOptions& o, KvPlan* plan);
 
-// The metric catalogue this instance registers: its model name, context
-// length, residency histograms and histogram bounds (after CheckEngineOptions).
-metrics::CatalogueOptions EngineCatalogue(const EngineOptions& o);
+// Every histogram family --metrics-buckets may name: the API server's
+// request families, the engine's (with the residency ones), the HTTP ones.
+std::vector<metrics::HistogramBuilder> BucketableHistograms();
+
+// The histogram families of this instance, both components', with its
+// bounds (after CheckEngineOptions): what the registry's creator registers
+// before anyone attaches. `http_only`: the HTTP ones alone (all that an
+// instance under --disable-log-stats shows).
+std::vector<metrics::HistogramBuilder> InstanceHistograms(const EngineOptions& o, bool http_only);
 
 // argv (after "sightline engine") that reproduces `o`.
 std::vector<std::string> EngineArgs(const EngineOptions& o);

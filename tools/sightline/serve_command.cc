@@ -86,13 +86,11 @@ int RunServe(ServeOptions o) {
   // registry before the segment is published: the engine and every API
   // server, restarted ones included, adopt them and cannot register others.
   std::unique_ptr<metrics::Registry> registry;
-  const metrics::CatalogueOptions catalogue = EngineCatalogue(o.engine);
-  const bool http_only = o.engine.disable_log_stats;
-  if (Status s = metrics::Registry::Create(o.registry, o.capacity, "supervisor", &registry,
-                                           [&](metrics::Registry* r) {
-                                             return metrics::RegisterCatalogueHistograms(
-                                                 r, catalogue, http_only);
-                                           });
+  const std::vector<metrics::HistogramBuilder> histograms =
+      InstanceHistograms(o.engine, o.engine.disable_log_stats);
+  if (Status s = metrics::Registry::Create(
+          o.registry, o.capacity, "supervisor", &registry,
+          [&](metrics::Registry* r) { return metrics::RegisterHistograms(r, histograms); });
       !s.ok())
     return Fail(s.message());
   std::unique_ptr<metrics::ProcessMetrics> process_metrics;
