@@ -21,9 +21,16 @@ static_assert(Registers<CounterBuilder, CounterFamily>);
 static_assert(!Registers<CounterBuilder, HistogramFamily>);
 static_assert(!Registers<HistogramBuilder, CounterFamily>);
 static_assert(!Registers<GaugeBuilder, SummaryFamily>);
-static_assert(!requires(CounterBuilder b) { b.Buckets({1.0}); });
-static_assert(!requires(HistogramBuilder b) { b.Mode(GaugeMode::kAll); });
-static_assert(requires(GaugeBuilder b) { b.Mode(GaugeMode::kAll); });
+template <typename B>
+concept TakesBuckets = requires(B b) {
+  b.Buckets(std::vector<double>{1.0});
+};
+template <typename B>
+concept TakesMode = requires(B b) {
+  b.Mode(GaugeMode::kAll);
+};
+static_assert(TakesBuckets<HistogramBuilder> && !TakesBuckets<CounterBuilder>);
+static_assert(TakesMode<GaugeBuilder> && !TakesMode<HistogramBuilder>);
 
 class FamilyBuilderTest : public ::testing::Test {
  protected:
