@@ -1,6 +1,6 @@
 #include "sightline/api_server/request_metrics.h"
 
-#include "sightline/shm_registry/catalogue.h"
+#include "sightline/ipc/request_success_family.h"
 
 namespace sightline::api {
 
@@ -11,33 +11,6 @@ struct RequestMetrics::Engine {
   std::string label;  // the `engine` label value
 };
 
-namespace {
-
-// The catalogue's request-scoped families this process writes, by the name
-// after "vllm:", and where each engine keeps its series.
-using Engine = RequestMetrics::Engine;
-const std::pair<const char*, metrics::Counter Engine::*> kCounters[] = {
-    {"prompt_tokens", &Engine::prompt},
-    {"prompt_tokens_cached", &Engine::cached},
-    {"generation_tokens", &Engine::generation}};
-const std::pair<const char*, metrics::Histogram Engine::*> kHistograms[] = {
-    {"request_prompt_tokens", &Engine::req_prompt},
-    {"request_generation_tokens", &Engine::req_generation},
-    {"request_max_num_generation_tokens", &Engine::max_generation},
-    {"request_params_n", &Engine::params_n},
-    {"request_params_max_tokens", &Engine::params_max_tokens},
-    {"request_prefill_kv_computed_tokens", &Engine::prefill_kv},
-    {"time_to_first_token_seconds", &Engine::ttft},
-    {"inter_token_latency_seconds", &Engine::itl},
-    {"request_time_per_output_token_seconds", &Engine::tpot},
-    {"e2e_request_latency_seconds", &Engine::e2e},
-    {"request_queue_time_seconds", &Engine::queue},
-    {"request_prefill_time_seconds", &Engine::prefill},
-    {"request_decode_time_seconds", &Engine::decode},
-    {"request_inference_time_seconds", &Engine::inference}};
-
-}  // namespace
-
 RequestMetrics::RequestMetrics() = default;
 RequestMetrics::~RequestMetrics() = default;
 
@@ -47,57 +20,18 @@ Status RequestMetrics::Create(metrics::Registry* r, const std::string& model_nam
   std::unique_ptr<RequestMetrics> m(new RequestMetrics());
   m->enabled_ = !disable_log_stats;
   m->model_name_ = model_name;
-  metrics::CatalogueOptions o;
-  o.model_name = model_name;
-  o.max_model_len = max_model_len;
-  Status s;
-  // Every catalogue family is registered the same way by every process; this
-  // takes the families this process writes.
-  for (const metrics::CatalogueFamily& f : metrics::Catalogue(o)) {
-    const bool http = f.name.starts_with("http_");
-    if (!http && disable_log_stats) continue;
-    const std::string n = f.name.substr(f.name.find(':') + 1);
-    if (f.name == "http_requests_total")
-      s = r->AddCounter(f.name, f.help, f.label_names, &m->http_requests_);
-    else if (f.name == "http_request_size_bytes")
-      s = r->AddSummary(f.name, f.help, f.label_names, &m->http_request_size_);
-    else if (f.name == "http_response_size_bytes")
-      s = r->AddSummary(f.name, f.help, f.label_names, &m->http_response_size_);
-    else if (f.name == "http_request_duration_seconds")
-      s = r->AddHistogram(f.name, f.help, f.label_names, f.buckets, &m->http_duration_);
-    else if (f.name == "http_request_duration_highr_seconds") {
-      metrics::HistogramFamily fam;
-      s = r->AddHistogram(f.name, f.help, f.label_names, f.buckets, &fam);
-      if (s.ok()) s = fam.Get({}, &m->http_highr_);
-    } else if (n == "prompt_tokens_by_source")
-      s = r->AddCounter(f.name, f.help, f.label_names, &m->prompt_by_source_);
-    else if (n == "request_success")
-      s = r->AddCounter(f.name, f.help, f.label_names, &m->success_);
-    for (const auto& [name, member] : kCounters)
-      if (s.ok() && n == name) {
-        m->counters_.emplace_back(metrics::CounterFamily{}, member);
-        s = r->AddCounter(f.name, f.help, f.label_names, &m->counters_.back().first);
-      }
-    for (const auto& [name, member] : kHistograms)
-      if (s.ok() && n == name) {
-        m->histograms_.emplace_back(metrics::HistogramFamily{}, member);
-        s = r->AddHistogram(f.name, f.help, f.label_names, f.buckets, &m->histograms_.back().first);
-      }
-    if (!s.ok()) return s;
-  }
-  if (!disable_log_stats && (s = m->MakeEngine(0, &m->engine0_), !s.ok())) return s;
-  // METRICS.md §7, beyond vLLM: a 200 does not mean a stream was delivered.
-  // Like the HTTP families it stays with --disable-log-stats. Every series
-  // exists from start-up, so rate() sees the first outcome of each kind.
-  s = r->AddCounter(
-      "sightline:stream_outcomes_total",
-      "Streamed responses by how they ended: completed (final chunk and [DONE] "
-      "written), client_disconnected, error_after_headers (an error event, no [DONE]).",
-      {"handler", "outcome"}, &m->stream_outcomes_);
+  // The HTTP families and the stream outcomes stay with --disable-log-stats.
+  Status s = HttpFamilies::Register(r, &m->http_);
+  if (s.ok()) s = m->http_.request_duration_highr_seconds.Get({}, &m->http_highr_);
+  if (s.ok() && !disable_log_stats) s = RequestFamilies::Register(r, max_model_len, &m->families_);
+  if (s.ok() && !disable_log_stats) s = m->MakeEngine(0, &m->engine0_);
+  // Every stream-outcome series exists from start-up, so rate() sees the
+  // first outcome of each kind.
   for (const char* handler : {"/v1/completions", "/v1/chat/completions", "/v1/responses"})
     for (const char* outcome : {"completed", "client_disconnected", "error_after_headers"})
       if (s.ok())
-        s = m->stream_outcomes_.Get({{"handler", handler}, {"outcome", outcome}}, nullptr);
+        s = m->http_.stream_outcomes_total.Get({{"handler", handler}, {"outcome", outcome}},
+                                               nullptr);
   if (!s.ok()) return s;
   *out = std::move(m);
   return Status::Ok();
@@ -107,18 +41,40 @@ Status RequestMetrics::MakeEngine(std::uint32_t index, std::unique_ptr<Engine>* 
   auto e = std::make_unique<Engine>();
   e->label = std::to_string(index);
   const metrics::Labels base = {{"engine", e->label}, {"model_name", model_name_}};
-  Status s;
-  for (const auto& [family, member] : counters_)
-    if (s.ok()) s = family.Get(base, &((*e).*member));
-  for (const auto& [family, member] : histograms_)
-    if (s.ok()) s = family.Get(base, &((*e).*member));
-  auto source = [&](const char* value, metrics::Counter* c) {
+  auto with = [&](const char* k, const char* v) {
     metrics::Labels l = base;
-    l.emplace_back("source", value);
-    if (s.ok()) s = prompt_by_source_.Get(l, c);
+    l.emplace_back(k, v);
+    return l;
   };
-  source("local_compute", &e->prompt_compute);
-  source("local_cache_hit", &e->prompt_cache_hit);
+  const RequestFamilies& f = families_;
+  Status s = f.prompt_tokens.Get(base, &e->prompt);
+  if (s.ok())
+    s = f.prompt_tokens_by_source.Get(with("source", "local_compute"), &e->prompt_compute);
+  if (s.ok())
+    s = f.prompt_tokens_by_source.Get(with("source", "local_cache_hit"), &e->prompt_cache_hit);
+  // Never written (no KV connector); it reads 0, as every enumerable series.
+  if (s.ok()) s = f.prompt_tokens_by_source.Get(with("source", "external_kv_transfer"), nullptr);
+  if (s.ok()) s = f.prompt_tokens_cached.Get(base, &e->cached);
+  if (s.ok()) s = f.generation_tokens.Get(base, &e->generation);
+  for (const char* reason : ipc::kFinishedReasons)
+    if (s.ok()) s = f.request_success.Get(with("finished_reason", reason), nullptr);
+  const std::pair<const metrics::HistogramFamily*, metrics::Histogram*> histograms[] = {
+      {&f.request_prompt_tokens, &e->req_prompt},
+      {&f.request_generation_tokens, &e->req_generation},
+      {&f.request_max_num_generation_tokens, &e->max_generation},
+      {&f.request_params_n, &e->params_n},
+      {&f.request_params_max_tokens, &e->params_max_tokens},
+      {&f.request_prefill_kv_computed_tokens, &e->prefill_kv},
+      {&f.time_to_first_token_seconds, &e->ttft},
+      {&f.inter_token_latency_seconds, &e->itl},
+      {&f.request_time_per_output_token_seconds, &e->tpot},
+      {&f.e2e_request_latency_seconds, &e->e2e},
+      {&f.request_queue_time_seconds, &e->queue},
+      {&f.request_prefill_time_seconds, &e->prefill},
+      {&f.request_decode_time_seconds, &e->decode},
+      {&f.request_inference_time_seconds, &e->inference}};
+  for (const auto& [family, handle] : histograms)
+    if (s.ok()) s = family->Get(base, handle);
   *out = std::move(e);  // on failure, handles that drop updates (counted as overflow)
   return s;
 }
@@ -132,7 +88,7 @@ RequestMetrics::Engine& RequestMetrics::For(std::uint32_t engine) {
 }
 
 void RequestMetrics::OnStreamOutcome(const std::string& handler, const char* outcome) {
-  stream_outcomes_.With({{"handler", handler}, {"outcome", outcome}}).Inc();
+  http_.stream_outcomes_total.With({{"handler", handler}, {"outcome", outcome}}).Inc();
 }
 
 void RequestMetrics::OnFirstOutput(std::uint32_t engine, std::uint32_t prompt_tokens,
@@ -159,7 +115,7 @@ void RequestMetrics::OnTimeToFirstToken(std::uint32_t engine, double seconds) {
 void RequestMetrics::OnFinished(const FinishedRequest& r) {
   if (!enabled_) return;
   Engine& e = For(r.engine);
-  success_
+  families_.request_success
       .With({{"engine", e.label},
              {"finished_reason", r.finished_reason},
              {"model_name", model_name_}})
@@ -192,11 +148,15 @@ void RequestMetrics::OnParentFinished(std::uint32_t engine, std::uint32_t n,
 void RequestMetrics::OnHttp(const HttpExchange& e) {
   const std::string handler(e.handler), method(e.method);
   const std::string status_class = std::to_string(e.status / 100) + "xx";
-  http_requests_.With({{"handler", handler}, {"method", method}, {"status", status_class}}).Inc();
-  http_request_size_.With({{"handler", handler}}).Observe(static_cast<double>(e.request_bytes));
-  http_response_size_.With({{"handler", handler}}).Observe(static_cast<double>(e.response_bytes));
+  http_.requests_total.With({{"handler", handler}, {"method", method}, {"status", status_class}})
+      .Inc();
+  http_.request_size_bytes.With({{"handler", handler}})
+      .Observe(static_cast<double>(e.request_bytes));
+  http_.response_size_bytes.With({{"handler", handler}})
+      .Observe(static_cast<double>(e.response_bytes));
   http_highr_.Observe(e.seconds);
-  http_duration_.With({{"handler", handler}, {"method", method}}).Observe(e.seconds);
+  http_.request_duration_seconds.With({{"handler", handler}, {"method", method}})
+      .Observe(e.seconds);
 }
 
 }  // namespace sightline::api

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "sightline/engine_core/engine_families.h"
 #include "sightline/shm_registry/exposition.h"
 
 namespace sightline::engine {
@@ -16,10 +17,10 @@ std::string PyBool(bool b) {
 
 }  // namespace
 
-Status EngineMetrics::Create(metrics::Registry* r, const metrics::CatalogueOptions& o,
-                             int engine_index, const CacheConfigInfo& cache,
-                             std::unique_ptr<EngineMetrics>* out) {
-  if (Status s = metrics::RegisterCatalogue(r, o); !s.ok()) return s;
+Status EngineMetrics::Create(metrics::Registry* r, const EngineMetricsOptions& o, int engine_index,
+                             const CacheConfigInfo& cache, std::unique_ptr<EngineMetrics>* out) {
+  EngineFamilies f;
+  if (Status s = EngineFamilies::Register(r, o.kv_cache_metrics, &f); !s.ok()) return s;
   std::unique_ptr<EngineMetrics> m(new EngineMetrics());
   m->engine_index_ = engine_index;
   m->residency_ = o.kv_cache_metrics;
@@ -30,71 +31,36 @@ Status EngineMetrics::Create(metrics::Registry* r, const metrics::CatalogueOptio
     l.emplace_back(k, v);
     return l;
   };
-  const std::vector<std::string> names = {"engine", "model_name"};
-  // Re-registering a catalogue family returns it (the registry checks the spec matches).
-  auto gauge = [&](const std::string& name, const metrics::Labels& labels, metrics::Gauge* g) {
-    metrics::GaugeFamily f;
-    std::vector<std::string> label_names;
-    for (const auto& [k, v] : labels) label_names.push_back(k);
-    Status s =
-        r->AddGauge(o.prefix + name, "", metrics::GaugeMode::kLiveMostRecent, label_names, &f);
-    return s.ok() ? f.Get(labels, g) : s;
-  };
-  auto counter = [&](const std::string& name, metrics::Counter* c) {
-    metrics::CounterFamily f;
-    Status s = r->AddCounter(o.prefix + name, "", names, &f);
-    return s.ok() ? f.Get(base, c) : s;
-  };
-  auto histogram = [&](const std::string& name, metrics::Histogram* h) {
-    for (const auto& fam : metrics::Catalogue(o))
-      if (fam.name == o.prefix + name) {
-        metrics::HistogramFamily f;
-        Status s = r->AddHistogram(fam.name, fam.help, fam.label_names, fam.buckets, &f);
-        return s.ok() ? f.Get(base, h) : s;
-      }
-    return Status::NotFound("no catalogue family " + name);
-  };
-  Status s = gauge("num_requests_running", base, &m->running_);
-  if (s.ok()) s = gauge("num_requests_waiting", base, &m->waiting_);
-  if (s.ok())
-    s = gauge("num_requests_waiting_by_reason", with("reason", "capacity"), &m->waiting_capacity_);
-  if (s.ok())
-    s = gauge("num_requests_waiting_by_reason", with("reason", "deferred"), &m->waiting_deferred_);
-  if (s.ok()) s = gauge("kv_cache_usage_perc", base, &m->kv_usage_);
   metrics::Gauge awake, offloaded, discarded;
-  if (s.ok()) s = gauge("engine_sleep_state", with("sleep_state", "awake"), &awake);
-  if (s.ok()) s = gauge("engine_sleep_state", with("sleep_state", "weights_offloaded"), &offloaded);
-  if (s.ok()) s = gauge("engine_sleep_state", with("sleep_state", "discard_all"), &discarded);
-  if (s.ok()) s = counter("prefix_cache_queries", &m->prefix_queries_);
-  if (s.ok()) s = counter("prefix_cache_hits", &m->prefix_hits_);
-  if (s.ok()) s = counter("num_preemptions", &m->preemptions_);
-  // Always there (0 without --enable-mfu-metrics), as in vLLM.
-  if (s.ok()) s = counter("estimated_flops_per_gpu", &m->est_flops_);
-  if (s.ok()) s = counter("estimated_read_bytes_per_gpu", &m->est_read_bytes_);
-  if (s.ok()) s = counter("estimated_write_bytes_per_gpu", &m->est_write_bytes_);
-  if (s.ok()) s = histogram("iteration_tokens_total", &m->iteration_tokens_);
-  if (s.ok()) {  // Sightline's own: what the engine refused to read
-    metrics::CounterFamily rejected;
-    s = r->AddCounter("sightline:engine_rejected_messages",
-                      "IPC messages the engine dropped because they failed verification.",
-                      {"engine"}, &rejected);
-    if (s.ok()) s = rejected.Get({{"engine", engine}}, &m->rejected_messages_);
-  }
-  if (s.ok()) {  // the API servers write the other finish reasons of this family
-    for (const auto& fam : metrics::Catalogue(o))
-      if (fam.name == o.prefix + "request_success") {
-        metrics::CounterFamily success;
-        s = r->AddCounter(fam.name, fam.help, fam.label_names, &success);
-        if (s.ok())
-          s = success.Get(
-              {{"engine", engine}, {"finished_reason", "abort"}, {"model_name", o.model_name}},
-              &m->orphan_aborts_);
-      }
-  }
+  Status s = f.num_requests_running.Get(base, &m->running_);
+  if (s.ok()) s = f.num_requests_waiting.Get(base, &m->waiting_);
+  if (s.ok())
+    s = f.num_requests_waiting_by_reason.Get(with("reason", "capacity"), &m->waiting_capacity_);
+  if (s.ok())
+    s = f.num_requests_waiting_by_reason.Get(with("reason", "deferred"), &m->waiting_deferred_);
+  if (s.ok()) s = f.kv_cache_usage_perc.Get(base, &m->kv_usage_);
+  if (s.ok()) s = f.engine_sleep_state.Get(with("sleep_state", "awake"), &awake);
+  if (s.ok()) s = f.engine_sleep_state.Get(with("sleep_state", "weights_offloaded"), &offloaded);
+  if (s.ok()) s = f.engine_sleep_state.Get(with("sleep_state", "discard_all"), &discarded);
+  if (s.ok()) s = f.prefix_cache_queries.Get(base, &m->prefix_queries_);
+  if (s.ok()) s = f.prefix_cache_hits.Get(base, &m->prefix_hits_);
+  // Never written (no KV connector, no multi-modal inputs); they read 0.
+  for (const metrics::CounterFamily* zero :
+       {&f.external_prefix_cache_queries, &f.external_prefix_cache_hits, &f.mm_cache_queries,
+        &f.mm_cache_hits})
+    if (s.ok()) s = zero->Get(base, nullptr);
+  if (s.ok()) s = f.num_preemptions.Get(base, &m->preemptions_);
+  if (s.ok()) s = f.estimated_flops_per_gpu.Get(base, &m->est_flops_);
+  if (s.ok()) s = f.estimated_read_bytes_per_gpu.Get(base, &m->est_read_bytes_);
+  if (s.ok()) s = f.estimated_write_bytes_per_gpu.Get(base, &m->est_write_bytes_);
+  if (s.ok()) s = f.iteration_tokens_total.Get(base, &m->iteration_tokens_);
+  if (s.ok()) s = f.engine_rejected_messages.Get({{"engine", engine}}, &m->rejected_messages_);
+  // The API servers write the other finish reasons of this family.
+  if (s.ok()) s = f.request_success.Get(with("finished_reason", "abort"), &m->orphan_aborts_);
   if (s.ok() && m->residency_) {
-    s = histogram("kv_block_lifetime_seconds", &m->block_lifetime_);
-    if (s.ok()) s = histogram("kv_block_idle_before_evict_seconds", &m->block_idle_);
-    if (s.ok()) s = histogram("kv_block_reuse_gap_seconds", &m->block_reuse_gap_);
+    s = f.kv_block_lifetime_seconds.Get(base, &m->block_lifetime_);
+    if (s.ok()) s = f.kv_block_idle_before_evict_seconds.Get(base, &m->block_idle_);
+    if (s.ok()) s = f.kv_block_reuse_gap_seconds.Get(base, &m->block_reuse_gap_);
   }
   if (!s.ok()) return s;
   awake.Set(1);
@@ -102,22 +68,19 @@ Status EngineMetrics::Create(metrics::Registry* r, const metrics::CatalogueOptio
   discarded.Set(0);
   m->Record(StepStats{});  // every gauge exists from start-up, at 0
 
-  metrics::GaugeFamily info;
-  s = r->AddGauge(
-      o.prefix + "cache_config_info", "", metrics::GaugeMode::kMostRecent,
-      {"block_size", "cache_dtype", "enable_prefix_caching", "engine", "gpu_memory_utilization",
-       "kv_cache_max_concurrency", "kv_cache_size_tokens", "num_gpu_blocks"},
+  metrics::Gauge info;
+  s = f.cache_config_info.Get(
+      {{"block_size", std::to_string(cache.block_size)},
+       {"cache_dtype", cache.cache_dtype},
+       {"enable_prefix_caching", PyBool(cache.enable_prefix_caching)},
+       {"engine", engine},
+       {"gpu_memory_utilization", metrics::FormatDouble(cache.gpu_memory_utilization)},
+       {"kv_cache_max_concurrency", metrics::FormatDouble(cache.kv_cache_max_concurrency)},
+       {"kv_cache_size_tokens", std::to_string(cache.kv_cache_size_tokens)},
+       {"num_gpu_blocks", std::to_string(cache.num_gpu_blocks)}},
       &info);
   if (!s.ok()) return s;
-  info.With({{"block_size", std::to_string(cache.block_size)},
-             {"cache_dtype", cache.cache_dtype},
-             {"enable_prefix_caching", PyBool(cache.enable_prefix_caching)},
-             {"engine", engine},
-             {"gpu_memory_utilization", metrics::FormatDouble(cache.gpu_memory_utilization)},
-             {"kv_cache_max_concurrency", metrics::FormatDouble(cache.kv_cache_max_concurrency)},
-             {"kv_cache_size_tokens", std::to_string(cache.kv_cache_size_tokens)},
-             {"num_gpu_blocks", std::to_string(cache.num_gpu_blocks)}})
-      .Set(1);
+  info.Set(1);
   *out = std::move(m);
   return Status::Ok();
 }

@@ -52,13 +52,12 @@ Status OpenEngineRegistry(const EngineProcessOptions& o, const KvPlan& plan, Eng
   // engine never inherits a dead run's histogram bounds; a registry with a
   // live process is attached to instead.
   const std::string role = "engine-" + std::to_string(o.engine_index);
-  const metrics::CatalogueOptions catalogue = EngineCatalogue(o);
+  const std::vector<metrics::HistogramBuilder> histograms = InstanceHistograms(o);
   // Its histogram bounds are the instance's before any API server can
   // attach (they adopt them).
   Status attached = metrics::Registry::Create(
-      o.registry, metrics::Capacity{}, role, &r->registry, [&catalogue](metrics::Registry* reg) {
-        return metrics::RegisterCatalogueHistograms(reg, catalogue, false);
-      });
+      o.registry, metrics::Capacity{}, role, &r->registry,
+      [&histograms](metrics::Registry* reg) { return metrics::RegisterHistograms(reg, histograms); });
   const bool created = attached.ok();
   if (created) std::cerr << "INFO engine: created metric registry '" << o.registry << "'\n";
   if (attached.code() == Status::Code::kAlreadyExists)
@@ -76,14 +75,18 @@ Status OpenEngineRegistry(const EngineProcessOptions& o, const KvPlan& plan, Eng
   cache.gpu_memory_utilization = o.gpu_memory_utilization;
   cache.kv_cache_size_tokens = plan.tokens;
   cache.kv_cache_max_concurrency = static_cast<double>(plan.tokens) / o.max_model_len;
-  if (Status s = EngineMetrics::Create(r->registry.get(), catalogue,
+  EngineMetricsOptions mo;
+  mo.model_name = o.served_model_name;
+  mo.kv_cache_metrics = o.kv_cache_metrics;
+  if (Status s = EngineMetrics::Create(r->registry.get(), mo,
                                        static_cast<int>(o.engine_index), cache, &r->engine_metrics);
       !s.ok())
     return s;
   // Joining an instance, the registry's bounds are used whatever the flag
   // says; a flag that cannot take effect is an error, not ignored.
   if (!created)
-    if (Status s = metrics::CheckBucketsAdopted(r->registry.get(), catalogue); !s.ok()) return s;
+    if (Status s = metrics::CheckBucketsAdopted(r->registry.get(), histograms, o.buckets); !s.ok())
+      return s;
   return Status::Ok();
 }
 

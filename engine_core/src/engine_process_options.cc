@@ -2,12 +2,25 @@
 #include <sstream>
 
 #include "sightline/engine_core/engine_process.h"
+#include "sightline/engine_core/engine_families.h"
 #include "sightline/engine_core/kv_residency.h"
 #include "sightline/engine_core/model_runner.h"
 #include "sightline/engine_core/safetensors.h"
 #include "sightline/kernels/device.h"
 
 namespace sightline::engine {
+
+namespace {
+
+// The instance's histogram families with their default bounds.
+std::vector<metrics::HistogramBuilder> Histograms(const EngineProcessOptions& o,
+                                                  std::uint32_t max_model_len,
+                                                  bool kv_cache_metrics) {
+  return o.instance_histograms ? o.instance_histograms(max_model_len, kv_cache_metrics)
+                               : EngineFamilies::Histograms(kv_cache_metrics);
+}
+
+}  // namespace
 
 Status ResolveModelConfig(const EngineProcessOptions& o, ModelConfig* config, bool* is_preset) {
   if (o.load_format != "auto" && o.load_format != "dummy" && o.load_format != "safetensors")
@@ -61,7 +74,9 @@ Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvP
   if (!(o->heartbeat_timeout > 0)) return invalid("--heartbeat-timeout must be positive");
   o->buckets.clear();
   for (const std::string& spec : o->metrics_buckets)
-    if (Status s = metrics::ParseBucketOverride(spec, &o->buckets); !s.ok()) return s;
+    if (Status s = metrics::ParseBucketOverride(spec, Histograms(*o, 1024, true), &o->buckets);
+        !s.ok())
+      return s;
   if (o->disable_log_stats && o->enable_mfu_metrics)
     return invalid("--enable-mfu-metrics needs the stats --disable-log-stats turns off");
   // A flag that cannot take effect is an error: these families do not exist.
@@ -143,13 +158,9 @@ Status PlanGpuKvCache(const ModelConfig& model, const EngineProcessOptions& o, K
   return Status::Ok();
 }
 
-metrics::CatalogueOptions EngineCatalogue(const EngineProcessOptions& o) {
-  metrics::CatalogueOptions c;
-  c.model_name = o.served_model_name;
-  c.max_model_len = static_cast<std::uint32_t>(o.max_model_len);
-  c.kv_cache_metrics = o.kv_cache_metrics;
-  c.buckets = o.buckets;
-  return c;
+std::vector<metrics::HistogramBuilder> InstanceHistograms(const EngineProcessOptions& o) {
+  return metrics::WithBucketOverrides(
+      Histograms(o, static_cast<std::uint32_t>(o.max_model_len), o.kv_cache_metrics), o.buckets);
 }
 
 }  // namespace sightline::engine

@@ -49,7 +49,6 @@ class EngineCoreTest : public ::testing::Test {
       ASSERT_TRUE(
           metrics::Registry::Create(UniqueInstance(), metrics::Capacity{}, "engine", &reg_).ok());
       options_.model_name = "tiny";
-      options_.max_model_len = 2048;
       CacheConfigInfo cache;
       cache.num_gpu_blocks = static_cast<std::uint64_t>(num_blocks);
       cache.kv_cache_size_tokens = static_cast<std::uint64_t>(num_blocks - 1) * 4;
@@ -94,7 +93,7 @@ class EngineCoreTest : public ::testing::Test {
   double now_ = 0;
   bool mfu_ = false;  // --enable-mfu-metrics
   ModelConfig model_;
-  metrics::CatalogueOptions options_;
+  EngineMetricsOptions options_;
   std::unique_ptr<metrics::Registry> reg_;
   std::unique_ptr<EngineMetrics> metrics_;
   std::unique_ptr<EngineCore> core_;

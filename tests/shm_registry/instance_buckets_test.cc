@@ -8,7 +8,8 @@
 #include <csignal>
 #include <thread>
 
-#include "sightline/shm_registry/catalogue.h"
+#include "sightline/shm_registry/bucket_overrides.h"
+#include "sightline/shm_registry/family_builder.h"
 #include "sightline/shm_registry/registry.h"
 #include "support/child_process.h"
 #include "support/scrape.h"
@@ -118,62 +119,61 @@ TEST(InstanceBuckets, ACreatorKilledInItsInitDoesNotBlockTheName) {
   EXPECT_TRUE(Registry::Attach(instance, "joiner", &joiner).ok());
 }
 
-// The catalogue side: the creator's overrides reach the page, and a process
-// that registers the catalogue with defaults (an API server) adopts them.
-TEST(InstanceBuckets, CatalogueOverridesAreTheInstancesBounds) {
-  CatalogueOptions creator;
+// Histogram families as a component defines them (names as in vLLM's).
+std::vector<HistogramBuilder> Families() {
+  std::vector<HistogramBuilder> out;
+  for (const char* name : {"app:iteration_tokens_total", "app:e2e_request_latency_seconds",
+                           "app:kv_block_lifetime_seconds", "app:request_params_n",
+                           "app:time_to_first_token_seconds", "http_request_duration_seconds"})
+    out.push_back(BuildHistogram().Name(name).Help("H.").Labels({"k"}).Buckets({1, 2, 3}));
+  return out;
+}
+
+// The creator registers the chosen bounds; a process that registers the
+// families with their defaults adopts them, and CheckBucketsAdopted tells a
+// joiner whether its own choice is the instance's.
+TEST(InstanceBuckets, CreatorsOverridesAreTheInstancesBounds) {
+  BucketOverrides chosen;
   ASSERT_TRUE(
-      ParseBucketOverride("time_to_first_token_seconds=0.05,0.1,0.2", &creator.buckets).ok());
-  ASSERT_TRUE(ParseBucketOverride("http_request_duration_seconds=0.25,4", &creator.buckets).ok());
+      ParseBucketOverride("time_to_first_token_seconds=0.05,0.1,0.2", Families(), &chosen).ok());
+  ASSERT_TRUE(
+      ParseBucketOverride("http_request_duration_seconds=0.25,4", Families(), &chosen).ok());
   std::unique_ptr<Registry> reg;
   ASSERT_TRUE(Registry::Create(UniqueInstance(), Capacity{}, "creator", &reg, [&](Registry* r) {
-                return RegisterCatalogueHistograms(r, creator, false);
+                return RegisterHistograms(r, WithBucketOverrides(Families(), chosen));
               }).ok());
-  const CatalogueOptions joiner;  // the defaults
-  EXPECT_TRUE(RegisterCatalogue(reg.get(), joiner).ok());
+  HistogramFamily ttft;
+  ASSERT_TRUE(Families()[4].Register(reg.get(), &ttft).ok());  // the defaults
+  ttft.With({{"k", "v"}}).Observe(0.07);
   std::vector<double> b;
-  ASSERT_TRUE(reg->HistogramBounds("vllm:time_to_first_token_seconds", &b).ok());
+  ASSERT_TRUE(reg->HistogramBounds("app:time_to_first_token_seconds", &b).ok());
   EXPECT_EQ(b, (std::vector<double>{0.05, 0.1, 0.2}));
   ASSERT_TRUE(reg->HistogramBounds("http_request_duration_seconds", &b).ok());
   EXPECT_EQ(b, (std::vector<double>{0.25, 4}));
-  ASSERT_TRUE(reg->HistogramBounds("vllm:inter_token_latency_seconds", &b).ok());
-  EXPECT_EQ(b.size(), 19u);  // not overridden: vLLM's
-  EXPECT_EQ(reg->HistogramBounds("vllm:prompt_tokens", &b).code(), Status::Code::kNotFound);
+  ASSERT_TRUE(reg->HistogramBounds("app:request_params_n", &b).ok());
+  EXPECT_EQ(b, (std::vector<double>{1, 2, 3}));  // not overridden: the default
   const std::string page = reg->Render(ExpositionFormat::kPrometheusText);
-  EXPECT_NE(page.find("vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"0.05\","),
-            std::string::npos);
-  EXPECT_EQ(page.find("vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"0.001\","),
-            std::string::npos);
+  EXPECT_NE(page.find("app:time_to_first_token_seconds_bucket{k=\"v\",le=\"0.1\"} 1.0"),
+            std::string::npos)
+      << page;
 
-  EXPECT_TRUE(CheckBucketsAdopted(reg.get(), creator).ok());
-  CatalogueOptions other;
-  ASSERT_TRUE(ParseBucketOverride("time_to_first_token_seconds=1,2", &other.buckets).ok());
-  const Status s = CheckBucketsAdopted(reg.get(), other);
+  EXPECT_TRUE(CheckBucketsAdopted(reg.get(), Families(), chosen).ok());
+  BucketOverrides other;
+  ASSERT_TRUE(ParseBucketOverride("time_to_first_token_seconds=1,2", Families(), &other).ok());
+  const Status s = CheckBucketsAdopted(reg.get(), Families(), other);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(s.message().find("time_to_first_token_seconds"), std::string::npos) << s.message();
 }
 
-// Under --disable-log-stats the creator registers the HTTP histograms only:
-// the page shows no vllm: family the instance does not write.
-TEST(InstanceBuckets, HttpOnlyRegistersNoVllmFamily) {
-  std::unique_ptr<Registry> reg;
-  ASSERT_TRUE(Registry::Create(UniqueInstance(), Capacity{}, "creator", &reg, [](Registry* r) {
-                return RegisterCatalogueHistograms(r, CatalogueOptions{}, true);
-              }).ok());
-  const std::string page = reg->Render(ExpositionFormat::kPrometheusText);
-  EXPECT_EQ(page.find("vllm:"), std::string::npos) << page;
-  EXPECT_NE(page.find("# TYPE http_request_duration_seconds histogram"), std::string::npos);
-}
-
 TEST(BucketOverride, ParsesValidSpecs) {
   BucketOverrides o;
-  ASSERT_TRUE(ParseBucketOverride("iteration_tokens_total=1,64,4096", &o).ok());
-  ASSERT_TRUE(ParseBucketOverride("e2e_request_latency_seconds=0,+1,1e3,2.5e4", &o).ok());
+  ASSERT_TRUE(ParseBucketOverride("iteration_tokens_total=1,64,4096", Families(), &o).ok());
+  ASSERT_TRUE(
+      ParseBucketOverride("e2e_request_latency_seconds=0,+1,1e3,2.5e4", Families(), &o).ok());
   EXPECT_EQ(o.at("iteration_tokens_total"), (std::vector<double>{1, 64, 4096}));
   EXPECT_EQ(o.at("e2e_request_latency_seconds"), (std::vector<double>{0, 1, 1e3, 2.5e4}));
-  ASSERT_TRUE(ParseBucketOverride("kv_block_lifetime_seconds=1", &o).ok());
-  const auto names = HistogramFamilyNames();
-  EXPECT_EQ(names.size(), 20u);  // 15 vLLM, 3 KV residency, 2 HTTP
+  ASSERT_TRUE(ParseBucketOverride("kv_block_lifetime_seconds=1", Families(), &o).ok());
+  EXPECT_EQ(BucketOverrideKeys(Families())[0], "iteration_tokens_total");
 }
 
 TEST(BucketOverride, EachRuleHasItsOwnOneLineError) {
@@ -182,8 +182,7 @@ TEST(BucketOverride, EachRuleHasItsOwnOneLineError) {
       {"=1,2", "expected FAMILY=b1,b2,..."},
       {"no_such_family=1,2", "is not a histogram family; one of: "},
       {"prompt_tokens=1,2", "is not a histogram family"},  // a counter
-      {"vllm:time_to_first_token_seconds=1,2",
-       "without its prefix ('time_to_first_token_seconds')"},
+      {"app:time_to_first_token_seconds=1,2", "without its prefix ('time_to_first_token_seconds')"},
       {"time_to_first_token_seconds=", "no bounds"},
       {"time_to_first_token_seconds=1,,2", "'' is not a number"},
       {"time_to_first_token_seconds=1,2,", "'' is not a number"},
@@ -199,15 +198,15 @@ TEST(BucketOverride, EachRuleHasItsOwnOneLineError) {
   };
   for (const auto& [spec, why] : bad) {
     BucketOverrides o;
-    const Status s = ParseBucketOverride(spec, &o);
+    const Status s = ParseBucketOverride(spec, Families(), &o);
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << spec;
     EXPECT_NE(s.message().find(why), std::string::npos) << spec << ": " << s.message();
     EXPECT_EQ(s.message().find('\n'), std::string::npos) << spec;
     EXPECT_TRUE(o.empty()) << spec;
   }
   BucketOverrides o;
-  ASSERT_TRUE(ParseBucketOverride("request_params_n=1,2", &o).ok());
-  const Status twice = ParseBucketOverride("request_params_n=1,3", &o);
+  ASSERT_TRUE(ParseBucketOverride("request_params_n=1,2", Families(), &o).ok());
+  const Status twice = ParseBucketOverride("request_params_n=1,3", Families(), &o);
   EXPECT_NE(twice.message().find("given more than once"), std::string::npos) << twice.message();
   EXPECT_EQ(o.at("request_params_n"), (std::vector<double>{1, 2}));
 }

@@ -6,14 +6,14 @@ namespace sightline::bench {
 
 using metrics::MetricType;
 
-metrics::CatalogueOptions WorkloadOptions() {
-  metrics::CatalogueOptions o;
+CatalogueOptions WorkloadOptions() {
+  CatalogueOptions o;
   o.model_name = "meta-llama/Llama-3.1-8B-Instruct";
   o.max_model_len = 8192;
   return o;
 }
 
-std::vector<metrics::Labels> WorkloadSeries(const metrics::CatalogueFamily& f) {
+std::vector<metrics::Labels> WorkloadSeries(const CatalogueFamily& f) {
   if (!f.series.empty()) return f.series;
   metrics::Labels l;
   for (const auto& name : f.label_names) l.emplace_back(name, "v");
@@ -25,7 +25,7 @@ std::vector<double> Observations() {
 }
 
 void WriteWorkload(metrics::Registry* r, int seed) {
-  for (const auto& f : metrics::Catalogue(WorkloadOptions())) {
+  for (const auto& f : Catalogue(WorkloadOptions())) {
     for (const auto& labels : WorkloadSeries(f)) {
       switch (f.type) {
         case MetricType::kCounter: {
@@ -59,7 +59,7 @@ void WriteWorkload(metrics::Registry* r, int seed) {
 
 std::string WorkloadJson() {
   nlohmann::json families = nlohmann::json::array();
-  for (const auto& f : metrics::Catalogue(WorkloadOptions())) {
+  for (const auto& f : Catalogue(WorkloadOptions())) {
     nlohmann::json series = nlohmann::json::array();
     for (const auto& labels : WorkloadSeries(f)) {
       nlohmann::json l = nlohmann::json::object();

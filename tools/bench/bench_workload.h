@@ -6,16 +6,16 @@
 #include <string>
 #include <vector>
 
-#include "sightline/shm_registry/catalogue.h"
+#include "bench_catalogue.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::bench {
 
-metrics::CatalogueOptions WorkloadOptions();
+CatalogueOptions WorkloadOptions();
 
 // The label sets a process writes for a family: its enumerable series, or one
 // label set of placeholder values when the family has none.
-std::vector<metrics::Labels> WorkloadSeries(const metrics::CatalogueFamily& f);
+std::vector<metrics::Labels> WorkloadSeries(const CatalogueFamily& f);
 
 // Values process number `seed` writes: counters += seed+1, gauges = seed,
 // histograms/summaries observe each of Observations().

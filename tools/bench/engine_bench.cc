@@ -72,7 +72,7 @@ void BM_EngineMetricsRecord(benchmark::State& state) {
            .ok())
     std::abort();
   std::unique_ptr<EngineMetrics> m;
-  if (!EngineMetrics::Create(reg.get(), metrics::CatalogueOptions{}, 0, CacheConfigInfo{}, &m).ok())
+  if (!EngineMetrics::Create(reg.get(), EngineMetricsOptions{}, 0, CacheConfigInfo{}, &m).ok())
     std::abort();
   StepStats st;
   st.num_running = 200;

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_catalogue.h"
 #include "bench_workload.h"
-#include "sightline/shm_registry/catalogue.h"
 #include "sightline/shm_registry/registry.h"
 #include "support/child_process.h"
 
@@ -100,7 +100,7 @@ class Fleet {
     metrics::Capacity cap;
     cap.max_processes = 80;
     if (!Registry::Create(InstanceName("scrape"), cap, "bench", &reg_).ok()) std::abort();
-    if (!metrics::RegisterCatalogue(reg_.get(), WorkloadOptions()).ok()) std::abort();
+    if (!RegisterCatalogue(reg_.get(), WorkloadOptions()).ok()) std::abort();
     for (int i = 0; i < dead; ++i) {
       ChildProcess c = ChildProcess::Spawn([&](const ChildProcess::Control&) {
         for (int w = 0; w < writes_per_dead; ++w)

@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "metrics_command.h"
-#include "sightline/shm_registry/catalogue.h"
+#include "sightline/api_server/http_families.h"
+#include "sightline/api_server/request_families.h"
+#include "sightline/engine_core/engine_families.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::cli {
@@ -23,6 +25,21 @@ namespace {
 
 using metrics::Labels;
 
+constexpr char kModel[] = "sightline-demo";
+constexpr std::uint32_t kMaxModelLen = 1024;
+
+// The families of a full instance: the engine's, the requests' and the HTTP
+// ones (their series appear as the workers write them).
+Status RegisterFamilies(metrics::Registry* reg) {
+  api::RequestFamilies request;
+  engine::EngineFamilies engine;
+  api::HttpFamilies http;
+  Status s = api::RequestFamilies::Register(reg, kMaxModelLen, &request);
+  if (s.ok()) s = engine::EngineFamilies::Register(reg, false, &engine);
+  if (s.ok()) s = api::HttpFamilies::Register(reg, &http);
+  return s;
+}
+
 // Records `requests` finished requests the way an API server would. The
 // returned attachment keeps the process's slot (and live gauges) alive.
 std::unique_ptr<metrics::Registry> RecordRequests(const std::string& instance, int index,
@@ -30,20 +47,17 @@ std::unique_ptr<metrics::Registry> RecordRequests(const std::string& instance, i
   std::unique_ptr<metrics::Registry> reg;
   if (!metrics::Registry::Attach(instance, "api-server-" + std::to_string(index), &reg).ok())
     _exit(1);
-  metrics::CatalogueOptions o;
-  o.model_name = "sightline-demo";
-  (void)metrics::RegisterCatalogue(reg.get(), o);
-  const Labels base = {{"engine", "0"}, {"model_name", o.model_name}};
-  metrics::CounterFamily prompt, success;
-  metrics::HistogramFamily ttft;
-  metrics::GaugeFamily running;
-  (void)reg->AddCounter("vllm:prompt_tokens", "", {"engine", "model_name"}, &prompt);
-  (void)reg->AddCounter("vllm:request_success", "", {"engine", "finished_reason", "model_name"},
-                        &success);
-  (void)reg->AddHistogram("vllm:time_to_first_token_seconds", "", {"engine", "model_name"},
-                          metrics::TtftBuckets(), &ttft);
-  (void)reg->AddGauge("vllm:num_requests_running", "", metrics::GaugeMode::kLiveMostRecent,
-                      {"engine", "model_name"}, &running);
+  // The families as the API server and the engine define them.
+  api::RequestFamilies request;
+  engine::EngineFamilies engine;
+  if (!api::RequestFamilies::Register(reg.get(), kMaxModelLen, &request).ok() ||
+      !engine::EngineFamilies::Register(reg.get(), false, &engine).ok())
+    _exit(1);
+  const Labels base = {{"engine", "0"}, {"model_name", kModel}};
+  const metrics::CounterFamily& prompt = request.prompt_tokens;
+  const metrics::CounterFamily& success = request.request_success;
+  const metrics::HistogramFamily& ttft = request.time_to_first_token_seconds;
+  const metrics::GaugeFamily& running = engine.num_requests_running;
   Labels stop = base;
   stop.emplace_back("finished_reason", "stop");
   for (int r = 0; r < requests; ++r) {
@@ -75,10 +89,8 @@ std::string Excerpt(metrics::Registry* reg) {
 int RunMetricsDemo(int workers, const metrics::Capacity& capacity) {
   const std::string instance = "demo-" + std::to_string(getpid());
   std::unique_ptr<metrics::Registry> reg;
-  metrics::CatalogueOptions o;
-  o.model_name = "sightline-demo";
   if (Status s = metrics::Registry::Create(instance, capacity, "supervisor", &reg);
-      !s.ok() || !(s = metrics::RegisterCatalogue(reg.get(), o)).ok()) {
+      !s.ok() || !(s = RegisterFamilies(reg.get())).ok()) {
     std::cerr << "sightline: error: " << s.message() << "\n";
     return 1;
   }

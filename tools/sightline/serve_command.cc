@@ -17,6 +17,7 @@
 #include "listening_socket.h"
 #include "registry_flags.h"
 #include "run_directory.h"
+#include "sightline/api_server/http_families.h"
 #include "sightline/shm_registry/process_metrics.h"
 #include "sightline/shm_registry/registry.h"
 #include "stop_signals.h"
@@ -86,13 +87,14 @@ int RunServe(ServeOptions o) {
   // registry before the segment is published: the engine and every API
   // server, restarted ones included, adopt them and cannot register others.
   std::unique_ptr<metrics::Registry> registry;
-  const metrics::CatalogueOptions catalogue = EngineCatalogue(o.engine);
-  const bool http_only = o.engine.disable_log_stats;
-  if (Status s = metrics::Registry::Create(o.registry, o.capacity, "supervisor", &registry,
-                                           [&](metrics::Registry* r) {
-                                             return metrics::RegisterCatalogueHistograms(
-                                                 r, catalogue, http_only);
-                                           });
+  // Under --disable-log-stats an instance shows the HTTP families alone.
+  const std::vector<metrics::HistogramBuilder> histograms =
+      o.engine.disable_log_stats
+          ? metrics::WithBucketOverrides(api::HttpFamilies::Histograms(), o.engine.buckets)
+          : engine::InstanceHistograms(o.engine);
+  if (Status s = metrics::Registry::Create(
+          o.registry, o.capacity, "supervisor", &registry,
+          [&](metrics::Registry* r) { return metrics::RegisterHistograms(r, histograms); });
       !s.ok())
     return Fail(s.message());
   std::unique_ptr<metrics::ProcessMetrics> process_metrics;

@@ -12,7 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "sightline/api_server/http_families.h"
 #include "sightline/api_server/http_server.h"
+#include "sightline/api_server/request_families.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::api {
@@ -34,8 +36,10 @@ struct FinishedRequest {
 
 class RequestMetrics {
  public:
-  // `disable_log_stats`: only the HTTP families are registered. Engine 0's
-  // series exist from start-up; another engine's from its first request.
+  // Registers the families it writes (request_families.h, http_families.h;
+  // an error when one is there with another spec). `disable_log_stats`: only
+  // the HTTP families. Engine 0's series exist from start-up; another
+  // engine's from its first request.
   static Status Create(metrics::Registry* registry, const std::string& model_name,
                        std::uint32_t max_model_len, bool disable_log_stats,
                        std::unique_ptr<RequestMetrics>* out);
@@ -63,27 +67,20 @@ class RequestMetrics {
   // "completed", "client_disconnected" or "error_after_headers".
   void OnStreamOutcome(const std::string& handler, const char* outcome);
 
-  struct Engine;  // one engine's series (public only for request_metrics.cc's tables)
-
  private:
+  struct Engine;  // one engine's series
   RequestMetrics();
   Status MakeEngine(std::uint32_t index, std::unique_ptr<Engine>* out) const;
   Engine& For(std::uint32_t engine);
 
   bool enabled_ = true;
   std::string model_name_;
-  std::vector<std::pair<metrics::CounterFamily, metrics::Counter Engine::*>> counters_;
-  std::vector<std::pair<metrics::HistogramFamily, metrics::Histogram Engine::*>> histograms_;
-  metrics::CounterFamily prompt_by_source_;
-  metrics::CounterFamily success_;
+  RequestFamilies families_;         // unregistered under --disable-log-stats
   std::unique_ptr<Engine> engine0_;  // the one engine until data parallelism
   std::mutex mu_;                    // guards others_
   std::map<std::uint32_t, std::unique_ptr<Engine>> others_;
-  metrics::CounterFamily http_requests_;
-  metrics::SummaryFamily http_request_size_, http_response_size_;
+  HttpFamilies http_;
   metrics::Histogram http_highr_;
-  metrics::HistogramFamily http_duration_;
-  metrics::CounterFamily stream_outcomes_;
 };
 
 }  // namespace sightline::api

@@ -13,7 +13,6 @@
 #include "sightline/engine_core/kv_cache_manager.h"
 #include "sightline/engine_core/kv_residency.h"
 #include "sightline/engine_core/perf_estimate.h"
-#include "sightline/shm_registry/catalogue.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::engine {
@@ -43,11 +42,17 @@ struct CacheConfigInfo {
   double kv_cache_max_concurrency = 0;
 };
 
+struct EngineMetricsOptions {
+  std::string model_name = "default";  // the model_name label
+  bool kv_cache_metrics = false;       // the kv_block_* residency histograms
+};
+
 class EngineMetrics {
  public:
-  // Registers the catalogue (idempotent across processes) and pre-creates
-  // this engine's series; gauges start at 0 (awake = 1).
-  static Status Create(metrics::Registry* registry, const metrics::CatalogueOptions& options,
+  // Registers the engine's families (engine_families.h; idempotent across
+  // processes, and an error when a family is there with another spec) and
+  // pre-creates this engine's series; gauges start at 0 (awake = 1).
+  static Status Create(metrics::Registry* registry, const EngineMetricsOptions& options,
                        int engine_index, const CacheConfigInfo& cache,
                        std::unique_ptr<EngineMetrics>* out);
 

@@ -13,10 +13,16 @@
 
 #include "sightline/engine_core/model_config.h"
 #include "sightline/engine_core/model_runner.h"
-#include "sightline/shm_registry/catalogue.h"
+#include "sightline/shm_registry/bucket_overrides.h"
+#include "sightline/shm_registry/family_builder.h"
 #include "sightline/status.h"
 
 namespace sightline::engine {
+
+// Histogram families with their default bounds, for an instance of this
+// context length, with or without the kv_block_* residency histograms.
+using HistogramSet = std::function<std::vector<metrics::HistogramBuilder>(
+    std::uint32_t max_model_len, bool kv_cache_metrics)>;
 
 // The flags as given (see the CLI's help for each). CheckEngineOptions fills
 // in the derived fields.
@@ -48,6 +54,13 @@ struct EngineProcessOptions {
   double heartbeat_timeout = 2.0;
   std::vector<std::string> metrics_buckets;  // --metrics-buckets, as given
   metrics::BucketOverrides buckets;          // parsed by CheckEngineOptions
+  // The histogram families of the whole instance: the engine's own
+  // (engine_families.h) and those of the processes beside it (the API
+  // servers' request and HTTP families), which engine_core does not know.
+  // The engine registers their bounds when it creates the instance's
+  // registry, and --metrics-buckets may name any of them. The CLI, which
+  // links every component, sets it; empty: the engine's families alone.
+  HistogramSet instance_histograms;
 };
 
 // What CheckEngineOptions derives: the KV cache's size.
@@ -78,9 +91,10 @@ Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvP
 // what is in use, the weights and room for one step's activations.
 Status PlanGpuKvCache(const ModelConfig& model, const EngineProcessOptions& o, KvPlan* plan);
 
-// The metric catalogue this instance registers: its model name, context
-// length, residency histograms and histogram bounds (after CheckEngineOptions).
-metrics::CatalogueOptions EngineCatalogue(const EngineProcessOptions& o);
+// The instance's histogram families with its bounds (after
+// CheckEngineOptions: --metrics-buckets applied): what the creator of its
+// registry registers before any other process can attach.
+std::vector<metrics::HistogramBuilder> InstanceHistograms(const EngineProcessOptions& o);
 
 // What the process needs from whoever runs it (the CLI: signal handlers and
 // --ready-fd), as callbacks so that a test can run it in-process.

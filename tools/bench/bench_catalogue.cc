@@ -1,6 +1,11 @@
-#include "sightline/shm_registry/catalogue.h"
+#include "bench_catalogue.h"
 
-namespace sightline::metrics {
+namespace sightline::bench {
+
+using metrics::CounterFamily;
+using metrics::GaugeFamily;
+using metrics::HistogramFamily;
+using metrics::SummaryFamily;
 
 namespace {
 
@@ -360,7 +365,6 @@ CatalogueFamily FromRow(const Row& row, const CatalogueOptions& o) {
   f.label_names = {"engine", "model_name"};
   if (row.extra_label) f.label_names.emplace_back(row.extra_label);
   f.buckets = BucketsFor(row.buckets, o.max_model_len);
-  if (auto it = o.buckets.find(row.name); it != o.buckets.end()) f.buckets = it->second;
   for (int e = 0; e < o.num_engines; ++e) {
     Labels base = {{"engine", std::to_string(e)}, {"model_name", o.model_name}};
     if (!row.extra_label) f.series.push_back(base);
@@ -380,18 +384,7 @@ CatalogueFamily Plain(std::string name, std::string help, MetricType type, Gauge
                          std::move(buckets), std::move(series)};
 }
 
-// An HTTP histogram's bounds: the default unless overridden.
-std::vector<double> HttpBounds(const CatalogueOptions& o, const std::string& name,
-                               const std::vector<double>& defaults) {
-  auto it = o.buckets.find(name);
-  return it != o.buckets.end() ? it->second : defaults;
-}
-
 }  // namespace
-
-const std::vector<double>& TtftBuckets() {
-  return kTtftBounds;
-}
 
 std::vector<double> Tokens125Buckets(std::uint32_t max_model_len) {
   std::vector<double> out;
@@ -424,12 +417,10 @@ std::vector<CatalogueFamily> Catalogue(const CatalogueOptions& o) {
                       GaugeMode::kAll, {"handler"}));
   out.push_back(Plain("http_request_duration_highr_seconds",
                       "Latency with many buckets but no API specific labels.",
-                      MetricType::kHistogram, GaugeMode::kAll, {},
-                      HttpBounds(o, "http_request_duration_highr_seconds", kHttpHighrBounds),
-                      {Labels{}}));
+                      MetricType::kHistogram, GaugeMode::kAll, {}, kHttpHighrBounds, {Labels{}}));
   out.push_back(Plain("http_request_duration_seconds", "Latency with only few buckets by handler.",
                       MetricType::kHistogram, GaugeMode::kAll, {"handler", "method"},
-                      HttpBounds(o, "http_request_duration_seconds", kHttpDurationBounds)));
+                      kHttpDurationBounds));
   return out;
 }
 
@@ -467,4 +458,4 @@ Status RegisterCatalogue(Registry* r, const CatalogueOptions& o) {
   return Status::Ok();
 }
 
-}  // namespace sightline::metrics
+}  // namespace sightline::bench

@@ -1,22 +1,14 @@
-// The catalogue's histogram bounds as an instance's choice: parsing
-// --metrics-buckets, and registering the bounds before anyone else can.
+#include "sightline/shm_registry/bucket_overrides.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 
-#include "sightline/shm_registry/catalogue.h"
 #include "sightline/shm_registry/exposition.h"
 
 namespace sightline::metrics {
 
 namespace {
-
-// A family's name as --metrics-buckets takes it: without the prefix.
-std::string_view OverrideKey(const CatalogueFamily& f, const CatalogueOptions& o) {
-  std::string_view name = f.name;
-  if (name.starts_with(o.prefix)) name.remove_prefix(o.prefix.size());
-  return name;
-}
 
 std::string Join(const std::vector<std::string>& names) {
   std::string out;
@@ -26,23 +18,25 @@ std::string Join(const std::vector<std::string>& names) {
 
 }  // namespace
 
-std::vector<std::string> HistogramFamilyNames() {
-  CatalogueOptions all;
-  all.prefix = "";
-  all.kv_cache_metrics = true;
+std::string BucketOverrideKey(std::string_view family_name) {
+  const std::size_t colon = family_name.rfind(':');
+  return std::string(colon == std::string_view::npos ? family_name : family_name.substr(colon + 1));
+}
+
+std::vector<std::string> BucketOverrideKeys(const std::vector<HistogramBuilder>& families) {
   std::vector<std::string> out;
-  for (const CatalogueFamily& f : Catalogue(all))
-    if (f.type == MetricType::kHistogram) out.push_back(f.name);
+  for (const HistogramBuilder& f : families) out.push_back(BucketOverrideKey(f.name()));
   return out;
 }
 
-Status ParseBucketOverride(std::string_view spec, BucketOverrides* overrides) {
-  const std::string where = "--metrics-buckets '" + std::string(spec) + "': ";
+Status ParseBucketOverride(std::string_view spec, const std::vector<HistogramBuilder>& families,
+                           BucketOverrides* overrides, std::string_view flag) {
+  const std::string where = std::string(flag) + " '" + std::string(spec) + "': ";
   const std::size_t eq = spec.find('=');
   if (eq == std::string_view::npos || eq == 0)
     return Status::InvalidArgument(where + "expected FAMILY=b1,b2,...");
   const std::string family(spec.substr(0, eq));
-  const std::vector<std::string> known = HistogramFamilyNames();
+  const std::vector<std::string> known = BucketOverrideKeys(families);
   if (std::find(known.begin(), known.end(), family) == known.end()) {
     const std::size_t colon = family.rfind(':');
     if (colon != std::string::npos &&
@@ -73,7 +67,6 @@ Status ParseBucketOverride(std::string_view spec, BucketOverrides* overrides) {
     if (!std::isfinite(v))
       return Status::InvalidArgument(where + "'" + std::string(item) +
                                      "' is not finite (+Inf is always the last bucket)");
-    // Every catalogue histogram observes a duration, a count or a size.
     if (v < 0)
       return Status::InvalidArgument(where + "'" + std::string(item) +
                                      "' is negative (no family observes a value below 0)");
@@ -94,25 +87,33 @@ Status ParseBucketOverride(std::string_view spec, BucketOverrides* overrides) {
   return Status::Ok();
 }
 
-Status RegisterCatalogueHistograms(Registry* r, const CatalogueOptions& o, bool http_only) {
-  for (const CatalogueFamily& f : Catalogue(o)) {
-    if (f.type != MetricType::kHistogram || (http_only && !f.name.starts_with("http_"))) continue;
+std::vector<HistogramBuilder> WithBucketOverrides(std::vector<HistogramBuilder> families,
+                                                  const BucketOverrides& overrides) {
+  for (HistogramBuilder& f : families)
+    if (auto it = overrides.find(BucketOverrideKey(f.name())); it != overrides.end())
+      f.Buckets(it->second);
+  return families;
+}
+
+Status RegisterHistograms(Registry* r, const std::vector<HistogramBuilder>& families) {
+  for (const HistogramBuilder& f : families) {
     HistogramFamily fam;
-    if (Status s = r->AddHistogram(f.name, f.help, f.label_names, f.buckets, &fam); !s.ok())
-      return s;
+    if (Status s = f.Register(r, &fam); !s.ok()) return s;
   }
   return Status::Ok();
 }
 
-Status CheckBucketsAdopted(Registry* r, const CatalogueOptions& o) {
-  for (const CatalogueFamily& f : Catalogue(o)) {
-    if (f.type != MetricType::kHistogram || !o.buckets.count(std::string(OverrideKey(f, o))))
-      continue;
+Status CheckBucketsAdopted(Registry* r, const std::vector<HistogramBuilder>& families,
+                           const BucketOverrides& overrides, std::string_view flag) {
+  for (const HistogramBuilder& f : families) {
+    const std::string key = BucketOverrideKey(f.name());
+    auto it = overrides.find(key);
+    if (it == overrides.end()) continue;
     std::vector<double> have;
-    if (Status s = r->HistogramBounds(f.name, &have); !s.ok()) return s;
-    if (have != f.buckets)
+    if (Status s = r->HistogramBounds(f.name(), &have); !s.ok()) return s;
+    if (have != it->second)
       return Status::InvalidArgument(
-          "--metrics-buckets " + std::string(OverrideKey(f, o)) + ": registry '" + r->instance() +
+          std::string(flag) + " " + key + ": registry '" + r->instance() +
           "' already has other bounds for it (its creator's); give the flag to the process that "
           "creates the registry");
   }

@@ -1,0 +1,53 @@
+// The engine-scoped metric families (vLLM V1's engine gauges, counters and
+// histograms, cache_config_info, the KV residency histograms, the MFU
+// estimates, and Sightline's engine_rejected_messages), each defined once
+// here and registered as one typed set by the engine that records them
+// (EngineMetrics). Names, help texts, label names, modes and default bounds
+// are vLLM's.
+#pragma once
+
+#include <vector>
+
+#include "sightline/shm_registry/family_builder.h"
+#include "sightline/shm_registry/registry.h"
+#include "sightline/status.h"
+
+namespace sightline::engine {
+
+// Every family the engine writes, registered. All carry the labels
+// {engine, model_name} (plus the one named in a comment), except where noted.
+struct EngineFamilies {
+  // Gauges, mode livemostrecent.
+  metrics::GaugeFamily num_requests_running, num_requests_waiting;
+  metrics::GaugeFamily num_requests_waiting_by_reason;  // + reason
+  metrics::GaugeFamily engine_sleep_state;              // + sleep_state
+  metrics::GaugeFamily kv_cache_usage_perc;
+  // The CacheConfig as labels (mostrecent): block_size, cache_dtype, ...
+  metrics::GaugeFamily cache_config_info;
+  metrics::CounterFamily prefix_cache_queries, prefix_cache_hits;
+  // Always 0 here: no KV connector, no multi-modal inputs.
+  metrics::CounterFamily external_prefix_cache_queries, external_prefix_cache_hits;
+  metrics::CounterFamily mm_cache_queries, mm_cache_hits;
+  metrics::CounterFamily num_preemptions;
+  // 0 without --enable-mfu-metrics, as in vLLM.
+  metrics::CounterFamily estimated_flops_per_gpu, estimated_read_bytes_per_gpu,
+      estimated_write_bytes_per_gpu;
+  metrics::HistogramFamily iteration_tokens_total;
+  // With kv_cache_metrics only (else unregistered).
+  metrics::HistogramFamily kv_block_lifetime_seconds, kv_block_idle_before_evict_seconds,
+      kv_block_reuse_gap_seconds;
+  // + finished_reason: shared with the API server (ipc/request_success_family.h).
+  metrics::CounterFamily request_success;
+  // Labels {engine} only.
+  metrics::CounterFamily engine_rejected_messages;
+
+  // The histograms with their default bounds, for the process that creates
+  // an instance's registry (bucket_overrides.h). `kv_cache_metrics`: with
+  // the kv_block_* residency histograms.
+  static std::vector<metrics::HistogramBuilder> Histograms(bool kv_cache_metrics);
+  // Registers every family (a family already there with another spec fails
+  // it: nothing is left unbound).
+  static Status Register(metrics::Registry* registry, bool kv_cache_metrics, EngineFamilies* out);
+};
+
+}  // namespace sightline::engine
