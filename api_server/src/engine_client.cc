@@ -193,7 +193,7 @@ void EngineClient::Impl::RunHandlers() {
     for (Work& w : batch) {
       // The last line of defence: a handler's defect is logged, and the
       // other requests' outputs keep flowing (OpenAiServer fails the one
-      // response itself, see its on_delta).
+      // response itself, see OutputProcessor::OnOutput).
       try {
         if (w.fn)
           w.fn();

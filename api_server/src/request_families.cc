@@ -87,10 +87,6 @@ std::vector<double> Tokens125Buckets(std::uint32_t max_model_len) {
   }
 }
 
-const std::vector<double>& TtftBuckets() {
-  return kTtftBounds;
-}
-
 std::vector<metrics::HistogramBuilder> RequestFamilies::Histograms(std::uint32_t max_model_len) {
   std::vector<metrics::HistogramBuilder> out;
   for (Histogram& h : HistogramTable(max_model_len)) out.push_back(std::move(h.definition));

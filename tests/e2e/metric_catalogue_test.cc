@@ -47,8 +47,8 @@ struct Instance {
   std::unique_ptr<api::RequestMetrics> requests;
 };
 
-// The creator's histograms as InstanceHistograms() composes them
-// (tools/sightline/engine_options.cc).
+// The creator's histograms as the CLI composes them
+// (InstanceHistogramDefaults, tools/sightline/engine_options.cc).
 std::vector<metrics::HistogramBuilder> CreatorHistograms(bool http_only) {
   std::vector<metrics::HistogramBuilder> out;
   if (!http_only) {

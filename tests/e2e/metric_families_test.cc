@@ -24,7 +24,7 @@ namespace {
 using metrics::HistogramBuilder;
 using metrics::Registry;
 
-// What `serve` composes (tools/sightline/engine_options.cc).
+// What `serve` composes (InstanceHistogramDefaults, tools/sightline/engine_options.cc).
 std::vector<HistogramBuilder> AllHistograms(std::uint32_t max_model_len, bool http_only) {
   std::vector<HistogramBuilder> out;
   if (!http_only) {

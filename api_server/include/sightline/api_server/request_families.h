@@ -15,8 +15,6 @@ namespace sightline::api {
 
 // vLLM's 1-2-5 series up to max_model_len (TOKENS_125).
 std::vector<double> Tokens125Buckets(std::uint32_t max_model_len);
-// vLLM's time-to-first-token bounds.
-const std::vector<double>& TtftBuckets();
 
 // Every family below carries the labels {engine, model_name} (plus the one
 // named in a comment).
