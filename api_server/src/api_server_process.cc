@@ -149,11 +149,14 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   AddAdminRoutes(&http, registry.registry.get(), [&engine] { return engine.healthy(); });
   OpenAiServer openai(so, &engine, tokenizer.get(), request_metrics.get());
   openai.AddRoutes(&http);
+  // The stop signals are ours before the first request can arrive: a SIGTERM
+  // sent once a client is being served drains rather than kills (installed
+  // after http.Start(), a signal in between took the default action).
+  const std::atomic<bool>* stop = hooks.stop ? hooks.stop() : nullptr;
   if (Status s = http.Start(); !s.ok()) return s;
   std::cerr << "INFO api-server " << o.index << ": serving " << so.served_model_name << " on port "
             << http.port() << "\n";
   if (hooks.on_ready) hooks.on_ready();
-  const std::atomic<bool>* stop = hooks.stop ? hooks.stop() : nullptr;
   // The engine's death: /health answers 503 and requests fail at once; after
   // --exit-after-engine-death the process exits 1, so that a supervisor of
   // the roles (systemd, supervisord) restarts it together with the engine.

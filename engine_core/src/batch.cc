@@ -1,6 +1,6 @@
 #include <algorithm>
 
-#include "sightline/engine_core/model_runner.h"
+#include "model_runner.h"
 
 namespace sightline::engine {
 

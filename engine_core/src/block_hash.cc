@@ -1,4 +1,4 @@
-#include "sightline/engine_core/block_hash.h"
+#include "block_hash.h"
 
 // The state lives on the stack (no allocation per block hash).
 #define XXH_STATIC_LINKING_ONLY

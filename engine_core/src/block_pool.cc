@@ -1,4 +1,4 @@
-#include "sightline/engine_core/block_pool.h"
+#include "block_pool.h"
 
 #include <cassert>
 

@@ -1,7 +1,7 @@
 // The Llama decoder on the CPU over the paged KV cache.
 #include <cmath>
 
-#include "sightline/engine_core/model_runner.h"
+#include "model_runner.h"
 #include "sightline/kernels/cpu_ops.h"
 #include "sightline/kernels/sampling.h"
 

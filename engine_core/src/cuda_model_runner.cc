@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "sightline/engine_core/model_runner.h"
+#include "model_runner.h"
 #include "sightline/kernels/device.h"
 
 #ifdef SIGHTLINE_HAVE_CUDA

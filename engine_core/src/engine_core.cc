@@ -1,6 +1,6 @@
-#include "sightline/engine_core/engine_core.h"
+#include "engine_core.h"
 
-#include "sightline/engine_core/sampler.h"
+#include "sampler.h"
 
 namespace sightline::engine {
 

@@ -1,4 +1,4 @@
-#include "sightline/engine_core/engine_metrics.h"
+#include "engine_metrics.h"
 
 #include <cstdio>
 

@@ -4,10 +4,11 @@
 #include <memory>
 #include <string>
 
+#include "engine_core.h"
+#include "engine_metrics.h"
+#include "engine_process_options.h"
+#include "engine_server.h"
 #include "sightline/clock.h"
-#include "sightline/engine_core/engine_core.h"
-#include "sightline/engine_core/engine_metrics.h"
-#include "sightline/engine_core/engine_server.h"
 #include "sightline/engine_core/safetensors.h"
 #include "sightline/kernels/cpu_ops.h"
 #include "sightline/shm_registry/process_metrics.h"
@@ -55,9 +56,10 @@ Status OpenEngineRegistry(const EngineProcessOptions& o, const KvPlan& plan, Eng
   const std::vector<metrics::HistogramBuilder> histograms = InstanceHistograms(o);
   // Its histogram bounds are the instance's before any API server can
   // attach (they adopt them).
-  Status attached = metrics::Registry::Create(
-      o.registry, metrics::Capacity{}, role, &r->registry,
-      [&histograms](metrics::Registry* reg) { return metrics::RegisterHistograms(reg, histograms); });
+  Status attached = metrics::Registry::Create(o.registry, metrics::Capacity{}, role, &r->registry,
+                                              [&histograms](metrics::Registry* reg) {
+                                                return metrics::RegisterHistograms(reg, histograms);
+                                              });
   const bool created = attached.ok();
   if (created) std::cerr << "INFO engine: created metric registry '" << o.registry << "'\n";
   if (attached.code() == Status::Code::kAlreadyExists)
@@ -78,8 +80,8 @@ Status OpenEngineRegistry(const EngineProcessOptions& o, const KvPlan& plan, Eng
   EngineMetricsOptions mo;
   mo.model_name = o.served_model_name;
   mo.kv_cache_metrics = o.kv_cache_metrics;
-  if (Status s = EngineMetrics::Create(r->registry.get(), mo,
-                                       static_cast<int>(o.engine_index), cache, &r->engine_metrics);
+  if (Status s = EngineMetrics::Create(r->registry.get(), mo, static_cast<int>(o.engine_index),
+                                       cache, &r->engine_metrics);
       !s.ok())
     return s;
   // Joining an instance, the registry's bounds are used whatever the flag

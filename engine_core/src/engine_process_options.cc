@@ -1,10 +1,10 @@
 #include <filesystem>
 #include <sstream>
 
-#include "sightline/engine_core/engine_process.h"
+#include "engine_process_options.h"
+#include "kv_residency.h"
 #include "sightline/engine_core/engine_families.h"
-#include "sightline/engine_core/kv_residency.h"
-#include "sightline/engine_core/model_runner.h"
+#include "sightline/engine_core/engine_process.h"
 #include "sightline/engine_core/safetensors.h"
 #include "sightline/kernels/device.h"
 

@@ -1,4 +1,4 @@
-#include "sightline/engine_core/engine_server.h"
+#include "engine_server.h"
 
 #include <algorithm>
 #include <chrono>

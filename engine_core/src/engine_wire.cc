@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sightline/engine_core/block_hash.h"
+#include "block_hash.h"
 
 namespace sightline::engine {
 

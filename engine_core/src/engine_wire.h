@@ -13,7 +13,7 @@
 
 #include <string>
 
-#include "sightline/engine_core/engine_core.h"
+#include "engine_core.h"
 #include "sightline/ipc/client_identity.h"
 #include "sightline/ipc/codec.h"
 

@@ -1,4 +1,4 @@
-#include "sightline/engine_core/kv_cache_manager.h"
+#include "kv_cache_manager.h"
 
 #include <algorithm>
 

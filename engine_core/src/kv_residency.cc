@@ -1,4 +1,4 @@
-#include "sightline/engine_core/kv_residency.h"
+#include "kv_residency.h"
 
 namespace sightline::engine {
 

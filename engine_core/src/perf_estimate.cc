@@ -1,4 +1,4 @@
-#include "sightline/engine_core/perf_estimate.h"
+#include "perf_estimate.h"
 
 namespace sightline::engine {
 

@@ -1,4 +1,4 @@
-#include "sightline/engine_core/request_queue.h"
+#include "request_queue.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "sightline/engine_core/sampler.h"
+#include "sampler.h"
 
 #include <unordered_map>
 

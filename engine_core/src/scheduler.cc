@@ -1,4 +1,4 @@
-#include "sightline/engine_core/scheduler.h"
+#include "scheduler.h"
 
 #include <algorithm>
 #include <cassert>

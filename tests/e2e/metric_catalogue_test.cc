@@ -21,11 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "engine_metrics.h"
 #include "sightline/api_server/http_families.h"
 #include "sightline/api_server/request_families.h"
 #include "sightline/api_server/request_metrics.h"
 #include "sightline/engine_core/engine_families.h"
-#include "sightline/engine_core/engine_metrics.h"
 #include "sightline/shm_registry/bucket_overrides.h"
 #include "sightline/shm_registry/process_metrics.h"
 #include "sightline/shm_registry/registry.h"

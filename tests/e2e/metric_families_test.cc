@@ -9,11 +9,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine_metrics.h"
 #include "sightline/api_server/http_families.h"
 #include "sightline/api_server/request_families.h"
 #include "sightline/api_server/request_metrics.h"
 #include "sightline/engine_core/engine_families.h"
-#include "sightline/engine_core/engine_metrics.h"
 #include "sightline/shm_registry/bucket_overrides.h"
 #include "sightline/shm_registry/registry.h"
 #include "support/scrape.h"

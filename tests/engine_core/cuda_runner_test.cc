@@ -9,7 +9,7 @@
 
 #include "engine_core/dense_reference.h"
 #include "engine_core/mini_engine.h"
-#include "sightline/engine_core/model_runner.h"
+#include "model_runner.h"
 #include "sightline/kernels/device.h"
 
 namespace sightline::engine {

@@ -1,14 +1,14 @@
 // EngineCore with its metrics: outputs per client with events and prefill
 // stats, engine-scoped families in the registry (and back to 0 when idle),
 // aborts, refused requests, and the periodic log line.
-#include "sightline/engine_core/engine_core.h"
+#include "engine_core.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <regex>
 
-#include "sightline/engine_core/perf_estimate.h"
+#include "perf_estimate.h"
 
 #include "support/scrape.h"
 

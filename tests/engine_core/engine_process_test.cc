@@ -23,10 +23,10 @@
 
 #include "engine_core/dense_reference.h"
 #include "engine_core/fake_api_server.h"
-#include "sightline/engine_core/engine_server.h"
-#include "sightline/engine_core/model_runner.h"
+#include "engine_server.h"
+#include "model_runner.h"
+#include "perf_estimate.h"
 #include "sightline/engine_core/model_weights.h"
-#include "sightline/engine_core/perf_estimate.h"
 #include "sightline/ipc/codec.h"
 #include "sightline/shm_registry/registry.h"
 #include "support/child_process.h"

@@ -14,7 +14,7 @@
 #include <zmq.hpp>
 
 #include "engine_core/fake_api_server.h"
-#include "sightline/engine_core/engine_server.h"
+#include "engine_server.h"
 #include "support/scrape.h"
 
 namespace sightline::engine {

@@ -16,7 +16,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "sightline/engine_core/engine_server.h"
+#include "engine_server.h"
 #include "sightline/ipc/client_identity.h"
 #include "sightline/ipc/codec.h"
 #include "support/ipc_requests.h"

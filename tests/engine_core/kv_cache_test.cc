@@ -4,9 +4,9 @@
 
 #include <numeric>
 
-#include "sightline/engine_core/block_hash.h"
-#include "sightline/engine_core/kv_cache_manager.h"
-#include "sightline/engine_core/kv_residency.h"
+#include "block_hash.h"
+#include "kv_cache_manager.h"
+#include "kv_residency.h"
 
 namespace sightline::engine {
 namespace {

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "engine_core/dense_reference.h"
-#include "sightline/engine_core/kv_cache_manager.h"
-#include "sightline/engine_core/model_runner.h"
-#include "sightline/engine_core/sampler.h"
-#include "sightline/engine_core/scheduler.h"
+#include "kv_cache_manager.h"
+#include "model_runner.h"
+#include "sampler.h"
+#include "scheduler.h"
 
 namespace sightline::engine {
 

@@ -7,9 +7,9 @@
 #include <memory>
 #include <numeric>
 
-#include "sightline/engine_core/engine_core.h"
-#include "sightline/engine_core/engine_metrics.h"
-#include "sightline/engine_core/scheduler.h"
+#include "engine_core.h"
+#include "engine_metrics.h"
+#include "scheduler.h"
 #include "sightline/kernels/cpu_ops.h"
 #include "sightline/shm_registry/registry.h"
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "model_runner.h"
 #include "sightline/clock.h"
-#include "sightline/engine_core/model_runner.h"
 #include "sightline/kernels/device.h"
 
 using namespace sightline;

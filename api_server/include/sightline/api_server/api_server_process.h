@@ -41,9 +41,10 @@ Status CheckApiOptions(const ApiServerProcessOptions& o);
 // What the process needs from whoever runs it (the CLI: signal handlers and
 // --ready-fd), as callbacks so that a test can run it in-process.
 struct ApiServerProcessHooks {
-  // Called once, when serving: the flag that asks for a drain. The CLI
-  // installs its SIGTERM/SIGINT handlers here, so that a signal during
-  // start-up (waiting for the engine) still ends the process at once.
+  // Called once, just before the port opens: the flag that asks for a
+  // drain. The CLI installs its SIGTERM/SIGINT handlers here: a signal
+  // during start-up (waiting for the engine) still ends the process at once,
+  // and one that arrives once a client can be served drains.
   std::function<const std::atomic<bool>*()> stop;
   std::function<void()> on_ready;  // once the port is open; may be empty
 };

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "sightline/engine_core/model_config.h"
-#include "sightline/engine_core/model_runner.h"
 #include "sightline/shm_registry/bucket_overrides.h"
 #include "sightline/shm_registry/family_builder.h"
 #include "sightline/status.h"
@@ -75,11 +74,6 @@ Status ResolveModelConfig(const EngineProcessOptions& o, ModelConfig* config, bo
 
 // "cuda" or "cpu": --device, with auto meaning CUDA when a device is visible.
 std::string ResolveDevice(const EngineProcessOptions& o);
-
-// The CUDA runner's matrix type for --dtype (auto: bfloat16).
-CudaMatrixType CudaMatrixTypeFor(const std::string& dtype);
-// Its name, for logs: float32, bfloat16 or float16.
-const char* CudaMatrixTypeName(CudaMatrixType type);
 
 // Every check that needs no weights; fills in max_model_len (the model's when
 // 0) and served_model_name (the model's when empty). On the CPU it sizes the

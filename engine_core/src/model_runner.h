@@ -7,10 +7,10 @@
 #include <memory>
 #include <vector>
 
+#include "perf_estimate.h"
+#include "scheduler.h"
 #include "sightline/engine_core/model_config.h"
 #include "sightline/engine_core/model_weights.h"
-#include "sightline/engine_core/perf_estimate.h"
-#include "sightline/engine_core/scheduler.h"
 #include "sightline/kernels/sampling.h"
 #include "sightline/status.h"
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "sightline/engine_core/block_hash.h"
-#include "sightline/engine_core/kv_cache_manager.h"
+#include "block_hash.h"
+#include "kv_cache_manager.h"
 #include "sightline/ipc/sampling.h"
 
 namespace sightline::engine {

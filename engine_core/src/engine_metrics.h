@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "sightline/engine_core/kv_cache_manager.h"
-#include "sightline/engine_core/kv_residency.h"
-#include "sightline/engine_core/perf_estimate.h"
+#include "kv_cache_manager.h"
+#include "kv_residency.h"
+#include "perf_estimate.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::engine {

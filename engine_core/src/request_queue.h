@@ -6,7 +6,7 @@
 #include <memory>
 #include <set>
 
-#include "sightline/engine_core/request.h"
+#include "request.h"
 
 namespace sightline::engine {
 

@@ -18,7 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "sightline/engine_core/block_hash.h"
+#include "block_hash.h"
 
 namespace sightline::engine {
 

@@ -11,8 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "block_pool.h"
 #include "sightline/clock.h"
-#include "sightline/engine_core/block_pool.h"
 
 namespace sightline::engine {
 

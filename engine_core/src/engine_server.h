@@ -29,8 +29,8 @@
 #include <memory>
 #include <string>
 
-#include "sightline/engine_core/engine_core.h"
-#include "sightline/engine_core/engine_metrics.h"
+#include "engine_core.h"
+#include "engine_metrics.h"
 
 namespace sightline::engine {
 

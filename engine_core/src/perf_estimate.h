@@ -30,8 +30,8 @@
 
 #include <cstdint>
 
+#include "scheduler.h"
 #include "sightline/engine_core/model_config.h"
-#include "sightline/engine_core/scheduler.h"
 
 namespace sightline::engine {
 

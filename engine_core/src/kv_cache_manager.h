@@ -10,8 +10,8 @@
 #include <span>
 #include <vector>
 
-#include "sightline/engine_core/block_hash.h"
-#include "sightline/engine_core/block_pool.h"
+#include "block_hash.h"
+#include "block_pool.h"
 
 namespace sightline::engine {
 

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "sightline/engine_core/engine_metrics.h"
-#include "sightline/engine_core/kv_residency.h"
-#include "sightline/engine_core/model_runner.h"
-#include "sightline/engine_core/perf_estimate.h"
-#include "sightline/engine_core/scheduler.h"
+#include "engine_metrics.h"
+#include "kv_residency.h"
+#include "model_runner.h"
+#include "perf_estimate.h"
+#include "scheduler.h"
 
 namespace sightline::engine {
 

@@ -19,9 +19,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "sightline/engine_core/kv_cache_manager.h"
-#include "sightline/engine_core/request.h"
-#include "sightline/engine_core/request_queue.h"
+#include "kv_cache_manager.h"
+#include "request.h"
+#include "request_queue.h"
 
 namespace sightline::engine {
 

@@ -11,9 +11,9 @@
 #include <span>
 #include <vector>
 
-#include "sightline/engine_core/model_runner.h"
-#include "sightline/engine_core/request.h"
-#include "sightline/engine_core/scheduler.h"
+#include "model_runner.h"
+#include "request.h"
+#include "scheduler.h"
 
 namespace sightline::engine {
 

@@ -1,0 +1,16 @@
+// What the engine process's option checks (engine_process_options.cc) share
+// with its start-up (engine_process.cc) beyond the public engine_process.h.
+#pragma once
+
+#include <string>
+
+#include "model_runner.h"
+
+namespace sightline::engine {
+
+// The CUDA runner's matrix type for --dtype (auto: bfloat16).
+CudaMatrixType CudaMatrixTypeFor(const std::string& dtype);
+// Its name, for logs: float32, bfloat16 or float16.
+const char* CudaMatrixTypeName(CudaMatrixType type);
+
+}  // namespace sightline::engine
