@@ -3,10 +3,8 @@
 // promtool, its enumerable series exist from start-up, and the instance's
 // bucket choice (the creator's) is what every component records into.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "engine_metrics.h"
@@ -16,6 +14,7 @@
 #include "sightline/engine_core/engine_families.h"
 #include "sightline/shm_registry/bucket_overrides.h"
 #include "sightline/shm_registry/registry.h"
+#include "support/promtool.h"
 #include "support/scrape.h"
 
 namespace sightline::testing {
@@ -48,19 +47,6 @@ Status RegisterAll(Registry* r, const std::string& model, Components* c) {
   if (s.ok()) s = engine::EngineMetrics::Create(r, eo, 1, engine::CacheConfigInfo{}, &c->engine1);
   if (s.ok()) s = api::RequestMetrics::Create(r, model, 1024, false, &c->requests);
   return s;
-}
-
-int Promtool(const std::string& page, std::string* output) {
-  if (std::system("command -v promtool >/dev/null 2>&1") != 0) return -1;
-  const std::string path = "/tmp/" + UniqueInstance() + ".prom";
-  std::ofstream(path) << page;
-  FILE* p = popen(("promtool check metrics < " + path + " 2>&1").c_str(), "r");
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) output->append(buf, n);
-  const int status = pclose(p);
-  std::remove(path.c_str());
-  return WEXITSTATUS(status);
 }
 
 TEST(MetricFamilies, FullPagePassesPromtool) {

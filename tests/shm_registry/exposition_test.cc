@@ -4,17 +4,18 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 
 #include "sightline/shm_registry/exposition.h"
 #include "sightline/shm_registry/registry.h"
+#include "support/promtool.h"
 #include "support/scrape.h"
 
 namespace sightline::metrics {
 namespace {
 
 using sightline::testing::ParseSamples;
+using sightline::testing::Promtool;
 using sightline::testing::UniqueInstance;
 
 TEST(FormatDouble, MatchesPrometheusClientFloatToGoString) {
@@ -183,20 +184,6 @@ TEST_F(PageTest, OpenMetricsExact) {
   EXPECT_NE(page.find("# TYPE sightline:registry_overflow counter\n"), std::string::npos);
   EXPECT_TRUE(page.ends_with("# EOF\n"));
   EXPECT_EQ(page.find("_created"), std::string::npos);
-}
-
-// Runs promtool on a page; returns its exit code, or -1 when promtool is absent.
-int Promtool(const std::string& page, std::string* output) {
-  if (std::system("command -v promtool >/dev/null 2>&1") != 0) return -1;
-  const std::string path = "/tmp/" + UniqueInstance() + ".prom";
-  std::ofstream(path) << page;
-  FILE* p = popen(("promtool check metrics < " + path + " 2>&1").c_str(), "r");
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) output->append(buf, n);
-  const int status = pclose(p);
-  std::remove(path.c_str());
-  return WEXITSTATUS(status);
 }
 
 TEST_F(PageTest, PagePassesPromtool) {
