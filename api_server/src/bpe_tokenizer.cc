@@ -166,8 +166,9 @@ class BpeTokenizer : public Tokenizer {
     return it == ids_.end() ? -1 : it->second;
   }
 
-  std::vector<std::int32_t> Encode(std::string_view text) const override {
+  std::vector<std::int32_t> Encode(std::string_view text, bool add_special_tokens) const override {
     std::vector<std::int32_t> ids;
+    if (add_special_tokens && bos_ >= 0) ids.push_back(bos_);
     std::size_t start = 0;
     for (std::size_t at = 0; at < text.size();) {
       const std::string* added = AddedAt(text, at);
@@ -183,7 +184,9 @@ class BpeTokenizer : public Tokenizer {
     return ids;
   }
 
-  std::string Decode(std::span<const std::int32_t> ids, bool skip_special) const override {
+  std::string Decode(std::span<const std::int32_t> ids,
+                     const DecodeOptions& options) const override {
+    const bool skip_special = options.skip_special_tokens;
     std::string out;
     for (std::int32_t id : ids) {
       if (id < 0 || static_cast<std::size_t>(id) >= tokens_.size()) continue;
@@ -210,6 +213,11 @@ class BpeTokenizer : public Tokenizer {
   int vocab_size() const override { return static_cast<int>(tokens_.size()); }
   std::int32_t bos_id() const override { return bos_; }
   std::int32_t eos_id() const override { return eos_; }
+  std::string bos_token() const override { return Text(bos_); }
+  std::string eos_token() const override { return Text(eos_); }
+  std::string Text(std::int32_t id) const {
+    return id < 0 ? std::string() : tokens_[static_cast<std::size_t>(id)];
+  }
   bool is_special(std::int32_t id) const override {
     const auto it = added_.find(id);
     return it != added_.end() && it->second;

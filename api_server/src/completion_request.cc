@@ -68,7 +68,7 @@ bool ReadPrompt(const Fields& f, const ParseContext& ctx, CompletionParams* p, B
   if (!prompt) return Refuse(e, "prompt", "'prompt' is required");
   const std::int64_t vocab = ctx.engine->vocab_size;
   if (prompt->is_string()) {
-    p->prompts.push_back(ctx.tokenizer->Encode(prompt->get_ref<const std::string&>()));
+    p->prompts.push_back(ctx.tokenizer->Encode(prompt->get_ref<const std::string&>(), /*add_special_tokens=*/false));
     return true;
   }
   if (!prompt->is_array() || prompt->empty())
@@ -85,7 +85,7 @@ bool ReadPrompt(const Fields& f, const ParseContext& ctx, CompletionParams* p, B
     const std::string name = "prompt[" + std::to_string(i) + "]";
     p->prompts.emplace_back();
     if (one.is_string())
-      p->prompts.back() = ctx.tokenizer->Encode(one.get_ref<const std::string&>());
+      p->prompts.back() = ctx.tokenizer->Encode(one.get_ref<const std::string&>(), /*add_special_tokens=*/false);
     else if (!one.is_array())
       return Refuse(e, name, "each prompt must be a string or a list of token ids");
     else if (!TokenIds(one, name, vocab, &p->prompts.back(), e))
@@ -256,7 +256,8 @@ bool ReadGeneration(const json& j, Kind kind, const ParseContext& ctx, Completio
         !f.Bool("add_generation_prompt", &add_generation_prompt))
       return false;
     p->prompts.push_back(
-        ctx.tokenizer->Encode(RenderChat(ctx.chat_template, messages, add_generation_prompt)));
+        ctx.tokenizer->Encode(RenderChat(ctx.chat_template, messages, add_generation_prompt),
+                              /*add_special_tokens=*/false));
   }
   if (p->prompts.size() * p->n > kMaxChoices) return TooManyChoices(p->prompts.size(), p->n, e);
   const char* prompt_key = kind == Kind::kCompletions ? "prompt"

@@ -57,15 +57,15 @@ std::string ValidUtf8Prefix(std::string_view bytes, bool final, std::size_t* pen
   return out;
 }
 
-IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer* tokenizer, bool skip_special)
-    : tokenizer_(tokenizer), skip_special_(skip_special) {}
+IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer* tokenizer, DecodeOptions options)
+    : tokenizer_(tokenizer), options_(options) {}
 
 std::string IncrementalDetokenizer::Add(std::int32_t token) {
   tokens_.push_back(token);
   const std::span<const std::int32_t> all(tokens_);
   const std::string prefix =
-      tokenizer_->Decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_), skip_special_);
-  const std::string full = tokenizer_->Decode(all.subspan(prefix_offset_), skip_special_);
+      tokenizer_->Decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_), options_);
+  const std::string full = tokenizer_->Decode(all.subspan(prefix_offset_), options_);
   if (full.size() <= prefix.size() || full.compare(0, prefix.size(), prefix) != 0) return {};
   std::string_view delta = std::string_view(full).substr(prefix.size());
   std::size_t pending = 0;
@@ -82,8 +82,8 @@ std::string IncrementalDetokenizer::Add(std::int32_t token) {
 std::string IncrementalDetokenizer::Flush() {
   const std::span<const std::int32_t> all(tokens_);
   const std::string prefix =
-      tokenizer_->Decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_), skip_special_);
-  const std::string full = tokenizer_->Decode(all.subspan(prefix_offset_), skip_special_);
+      tokenizer_->Decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_), options_);
+  const std::string full = tokenizer_->Decode(all.subspan(prefix_offset_), options_);
   read_offset_ = tokens_.size();
   if (full.size() <= prefix.size() || full.compare(0, prefix.size(), prefix) != 0) return {};
   std::size_t pending = 0;

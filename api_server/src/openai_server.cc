@@ -98,7 +98,7 @@ HttpResponse OpenAiServer::Tokenize(const HttpRequest& request) const {
   if (const Status s = ParseTokenize(request.body, ctx, &text, &status, &param); !s.ok())
     return ErrorResponse(status, s.message(), status == 404 ? "NotFoundError" : "BadRequestError",
                          param);
-  const std::vector<std::int32_t> tokens = tokenizer_->Encode(text);
+  const std::vector<std::int32_t> tokens = tokenizer_->Encode(text, /*add_special_tokens=*/false);
   HttpResponse r;
   r.body = json{
       {"count", tokens.size()},
@@ -120,7 +120,7 @@ HttpResponse OpenAiServer::Detokenize(const HttpRequest& request) const {
   std::size_t pending = 0;
   HttpResponse r;
   r.body =
-      json{{"prompt", ValidUtf8Prefix(tokenizer_->Decode(tokens, false), true, &pending)}}.dump();
+      json{{"prompt", ValidUtf8Prefix(tokenizer_->Decode(tokens, DecodeOptions{.skip_special_tokens = false}), true, &pending)}}.dump();
   return r;
 }
 

@@ -57,7 +57,7 @@ struct OutputProcessor::Choice {
 
   // `stop` is compiled once per request and shared by its choices.
   Choice(const Tokenizer* t, std::shared_ptr<const StopStrings> stop)
-      : detok(t, true), stops(std::move(stop)) {}
+      : detok(t, DecodeOptions{}), stops(std::move(stop)) {}
 };
 
 OutputProcessor::OutputProcessor(Options options, CompletionParams params,

@@ -83,27 +83,27 @@ TEST_F(BpeTokenizerTest, MergesByRankWithinPreTokens) {
   auto t = Gpt2();
   ASSERT_TRUE(t);
   EXPECT_EQ(t->vocab_size(), 263);
-  EXPECT_EQ(t->Encode(" the"), (std::vector<std::int32_t>{258}));
-  EXPECT_EQ(t->Encode("the"), (std::vector<std::int32_t>{'t', 256}));
+  EXPECT_EQ(t->Encode(" the", false), (std::vector<std::int32_t>{258}));
+  EXPECT_EQ(t->Encode("the", false), (std::vector<std::int32_t>{'t', 256}));
   // GPT-2's regex splits "the the" into "the" and " the": no merge across.
-  EXPECT_EQ(t->Encode("the the"), (std::vector<std::int32_t>{'t', 256, 258}));
+  EXPECT_EQ(t->Encode("the the", false), (std::vector<std::int32_t>{'t', 256, 258}));
   // Bytes that are not printable map to their own characters and back.
-  EXPECT_EQ(t->Encode("\n\t"), (std::vector<std::int32_t>{'\n', '\t'}));
+  EXPECT_EQ(t->Encode("\n\t", false), (std::vector<std::int32_t>{'\n', '\t'}));
   for (const std::string text : {"héllo wörld 😀 the end", "a\r\n  b\xc3", "tab\tthe  12 ¡¬®"}) {
-    EXPECT_EQ(t->Decode(t->Encode(text), false), text);
+    EXPECT_EQ(t->Decode(t->Encode(text, false), DecodeOptions{.skip_special_tokens = false}), text);
   }
 }
 
 TEST_F(BpeTokenizerTest, AddedTokensAreMatchedWholeAndSpecialOnesSkippable) {
   auto t = Gpt2();
   ASSERT_TRUE(t);
-  const std::vector<std::int32_t> ids = t->Encode("<s>he<|eot|><|tool|>");
+  const std::vector<std::int32_t> ids = t->Encode("<s>he<|eot|><|tool|>", false);
   EXPECT_EQ(ids, (std::vector<std::int32_t>{261, 256, 260, 262}));
   EXPECT_TRUE(t->is_special(260));
   EXPECT_FALSE(t->is_special(262));
   EXPECT_FALSE(t->is_special(256));
-  EXPECT_EQ(t->Decode(ids, /*skip_special=*/false), "<s>he<|eot|><|tool|>");
-  EXPECT_EQ(t->Decode(ids, /*skip_special=*/true), "he<|tool|>");
+  EXPECT_EQ(t->Decode(ids, DecodeOptions{.skip_special_tokens = false}), "<s>he<|eot|><|tool|>");
+  EXPECT_EQ(t->Decode(ids, DecodeOptions{}), "he<|tool|>");
   EXPECT_EQ(t->bos_id(), -1);  // no tokenizer_config.json
 }
 
@@ -111,9 +111,9 @@ TEST_F(BpeTokenizerTest, StreamsMultiByteCharactersWhole) {
   auto t = Gpt2();
   ASSERT_TRUE(t);
   const std::string text = "ü😀 the €";
-  IncrementalDetokenizer d(t.get(), true);
+  IncrementalDetokenizer d(t.get(), DecodeOptions{});
   std::string streamed;
-  for (std::int32_t id : t->Encode(text)) {
+  for (std::int32_t id : t->Encode(text, false)) {
     const std::string piece = d.Add(id);
     std::size_t pending = 0;
     EXPECT_EQ(ValidUtf8Prefix(piece, false, &pending), piece) << piece;  // whole characters only
@@ -137,9 +137,9 @@ TEST_F(BpeTokenizerTest, SplitSequencesAndSpecialTokensFromTheConfig) {
   std::unique_ptr<Tokenizer> t;
   ASSERT_TRUE(Load(Spec(pre), &t).ok());
   // "12312" splits into "123" and "12"; "12" merges in each, never across.
-  EXPECT_EQ(t->Encode("12312"), (std::vector<std::int32_t>{259, '3', 259}));
+  EXPECT_EQ(t->Encode("12312", false), (std::vector<std::int32_t>{259, '3', 259}));
   // No GPT-2 regex here: " the" stays one pre-token with the word before it.
-  EXPECT_EQ(t->Encode("x the"), (std::vector<std::int32_t>{'x', 258}));
+  EXPECT_EQ(t->Encode("x the", false), (std::vector<std::int32_t>{'x', 258}));
   EXPECT_EQ(t->bos_id(), 261);
   EXPECT_EQ(t->eos_id(), 260);
 }
@@ -208,16 +208,16 @@ TEST_F(BpeTokenizerTest, MergesAgreeWithTheTextbookAlgorithmAndScaleToHugeWords)
     std::vector<std::int32_t> want;
     for (const std::string& sym : NaiveBpe(word, merges))
       want.push_back(spec["model"]["vocab"][sym].get<std::int32_t>());
-    ASSERT_EQ(t->Encode(word), want) << word;
+    ASSERT_EQ(t->Encode(word, false), want) << word;
   }
   // One pre-token of 400,000 letters: "ab" pairs become "abab" (rank 10)
   // only after no lower rank applies anywhere.
   std::string huge;
   for (int i = 0; i < 200000; ++i) huge += "ab";
-  const std::vector<std::int32_t> ids = t->Encode(huge);
+  const std::vector<std::int32_t> ids = t->Encode(huge, false);
   ASSERT_EQ(ids.size(), 100000u);
   EXPECT_EQ(ids.front(), spec["model"]["vocab"]["abab"].get<std::int32_t>());
-  EXPECT_EQ(t->Decode(ids, false), huge);
+  EXPECT_EQ(t->Decode(ids, DecodeOptions{.skip_special_tokens = false}), huge);
 }
 
 }  // namespace

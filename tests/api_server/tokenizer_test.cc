@@ -20,7 +20,7 @@ bool IsValidUtf8(const std::string& s) {
 // Streams `ids` token by token; every delta must be valid UTF-8 on its own.
 std::string Stream(const Tokenizer& t, const std::vector<std::int32_t>& ids,
                    int* deltas = nullptr) {
-  IncrementalDetokenizer d(&t, true);
+  IncrementalDetokenizer d(&t, DecodeOptions{});
   std::string out;
   for (std::int32_t id : ids) {
     const std::string delta = d.Add(id);
@@ -36,12 +36,12 @@ std::string Stream(const Tokenizer& t, const std::vector<std::int32_t>& ids,
 TEST(ByteTokenizer, RoundTripAndSpecials) {
   auto t = MakeByteTokenizer();
   const std::string text = "héllo 世界 🎉\n";
-  const auto ids = t->Encode(text);
+  const auto ids = t->Encode(text, false);
   EXPECT_EQ(ids.size(), text.size());  // one token per byte
-  EXPECT_EQ(t->Decode(ids, true), text);
+  EXPECT_EQ(t->Decode(ids, DecodeOptions{}), text);
   std::vector<std::int32_t> with_special = {t->bos_id(), 'h', 'i', t->eos_id()};
-  EXPECT_EQ(t->Decode(with_special, true), "hi");
-  EXPECT_EQ(t->Decode(with_special, false), "<s>hi</s>");
+  EXPECT_EQ(t->Decode(with_special, DecodeOptions{}), "hi");
+  EXPECT_EQ(t->Decode(with_special, DecodeOptions{.skip_special_tokens = false}), "<s>hi</s>");
   EXPECT_TRUE(t->is_special(257));
   EXPECT_FALSE(t->is_special('a'));
   EXPECT_EQ(t->vocab_size(), 260);
@@ -75,7 +75,7 @@ TEST(IncrementalDetokenizer, NeverSplitsACharacter) {
   auto t = MakeByteTokenizer();
   const std::string text = "héllo 世界 🎉 end";
   int deltas = 0;
-  EXPECT_EQ(Stream(*t, t->Encode(text), &deltas), text);
+  EXPECT_EQ(Stream(*t, t->Encode(text, false), &deltas), text);
   EXPECT_LT(deltas, static_cast<int>(text.size()));  // multi-byte characters came out whole
   // Garbage bytes from a model become U+FFFD instead of stalling the stream.
   const std::vector<std::int32_t> garbage = {'a', 0xFF, 0xC3, 'b', 0xE4, 0xB8};
@@ -133,8 +133,8 @@ TEST_F(SentencePieceTest, RoundTripByteFallbackAndStreaming) {
   ASSERT_TRUE(LoadSentencePieceTokenizer(dir_ + "/tok.model", &t).ok());
   EXPECT_EQ(t->vocab_size(), 320);
   const std::string text = "hello world, the lazy fox 世界 🎉 café";
-  const auto ids = t->Encode(text);
-  EXPECT_EQ(t->Decode(ids, true), text);  // unseen characters survive via byte fallback
+  const auto ids = t->Encode(text, false);
+  EXPECT_EQ(t->Decode(ids, DecodeOptions{}), text);  // unseen characters survive via byte fallback
   EXPECT_EQ(Stream(*t, ids), text);
   std::unique_ptr<Tokenizer> missing;
   EXPECT_FALSE(LoadSentencePieceTokenizer(dir_ + "/nope.model", &missing).ok());

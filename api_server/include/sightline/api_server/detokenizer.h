@@ -23,7 +23,7 @@ std::string ValidUtf8Prefix(std::string_view bytes, bool final, std::size_t* pen
 // recent tokens (vLLM's prefix/read offsets), so each step costs O(window).
 class IncrementalDetokenizer {
  public:
-  IncrementalDetokenizer(const Tokenizer* tokenizer, bool skip_special);
+  IncrementalDetokenizer(const Tokenizer* tokenizer, DecodeOptions options);
   // Text that `token` completes (possibly empty).
   std::string Add(std::int32_t token);
   // Whatever is still held back, at the end of the stream.
@@ -32,7 +32,7 @@ class IncrementalDetokenizer {
 
  private:
   const Tokenizer* tokenizer_;
-  bool skip_special_;
+  DecodeOptions options_;
   std::vector<std::int32_t> tokens_;
   std::size_t prefix_offset_ = 0;  // window start: context for the decoder
   std::size_t read_offset_ = 0;    // text up to here has been emitted

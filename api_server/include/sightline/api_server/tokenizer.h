@@ -15,17 +15,31 @@
 
 namespace sightline::api {
 
+// How ids become text (vLLM's sampling parameters of the same names).
+struct DecodeOptions {
+  bool skip_special_tokens = true;
+  bool spaces_between_special_tokens = true;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  // Token ids of `text`, without BOS/EOS.
-  virtual std::vector<std::int32_t> Encode(std::string_view text) const = 0;
-  // The bytes `ids` stand for. May end inside a multi-byte UTF-8 character
+  // Token ids of `text`. With `add_special_tokens` the tokenizer's own
+  // special tokens are added as Hugging Face adds them (the post-processor's
+  // BOS/EOS); without, only the text's tokens. Completions add them, chat
+  // prompts (whose template writes BOS itself) do not, as in vLLM.
+  virtual std::vector<std::int32_t> Encode(std::string_view text,
+                                           bool add_special_tokens) const = 0;
+  // The text `ids` stand for. May end inside a multi-byte UTF-8 character
   // (byte-level vocabularies): see IncrementalDetokenizer for streaming.
-  virtual std::string Decode(std::span<const std::int32_t> ids, bool skip_special) const = 0;
+  virtual std::string Decode(std::span<const std::int32_t> ids,
+                             const DecodeOptions& options) const = 0;
   virtual int vocab_size() const = 0;
   virtual std::int32_t bos_id() const = 0;  // -1: none
   virtual std::int32_t eos_id() const = 0;  // -1: none
+  // The text of BOS/EOS ("" when none), for chat templates' bos_token/eos_token.
+  virtual std::string bos_token() const = 0;
+  virtual std::string eos_token() const = 0;
   virtual bool is_special(std::int32_t id) const = 0;
 };
 
