@@ -1,9 +1,9 @@
 // AddedVocabulary, following `tokenizers` src/tokenizer/added_vocabulary.rs.
 //
-// The Rust matches with a daachorse Aho-Corasick automaton; here a list of
-// patterns per first byte, longest first, tried at each position: the same
-// leftmost-longest matches, and fast enough for the few hundred added
-// tokens real vocabularies have.
+// The Rust matches with a daachorse Aho-Corasick automaton; here a byte
+// trie walked from each position: the same leftmost-longest matches, in
+// O(text x longest token), which is small for added tokens (Gemma 3 has
+// 6,000 of them, most starting with '<').
 #include "hf/added_vocabulary.h"
 
 #include <algorithm>
@@ -85,7 +85,6 @@ Status AddedVocabulary::Add(const std::vector<AddedToken>& tokens, const Model& 
 Status AddedVocabulary::Refresh() {
   split_trie_ = Trie();
   normalized_trie_ = Trie();
-  std::map<std::string, std::int32_t> seen_plain, seen_normalized;
   for (const auto& [id, token] : map_r_) {
     std::string pattern = token.content;
     if (token.normalized)
@@ -94,19 +93,47 @@ Status AddedVocabulary::Refresh() {
     if (pattern.empty())
       return Status::InvalidArgument("added token '" + token.content +
                                      "' normalizes to the empty string");
-    auto& seen = token.normalized ? seen_normalized : seen_plain;
-    if (const auto [it, fresh] = seen.emplace(pattern, id); !fresh)
-      return Status::InvalidArgument("added tokens " + std::to_string(it->second) + " and " +
-                                     std::to_string(id) + " match the same text '" + pattern + "'");
     Trie& trie = token.normalized ? normalized_trie_ : split_trie_;
-    trie.by_first[static_cast<unsigned char>(pattern[0])].push_back({pattern, id});
+    if (!trie.Insert(pattern, id))
+      return Status::InvalidArgument("added tokens match the same text '" + pattern + "'");
   }
-  for (Trie* trie : {&split_trie_, &normalized_trie_})
-    for (auto& [first, list] : trie->by_first)
-      std::stable_sort(list.begin(), list.end(), [](const Pattern& a, const Pattern& b) {
-        return a.text.size() > b.text.size();
-      });
   return Status::Ok();
+}
+
+bool AddedVocabulary::Trie::Insert(const std::string& pattern, std::int32_t token) {
+  std::int32_t node = 0;
+  for (unsigned char b : pattern) {
+    const std::uint64_t key = static_cast<std::uint64_t>(node) << 8 | b;
+    const auto it = next.find(key);
+    if (it != next.end()) {
+      node = it->second;
+      continue;
+    }
+    const auto fresh = static_cast<std::int32_t>(id.size());
+    id.push_back(-1);
+    next.emplace(key, fresh);
+    node = fresh;
+  }
+  if (id[static_cast<std::size_t>(node)] >= 0) return false;
+  id[static_cast<std::size_t>(node)] = token;
+  return true;
+}
+
+std::size_t AddedVocabulary::Trie::Longest(std::string_view text, std::size_t at,
+                                           std::int32_t* token) const {
+  std::size_t longest = 0;
+  std::int32_t node = 0;
+  for (std::size_t i = at; i < text.size(); ++i) {
+    const auto it =
+        next.find(static_cast<std::uint64_t>(node) << 8 | static_cast<unsigned char>(text[i]));
+    if (it == next.end()) break;
+    node = it->second;
+    if (const std::int32_t t = id[static_cast<std::size_t>(node)]; t >= 0) {
+      longest = i + 1 - at;
+      *token = t;
+    }
+  }
+  return longest;
 }
 
 std::vector<AddedVocabulary::Split> AddedVocabulary::FindMatches(std::string_view sentence,
@@ -116,23 +143,17 @@ std::vector<AddedVocabulary::Split> AddedVocabulary::FindMatches(std::string_vie
   if (trie.empty()) return {{-1, 0, sentence.size()}};
   std::size_t start_offset = 0;
   for (std::size_t at = 0; at < sentence.size();) {
-    const Pattern* hit = nullptr;
-    if (const auto it = trie.by_first.find(static_cast<unsigned char>(sentence[at]));
-        it != trie.by_first.end())
-      for (const Pattern& p : it->second)
-        if (sentence.compare(at, p.text.size(), p.text) == 0) {
-          hit = &p;
-          break;
-        }
-    if (!hit) {
+    std::int32_t hit = -1;
+    const std::size_t length = trie.Longest(sentence, at, &hit);
+    if (length == 0) {
       ++at;
       continue;
     }
     // Non-overlapping matches: the next search starts after this one,
     // whatever lstrip/rstrip then do to its bounds.
-    std::size_t start = at, stop = at + hit->text.size();
+    std::size_t start = at, stop = at + length;
     at = stop;
-    const AddedToken& token = map_r_.at(hit->id);
+    const AddedToken& token = map_r_.at(hit);
     if (token.single_word) {
       const bool start_space = start == 0 || !IsRegexWordChar(LastChar(sentence.substr(0, start)));
       const bool stop_space =
@@ -142,7 +163,7 @@ std::vector<AddedVocabulary::Split> AddedVocabulary::FindMatches(std::string_vie
     if (token.lstrip) start = std::max(TrailingSpaceStart(sentence.substr(0, start)), start_offset);
     if (token.rstrip) stop += LeadingSpaceEnd(sentence.substr(stop));
     if (start_offset < start) splits.push_back({-1, start_offset, start});
-    splits.push_back({hit->id, start, stop});
+    splits.push_back({hit, start, stop});
     start_offset = stop;
   }
   if (start_offset != sentence.size()) splits.push_back({-1, start_offset, sentence.size()});

@@ -61,14 +61,17 @@ class AddedVocabulary {
   std::int32_t max_id() const;  // -1 when empty
 
  private:
-  struct Pattern {
-    std::string text;
-    std::int32_t id;
-  };
-  // A leftmost-longest matcher over `patterns`, indexed by first byte.
+  // A byte trie of the patterns: at each position the deepest pattern end
+  // reached is the longest match there (leftmost-longest, as daachorse's
+  // MatchKind::LeftmostLongest).
   struct Trie {
-    std::unordered_map<unsigned char, std::vector<Pattern>> by_first;  // longest first
-    bool empty() const { return by_first.empty(); }
+    std::unordered_map<std::uint64_t, std::int32_t> next;  // node << 8 | byte -> node
+    std::vector<std::int32_t> id = {-1};                   // node -> token id ending there
+    bool empty() const { return id.size() == 1; }
+    // false when `pattern` was already there.
+    bool Insert(const std::string& pattern, std::int32_t token);
+    // The longest pattern starting at `at`: its length (0: none) and id.
+    std::size_t Longest(std::string_view text, std::size_t at, std::int32_t* token) const;
   };
   struct Split {
     std::int32_t id;  // -1: text
