@@ -238,6 +238,55 @@ TEST_F(BpeTokenizerTest, RefusesWhatItCannotReproduce) {
   EXPECT_EQ(LoadHfTokenizer((dir_ / "missing.json").string(), &t).code(), Status::Code::kNotFound);
 }
 
+// The remaining malformed-file refusals, one per check.
+TEST_F(BpeTokenizerTest, RefusesMalformedComponents) {
+  const json ok = Spec({{"type", "ByteLevel"}, {"add_prefix_space", false}});
+  const auto with = [&](const char* key, json value) {
+    json spec = ok;
+    spec[key] = std::move(value);
+    return spec;
+  };
+  const auto model = [&](const char* key, json value) {
+    json spec = ok;
+    if (value.is_null())
+      spec["model"].erase(key);
+    else
+      spec["model"][key] = std::move(value);
+    return spec;
+  };
+  ExpectRefusal(model("type", nullptr), "model has no type");
+  ExpectRefusal(model("merges", nullptr), "missing vocab/merges");
+  ExpectRefusal(model("fuse_unk", "yes"), "wrong type");
+  ExpectRefusal(model("vocab", {{"a", -1}}), "not a valid id");
+  json prefixed = model("continuing_subword_prefix", "###");
+  prefixed["model"]["merges"] = {"h e"};
+  ExpectRefusal(prefixed, "shorter than the prefix");
+  json spec = ok;
+  spec.erase("model");
+  ExpectRefusal(spec, "no model");
+  ExpectRefusal(with("added_tokens", "<s>"), "added_tokens: not a list");
+  const json specials = {{"<s>", {{"id", "<s>"}, {"ids", {261}}, {"tokens", {"<s>"}}}}};
+  ExpectRefusal(with("post_processor", {{"single", "$A"}}), "post_processor without a type");
+  ExpectRefusal(with("post_processor", {{"type", "TemplateProcessing"}}),
+                "missing single template");
+  ExpectRefusal(with("post_processor", {{"type", "TemplateProcessing"}, {"single", 3}}),
+                "single template is not a list");
+  ExpectRefusal(
+      with("post_processor",
+           {{"type", "TemplateProcessing"}, {"single", {"$X"}}, {"special_tokens", specials}}),
+      "cannot build piece '$X'");
+  ExpectRefusal(with("post_processor", {{"type", "TemplateProcessing"},
+                                        {"single", {{{"Other", 1}}}},
+                                        {"special_tokens", specials}}),
+                "bad piece");
+  ExpectRefusal(with("post_processor", {{"type", "BertProcessing"}, {"cls", {"[CLS]", 0}}}),
+                "cls and sep must be [token, id]");
+  ExpectRefusal(with("post_processor", {{"type", "Sequence"}}), "missing processors");
+  ExpectRefusal(
+      with("post_processor", {{"type", "Sequence"}, {"processors", {{{"type", "Nope"}}}}}),
+      "post_processor 'Nope' is not supported");
+}
+
 // The textbook algorithm, quadratic: merge the leftmost pair of lowest rank
 // until none is left. The tokenizer must agree with it on every word.
 std::vector<std::string> NaiveBpe(const std::string& word,
