@@ -122,6 +122,15 @@ const addCase = (name, tok, texts, decodes = [], about = '') => CASES.push({ nam
       [byte(0xf0), byte(0x9f), vocab['a'], byte(0xe2)], [vocab['▁'], vocab['▁'], vocab['ab']],
       [vocab['▁hello'], 2, vocab['▁world']]],
     'byte_fallback <0xXX> tokens, ByteFallback/Fuse/Strip/Replace decoders, Prepend normalizer, " " case of the issue');
+  // Normalized added tokens under Prepend: matched (and decoded) in their
+  // normalized form "▁</s>", which is not in the special set any more.
+  addCase('normalized_prepend', { ...llama2,
+    added_tokens: [added(0, '<unk>', { special: true }), added(1, '<s>', { special: true }),
+      added(2, '</s>', { special: true, normalized: true }),
+      added(Object.keys(vocab).length, 'ab', { normalized: true, single_word: true })] },
+  ['hello </s>world', 'hello</s>', '</s>', 'x ab ab', 'ab', ' ab'],
+  [[1, 2, vocab['▁hello'], 2], [Object.keys(vocab).length, 2]],
+  'normalized=true added tokens with a Prepend/Replace normalizer');
   // 3. Metaspace (Mistral shape): no normalizer, prepend_scheme first.
   const metaspace = { ...llama2, normalizer: null,
     added_tokens: [...llama2.added_tokens, added(Object.keys(vocab).length, '[INST]', { special: true })],
@@ -131,6 +140,10 @@ const addCase = (name, tok, texts, decodes = [], about = '') => CASES.push({ nam
   addCase('metaspace_first', metaspace, [...PROSE, '[INST] hello world[INST]hello', ' [INST]ab'],
     [[vocab['▁hello'], vocab['▁world']], [vocab['▁▁'], vocab['▁hello']]],
     'Metaspace pre-tokenizer and decoder, prepend_scheme first: not after an added token');
+  addCase('metaspace_lstrip_first', { ...metaspace,
+    added_tokens: [...llama2.added_tokens, added(Object.keys(vocab).length, '[INST]', { special: true, lstrip: true, rstrip: true })] },
+  ['  [INST]  hello', '[INST]hello', 'hello  [INST]  world', ' [INST] '], [],
+  'Metaspace first with lstrip/rstrip added tokens at the start');
   addCase('metaspace_always_split', { ...metaspace,
     pre_tokenizer: { type: 'Metaspace', replacement: '▁', prepend_scheme: 'always', split: true },
     decoder: { type: 'Metaspace', replacement: '▁', prepend_scheme: 'always', split: true } },

@@ -54,6 +54,8 @@ class BpeModel final : public Model {
     if (!j.contains("vocab") || !j["vocab"].is_object() || !j.contains("merges") ||
         !j["merges"].is_array())
       return Status::InvalidArgument("BPE model: missing vocab/merges");
+    vocab_.reserve(j["vocab"].size());
+    vocab_r_.reserve(j["vocab"].size());
     for (const auto& [token, id] : j["vocab"].items()) {
       if (!id.is_number_unsigned() || id.get<std::uint64_t>() > INT32_MAX)
         return Status::InvalidArgument("BPE vocab: id of '" + token + "' is not a valid id");
@@ -114,6 +116,7 @@ class BpeModel final : public Model {
     // serde's untagged MergeType: all "a b" strings, or all [a, b] pairs.
     const bool strings = !merges.empty() && merges[0].is_string();
     std::uint32_t rank = 0;
+    merges_.reserve(merges.size());
     for (const json& m : merges) {
       std::string a, b;
       if (strings) {
