@@ -1,10 +1,12 @@
 // The hf/ pre-tokenizers and regex engine against Hugging Face `tokenizers`
 // (npm 0.23.2): every configuration of testdata/hf_components.json on every
-// input, at the start of the input and after an added token; the Unicode
-// cases Oniguruma decides; and each refusal. Regenerate the data with
-// tools/tokenizer_reference/components.mjs.
+// input, at the start of the input and after an added token; every code point
+// (testdata/hf_unicode_digests.json); the Unicode cases Oniguruma decides; and
+// each refusal. Regenerate the data with tools/tokenizer_reference/components.mjs
+// (and --exhaustive).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -64,6 +66,69 @@ TEST(HfPreTokenizersTest, MatchesTokenizersOnEveryInput) {
     }
   }
   std::cout << "pre-tokenizers: " << exact << "/" << total << " exact\n";
+}
+
+// The generator's FNV-1a (32 bits), written out: it is five lines and must
+// equal the JavaScript one bit for bit.
+std::uint32_t Fnv1a(std::string_view s) {
+  std::uint32_t h = 0x811c9dc5u;
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x01000193u;
+  return h;
+}
+
+// Every code point U+0001..U+10FFFF but the surrogates, `wrap`ped, in chunks
+// of `chunk_size` joined by "\n": as components.mjs --exhaustive builds them.
+std::vector<std::string> AllCodepointChunks(std::size_t chunk_size, std::string_view before,
+                                            std::string_view after) {
+  std::vector<std::string> chunks;
+  std::string cur;
+  std::size_t n = 0;
+  for (char32_t c = 1; c <= 0x10FFFF; ++c) {
+    if (c >= 0xD800 && c <= 0xDFFF) continue;
+    if (n > 0) cur += '\n';
+    cur += before;
+    AppendUtf8(c, &cur);
+    cur += after;
+    if (++n == chunk_size) {
+      chunks.push_back(std::move(cur));
+      cur.clear();
+      n = 0;
+    }
+  }
+  if (n > 0) chunks.push_back(std::move(cur));
+  return chunks;
+}
+
+const json& Digests() {
+  static const json data = [] {
+    std::ifstream in(std::string(SIGHTLINE_SOURCE_TESTDATA) + "/hf_unicode_digests.json");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return json::parse(ss.str());
+  }();
+  return data;
+}
+// Every code point through each Unicode-dependent pre-tokenizer (predicates,
+// \p{..}, \d, \w, \b spelled out for Oniguruma) against the reference.
+TEST(HfPreTokenizersTest, MatchesTokenizersOnEveryCodepoint) {
+  const json& ref = Digests();
+  const std::size_t size = ref.at("chunk_size").get<std::size_t>();
+  const std::vector<std::string> chunks = AllCodepointChunks(size, "", "");
+  ASSERT_GE(ref.at("pre_tokenizers").size(), 8u);
+  for (const json& c : ref.at("pre_tokenizers")) {
+    std::unique_ptr<PreTokenizer> p;
+    ASSERT_TRUE(MakePreTokenizer(c.at("config"), &p).ok());
+    ASSERT_EQ(c.at("chunks").size(), chunks.size());
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      Pieces pieces = {chunks[i]};
+      p->PreTokenize(&pieces, true);
+      std::string joined;
+      for (std::size_t k = 0; k < pieces.size(); ++k)
+        joined += (k ? std::string(1, '\0') : "") + pieces[k];
+      EXPECT_EQ(Fnv1a(joined), c.at("chunks")[i].get<std::uint32_t>())
+          << c.at("config").dump() << " on code points " << i * size + 1 << "...";
+    }
+  }
 }
 
 TEST(HfPreTokenizersTest, MetaspaceFirstPrependsOnlyWhereTheInputStarts) {

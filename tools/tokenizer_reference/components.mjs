@@ -297,4 +297,49 @@ async function unicodeTables() {
   process.stdout.write(t);
 }
 
-(process.argv.includes('--unicode-tables') ? unicodeTables() : main()).catch((e) => { console.error(e); process.exit(1); });
+// --exhaustive: every code point (U+0001..U+10FFFF less surrogates), in
+// chunks of 50000 joined by "\n", through each Unicode-dependent component;
+// and every code point between "a\u0301" and "\u0323" (composition and
+// reordering) through the normalizers. Prints FNV-1a digests of the outputs
+// (a pre-tokenizer's pieces joined by NUL) for the tests, which
+// rebuild the same chunks (hf_normalizers_test.cc, hf_pre_tokenizers_test.cc):
+// testdata/hf_unicode_digests.json.
+function fnv1a(str) {
+  let h = 0x811c9dc5;
+  for (const b of Buffer.from(str, 'utf8')) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+  return h;
+}
+
+async function exhaustive() {
+  const cps = [];
+  for (let c = 1; c <= 0x10ffff; ++c) if (c < 0xd800 || c > 0xdfff) cps.push(c);
+  const chunks = [], pairs = [];
+  for (let i = 0; i < cps.length; i += 50000) {
+    const part = cps.slice(i, i + 50000).map((c) => String.fromCodePoint(c));
+    chunks.push(part.join('\n'));
+    pairs.push(part.map((c) => 'a\u0301' + c + '\u0323').join('\n'));
+  }
+  const normalizers = [{ type: 'NFC' }, { type: 'NFD' }, { type: 'NFKC' }, { type: 'NFKD' }, { type: 'Lowercase' },
+                       { type: 'StripAccents' }];
+  const preTokenizers = [{ type: 'Digits', individual_digits: true }, { type: 'Punctuation', behavior: 'Isolated' },
+    { type: 'WhitespaceSplit' }, { type: 'Whitespace' },
+    { type: 'Split', pattern: { Regex: LLAMA3 }, behavior: 'Isolated', invert: false },
+    { type: 'Split', pattern: { Regex: '\\w+|\\d|\\p{P}|\\p{S}|\\p{M}|\\p{Z}|\\p{C}' }, behavior: 'Isolated', invert: false },
+    { type: 'Split', pattern: { Regex: '\\b' }, behavior: 'Isolated', invert: false },
+    { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true }];
+  const out = { generator: 'tools/tokenizer_reference/components.mjs --exhaustive', reference: 'npm tokenizers@0.23.2',
+                chunk_size: 50000, normalizers: [], pre_tokenizers: [] };
+  for (const config of normalizers) {
+    const n = Tokenizer.fromString(tokenizerJson(config, null)).getNormalizer();
+    out.normalizers.push({ config, chunks: chunks.map((s) => fnv1a(n.normalizeString(s))),
+                           pairs: pairs.map((s) => fnv1a(n.normalizeString(s))) });
+  }
+  for (const config of preTokenizers) {
+    const p = Tokenizer.fromString(tokenizerJson(null, config)).getPreTokenizer();
+    out.pre_tokenizers.push({ config, chunks: chunks.map((s) => fnv1a(p.preTokenizeString(s).map((x) => x[0]).join('\0'))) });
+  }
+  process.stdout.write(JSON.stringify(out, null, 1) + '\n');
+}
+
+(process.argv.includes('--unicode-tables') ? unicodeTables()
+  : process.argv.includes('--exhaustive') ? exhaustive() : main()).catch((e) => { console.error(e); process.exit(1); });

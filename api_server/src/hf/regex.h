@@ -1,10 +1,15 @@
 // The pattern matching of `tokenizers`' Split and Replace, on Oniguruma.
 //
 // `tokenizers` runs these regexes on Oniguruma itself (its SysRegex wraps the
-// `onig` crate, which bundles Oniguruma 6.9.8, the version Debian ships), so
-// compiling them here with the same library and default syntax gives the
-// same syntax and Unicode classes (\p{L}, \s, (?i:...), lookaround,
-// possessive quantifiers) and the same leftmost-first matches.
+// `onig` crate), so compiling them here with the same library and default
+// syntax gives the same syntax (\p{..}, (?i:...), lookaround, possessive
+// quantifiers) and the same leftmost-first matches. The crate bundles
+// Oniguruma 6.9.10 (Unicode 16.0), Debian ships 6.9.8 (Unicode 14.0): the
+// version-dependent classes (\p{General_Category}, \d, \w, \b) are spelled
+// out as Unicode 16.0 code point ranges before compiling (regex.cc), so a
+// Kawi letter (U+11F04) is \p{L} and a Nag Mundari digit (U+1E4F0) \p{N}
+// here as there. Scripts (\p{Han}), POSIX brackets and (?i) case folding
+// still use 6.9.8's tables.
 #pragma once
 
 #include <cstddef>

@@ -8,7 +8,7 @@
 //   IsPunctuation: Unicode 8.0
 //   IsRegexWordChar (Rust regex \w), IsOnigWordChar, GeneralCategory: Unicode 16.0
 //   IsNumeric, IsWhitespace, Lowercase (Rust std): Unicode 17.0
-// (Split and ByteLevel regexes run on Oniguruma, Unicode 15.0: see regex.h.)
+// (Split and ByteLevel regexes: Oniguruma with Unicode 16.0 classes, see regex.h.)
 // Characters newer than the version a predicate follows are treated as that
 // version did: unassigned.
 //
