@@ -185,7 +185,7 @@ TEST_F(BpeTokenizerTest, RefusesWhatItCannotReproduce) {
   ExpectRefusal(spec, "normalizer 'Precompiled' is not supported");
   spec = Spec({{"type", "UnicodeScripts"}});
   ExpectRefusal(spec, "UnicodeScripts");
-  for (const char* type : {"Unigram", "WordPiece", "WordLevel"}) {
+  for (const char* type : {"Unigram", "WordLevel"}) {
     spec = ok;
     spec["model"]["type"] = type;
     ExpectRefusal(spec, std::string("model '") + type + "' is not supported");
@@ -261,6 +261,11 @@ TEST_F(BpeTokenizerTest, RefusesMalformedComponents) {
   json prefixed = model("continuing_subword_prefix", "###");
   prefixed["model"]["merges"] = {"h e"};
   ExpectRefusal(prefixed, "shorter than the prefix");
+  json wordpiece = ok;
+  wordpiece["model"] = {{"type", "WordPiece"}, {"vocab", {{"a", 0}}}};
+  ExpectRefusal(wordpiece, "WordPiece unk_token '[UNK]' is not in the vocabulary");
+  wordpiece["model"].erase("vocab");
+  ExpectRefusal(wordpiece, "WordPiece model: missing vocab");
   json spec = ok;
   spec.erase("model");
   ExpectRefusal(spec, "no model");

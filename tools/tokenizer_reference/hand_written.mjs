@@ -227,6 +227,19 @@ const addCase = (name, tok, texts, decodes = [], about = '') => CASES.push({ nam
     addCase(name, spec(bpe(vocab, []), { decoder }), [], [all, [vocab['__a__'], vocab['▁▁hi']], [vocab['▁▁hi'], vocab['a▁b']], [vocab['<0x41>'], vocab['<0x+4>'], vocab['end']]], 'decoder ' + name);
 }
 
+// 7b. The WordPiece model (greedy longest match, unk for a bad word).
+{
+  const vocab = vocabOf(['[UNK]', '[CLS]', '[SEP]', 'un', '##aff', '##able', 'aff', 'able', 'a', '##a', 'é', '##é', ',', '.', '!'], []);
+  const wp = (extra) => spec({ type: 'WordPiece', unk_token: '[UNK]', continuing_subword_prefix: '##', max_input_chars_per_word: 8, vocab, ...extra }, {
+    added_tokens: [added(0, '[UNK]', { special: true }), added(1, '[CLS]', { special: true }), added(2, '[SEP]', { special: true })],
+    pre_tokenizer: { type: 'BertPreTokenizer' },
+    post_processor: template(['[CLS]', '$A', '[SEP]'].map((p) => (p === '$A' ? { Sequence: { id: 'A', type_id: 0 } } : { SpecialToken: { id: p, type_id: 0 } })), [['[CLS]', 1], ['[SEP]', 2]]),
+    decoder: { type: 'WordPiece', prefix: '##', cleanup: true },
+  });
+  addCase('wordpiece', wp({}), ['unaffable', 'affable, able!', 'unx able', 'aaaaaaaaa aaaaaaaa', 'éé aé', ''],
+    [[3, 4, 5, 12, 7, 14], [1, 6, 0, 2]], 'WordPiece model, BertPreTokenizer, WordPiece decoder');
+}
+
 // 8. Bert / Roberta processing.
 {
   const vocab = vocabOf(['[CLS]', '[SEP]', 'a', 'b'], ['a b']);

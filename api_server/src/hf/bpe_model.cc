@@ -2,6 +2,8 @@
 // for C++; every step follows models/bpe/{model,word}.rs so that ids match.
 #include "hf/bpe_model.h"
 
+#include "hf/wordpiece_model.h"
+
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <queue>
@@ -264,6 +266,7 @@ Status MakeModel(const json& j, std::unique_ptr<Model>* out) {
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
     return Status::InvalidArgument("model has no type");
   const std::string type = j["type"].get<std::string>();
+  if (type == "WordPiece") return MakeWordPieceModel(j, out);
   if (type != "BPE") return Status::InvalidArgument("model '" + type + "' is not supported");
   auto model = std::make_unique<BpeModel>();
   if (Status s = model->Load(j); !s.ok()) return s;

@@ -4,8 +4,9 @@
 // ignore_merges, continuing_subword_prefix and end_of_word_suffix.
 //
 // MakeModel (components.h) builds it from tokenizer.json's "model" object.
-// It refuses dropout > 0 (encoding would be random), other model types
-// (Unigram, WordPiece, WordLevel: "model 'Unigram' is not supported"), and
+// It hands "WordPiece" to MakeWordPieceModel (wordpiece_model.h) and refuses
+// dropout > 0 (encoding would be random), other model types (Unigram,
+// WordLevel: "model 'Unigram' is not supported"), and
 // files `tokenizers` itself would reject (a merge naming a token outside the
 // vocabulary, a merge string that is not two parts).
 //

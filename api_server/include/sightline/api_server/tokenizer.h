@@ -54,12 +54,12 @@ std::unique_ptr<Tokenizer> MakeByteTokenizer();
 Status LoadSentencePieceTokenizer(const std::string& path, std::unique_ptr<Tokenizer>* out);
 
 // A Hugging Face tokenizer.json: the whole pipeline (added tokens,
-// normalizer, pre-tokenizer, BPE model, post-processor, decoder) run as the
-// `tokenizers` library runs it. BOS/EOS come from tokenizer_config.json in
-// the same folder when it names them, else from what the post-processor
-// adds. Components it cannot reproduce exactly (Unigram/WordPiece models,
-// the Precompiled normalizer, the CTC decoder, BPE dropout, ...) are refused
-// with a message naming them.
+// normalizer, pre-tokenizer, BPE or WordPiece model, post-processor,
+// decoder) run as the `tokenizers` library runs it. BOS/EOS come from
+// tokenizer_config.json in the same folder when it names them, else from
+// what the post-processor adds. Components it cannot reproduce exactly
+// (Unigram and WordLevel models, the Precompiled normalizer, the CTC
+// decoder, BPE dropout, ...) are refused with a message naming them.
 Status LoadHfTokenizer(const std::string& path, std::unique_ptr<Tokenizer>* out);
 
 }  // namespace sightline::api
