@@ -37,7 +37,11 @@ class Normalizer {
 class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;
-  virtual void PreTokenize(std::vector<std::string>* pieces) const = 0;
+  // `starts_input`: (*pieces)[0] begins at the whole input's first
+  // character (false after an added token). Metaspace's prepend_scheme
+  // "first" prepends only there, as `tokenizers` checks the piece's original
+  // offset is 0. Call once per segment between added tokens.
+  virtual void PreTokenize(std::vector<std::string>* pieces, bool starts_input) const = 0;
 };
 
 // One pre-tokenized piece -> ids; and the vocabulary both ways.

@@ -16,6 +16,9 @@
 namespace sightline::api {
 
 // How ids become text (vLLM's sampling parameters of the same names).
+// spaces_between_special_tokens does not change what a Hugging Face
+// tokenizer.json decodes to: HF fast tokenizers (and vLLM's detokenizer on
+// them) ignore it, so LoadHfTokenizer's Decode is HF's decode either way.
 struct DecodeOptions {
   bool skip_special_tokens = true;
   bool spaces_between_special_tokens = true;
@@ -50,10 +53,13 @@ std::unique_ptr<Tokenizer> MakeByteTokenizer();
 // A SentencePiece model file (tokenizer.model).
 Status LoadSentencePieceTokenizer(const std::string& path, std::unique_ptr<Tokenizer>* out);
 
-// A Hugging Face tokenizer.json holding a byte-level BPE model; BOS/EOS come
-// from tokenizer_config.json in the same folder if present. Configurations
-// it cannot reproduce exactly (normalizers, other models or pre-tokenizers)
-// are refused with a message naming them.
+// A Hugging Face tokenizer.json: the whole pipeline (added tokens,
+// normalizer, pre-tokenizer, BPE or WordPiece model, post-processor,
+// decoder) run as the `tokenizers` library runs it. BOS/EOS come from
+// tokenizer_config.json in the same folder when it names them, else from
+// what the post-processor adds. Components it cannot reproduce exactly
+// (Unigram and WordLevel models, the Precompiled normalizer, the CTC
+// decoder, BPE dropout, ...) are refused with a message naming them.
 Status LoadHfTokenizer(const std::string& path, std::unique_ptr<Tokenizer>* out);
 
 }  // namespace sightline::api

@@ -1,0 +1,96 @@
+// WordPiece, following `tokenizers` src/models/wordpiece/mod.rs (tokenize)
+// and serialization.rs (fields and their defaults).
+#include "hf/wordpiece_model.h"
+
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+namespace sightline::api::hf {
+namespace {
+
+using nlohmann::json;
+
+class WordPieceModel final : public Model {
+ public:
+  Status Load(const json& j) {
+    if (j.contains("unk_token") && !j["unk_token"].is_null()) unk_token_ = j["unk_token"];
+    if (j.contains("continuing_subword_prefix") && !j["continuing_subword_prefix"].is_null())
+      prefix_ = j["continuing_subword_prefix"];
+    if (j.contains("max_input_chars_per_word") && !j["max_input_chars_per_word"].is_null())
+      max_chars_ = j["max_input_chars_per_word"].get<std::size_t>();
+    if (!j.contains("vocab") || !j["vocab"].is_object())
+      return Status::InvalidArgument("WordPiece model: missing vocab");
+    vocab_.reserve(j["vocab"].size());
+    for (const auto& [token, id] : j["vocab"].items()) {
+      if (!id.is_number_unsigned() || id.get<std::uint64_t>() > INT32_MAX)
+        return Status::InvalidArgument("WordPiece vocab: id of '" + token + "' is not a valid id");
+      vocab_[token] = id.get<std::int32_t>();
+      vocab_r_[id.get<std::int32_t>()] = token;
+    }
+    const auto unk = vocab_.find(unk_token_);
+    if (unk == vocab_.end())
+      return Status::InvalidArgument("WordPiece unk_token '" + unk_token_ +
+                                     "' is not in the vocabulary");
+    unk_id_ = unk->second;
+    return Status::Ok();
+  }
+
+  void Tokenize(std::string_view w, std::vector<std::int32_t>* ids) const override {
+    if (w.empty()) return;
+    std::size_t chars = 0;
+    for (unsigned char c : w) chars += (c & 0xC0) != 0x80;
+    if (chars > max_chars_) return ids->push_back(unk_id_);
+    std::vector<std::int32_t> pieces;
+    for (std::size_t start = 0; start < w.size();) {
+      std::size_t end = w.size();
+      std::int32_t found = -1;
+      while (start < end) {
+        std::string sub = start > 0 ? prefix_ : std::string();
+        sub.append(w.substr(start, end - start));
+        if (const auto it = vocab_.find(sub); it != vocab_.end()) {
+          found = it->second;
+          break;
+        }
+        // Drop the last character (the Rust's len_utf8 of its last char).
+        do --end;
+        while (end > start && (static_cast<unsigned char>(w[end]) & 0xC0) == 0x80);
+      }
+      if (found < 0) return ids->push_back(unk_id_);
+      pieces.push_back(found);
+      start = end;
+    }
+    ids->insert(ids->end(), pieces.begin(), pieces.end());
+  }
+
+  std::int32_t TokenToId(std::string_view token) const override {
+    const auto it = vocab_.find(std::string(token));
+    return it == vocab_.end() ? -1 : it->second;
+  }
+  const std::string* IdToToken(std::int32_t id) const override {
+    const auto it = vocab_r_.find(id);
+    return it == vocab_r_.end() ? nullptr : &it->second;
+  }
+  int vocab_size() const override { return static_cast<int>(vocab_.size()); }
+
+ private:
+  std::unordered_map<std::string, std::int32_t> vocab_;
+  std::unordered_map<std::int32_t, std::string> vocab_r_;
+  std::string unk_token_ = "[UNK]", prefix_ = "##";
+  std::size_t max_chars_ = 100;
+  std::int32_t unk_id_ = -1;
+};
+
+}  // namespace
+
+Status MakeWordPieceModel(const json& j, std::unique_ptr<Model>* out) {
+  auto m = std::make_unique<WordPieceModel>();
+  try {
+    if (Status s = m->Load(j); !s.ok()) return s;
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(std::string("WordPiece model: ") + e.what());
+  }
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+}  // namespace sightline::api::hf
