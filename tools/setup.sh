@@ -28,7 +28,7 @@ packages=(
   prometheus-cpp-dev zlib1g-dev               # Prometheus data model
   libgtest-dev libgmock-dev libbenchmark-dev  # tests, benchmarks
   libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
-  libopenblas-dev libsentencepiece-dev libpcre2-dev libxxhash-dev
+  libopenblas-dev libsentencepiece-dev libxxhash-dev
   libonig-dev libutf8proc-dev                 # tokenizer.json: HF's regex engine, Unicode normalization
   clang-format
   clang libclang-rt-14-dev llvm              # the sanitizer step: ASan, UBSan, libFuzzer, symbolizer
