@@ -33,9 +33,21 @@ json ReadJson(const std::string& path) {
   return json::parse(ss.str());
 }
 
-// Printable form of a string for failure messages (control bytes escaped).
+// Printable form of a string for failure messages: every byte outside
+// printable ASCII as \xHH, so invalid UTF-8 is visible rather than replaced.
 std::string Show(const std::string& s) {
-  return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+  static const char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out + "\"";
 }
 
 std::string ShowIds(const std::vector<std::int32_t>& ids) {
