@@ -30,7 +30,7 @@ packages=(
   libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
   libopenblas-dev libsentencepiece-dev libxxhash-dev
   libonig-dev libutf8proc-dev                 # tokenizer.json: HF's regex engine, Unicode normalization
-  clang-format
+  clang-format xz-utils                       # xz: the compressed test data (tests/CMakeLists.txt)
   clang libclang-rt-14-dev llvm              # the sanitizer step: ASan, UBSan, libFuzzer, symbolizer
   prometheus                                  # promtool, for the exposition tests
   python3 python3-prometheus-client           # the reference in tools/bench/
