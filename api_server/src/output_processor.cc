@@ -56,8 +56,8 @@ struct OutputProcessor::Choice {
   bool first_output = true, done = false;
 
   // `stop` is compiled once per request and shared by its choices.
-  Choice(const Tokenizer* t, std::shared_ptr<const StopStrings> stop)
-      : detok(t, DecodeOptions{}), stops(std::move(stop)) {}
+  Choice(const Tokenizer* t, DecodeOptions decode, std::shared_ptr<const StopStrings> stop)
+      : detok(t, decode), stops(std::move(stop)) {}
 };
 
 OutputProcessor::OutputProcessor(Options options, CompletionParams params,
@@ -74,7 +74,7 @@ OutputProcessor::OutputProcessor(Options options, CompletionParams params,
   const auto stops = StopStrings::Compile(params_.stop);
   for (std::size_t p = 0; p < params_.prompts.size(); ++p)
     for (std::uint32_t k = 0; k < params_.n; ++k) {
-      auto c = std::make_unique<Choice>(tokenizer, stops);
+      auto c = std::make_unique<Choice>(tokenizer, params_.decode, stops);
       c->index = static_cast<std::uint32_t>(choices_.size());
       c->engine_id = options_.id + "-" + std::to_string(c->index);
       c->stats.arrival = options_.arrival;
