@@ -101,6 +101,13 @@ std::string IncrementalDetokenizer::Add(std::int32_t token) {
   // replacement character a decoder emits for one (byte fallback), which the
   // next token may turn into the character.
   if (pending > 0 || EndsWithReplacement(delta)) return {};
+  // Hugging Face's ByteFallback decodes a whole run of byte tokens at once:
+  // valid UTF-8 as text, else one U+FFFD per byte *for the whole run*, so a
+  // bad byte can turn characters already decoded into U+FFFD. Such a run's
+  // tokens each decode alone to U+FFFD; while the newest one does, the run
+  // may go on, and its text waits (a token of another kind ends the run).
+  const std::string alone = tokenizer_->Decode(all.subspan(tokens_.size() - 1), options_);
+  if (alone == kReplacement) return {};
   read_offset_ = tokens_.size();
   prefix_offset_ = read_offset_ > kWindow ? read_offset_ - kWindow : 0;
   text_ += text;
