@@ -106,8 +106,11 @@ std::string IncrementalDetokenizer::Add(std::int32_t token) {
   // bad byte can turn characters already decoded into U+FFFD. Such a run's
   // tokens each decode alone to U+FFFD; while the newest one does, the run
   // may go on, and its text waits (a token of another kind ends the run).
+  // A token that decodes alone to nothing (a skipped special token, which
+  // Hugging Face drops before decoding, so runs on its two sides join) ends
+  // nothing either.
   const std::string alone = tokenizer_->Decode(all.subspan(tokens_.size() - 1), options_);
-  if (alone == kReplacement) return {};
+  if (alone.empty() || alone == kReplacement) return {};
   read_offset_ = tokens_.size();
   prefix_offset_ = read_offset_ > kWindow ? read_offset_ - kWindow : 0;
   text_ += text;
