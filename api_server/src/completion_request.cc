@@ -63,12 +63,14 @@ bool TooManyChoices(std::size_t prompts, std::uint32_t n, BodyError* e) {
 }
 
 // `prompt`: a string, a list of token ids, or a list of either (several prompts).
+// Strings are encoded with p->add_special_tokens; token ids are used as given.
 bool ReadPrompt(const Fields& f, const ParseContext& ctx, CompletionParams* p, BodyError* e) {
   const json* prompt = f.Find("prompt");
   if (!prompt) return Refuse(e, "prompt", "'prompt' is required");
   const std::int64_t vocab = ctx.engine->vocab_size;
   if (prompt->is_string()) {
-    p->prompts.push_back(ctx.tokenizer->Encode(prompt->get_ref<const std::string&>(), /*add_special_tokens=*/false));
+    p->prompts.push_back(
+        ctx.tokenizer->Encode(prompt->get_ref<const std::string&>(), p->add_special_tokens));
     return true;
   }
   if (!prompt->is_array() || prompt->empty())
@@ -85,7 +87,8 @@ bool ReadPrompt(const Fields& f, const ParseContext& ctx, CompletionParams* p, B
     const std::string name = "prompt[" + std::to_string(i) + "]";
     p->prompts.emplace_back();
     if (one.is_string())
-      p->prompts.back() = ctx.tokenizer->Encode(one.get_ref<const std::string&>(), /*add_special_tokens=*/false);
+      p->prompts.back() =
+          ctx.tokenizer->Encode(one.get_ref<const std::string&>(), p->add_special_tokens);
     else if (!one.is_array())
       return Refuse(e, name, "each prompt must be a string or a list of token ids");
     else if (!TokenIds(one, name, vocab, &p->prompts.back(), e))
@@ -147,9 +150,6 @@ bool RefuseUnimplemented(const Fields& f, Kind kind, std::uint32_t n, BodyError*
     if (!f.Bool(key, &on)) return false;
     if (on) return f.Fail(key, kUnsupported);
   }
-  bool skip_special = true;  // the detokenizer always skips special tokens
-  if (!f.Bool("skip_special_tokens", &skip_special)) return false;
-  if (!skip_special) return f.Fail("skip_special_tokens", kUnsupported);
   for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar",
                           "structured_outputs", "truncate_prompt_tokens", "functions"})
     if (const json* v = f.Find(key); v && !v->is_null() && !(v->is_array() && v->empty()))
@@ -247,6 +247,13 @@ bool ReadGeneration(const json& j, Kind kind, const ParseContext& ctx, Completio
                       "'messages' or 'n'");
   if (!f.Integer("n", 1, static_cast<std::int64_t>(kMaxChoices), &p->n)) return false;
   if (!RefuseUnimplemented(f, kind, p->n, e)) return false;
+  // vLLM's defaults: a completion prompt gets the tokenizer's BOS, a chat
+  // prompt does not (its template writes it).
+  p->add_special_tokens = kind == Kind::kCompletions;
+  if (!f.Bool("add_special_tokens", &p->add_special_tokens) ||
+      !f.Bool("skip_special_tokens", &p->decode.skip_special_tokens) ||
+      !f.Bool("spaces_between_special_tokens", &p->decode.spaces_between_special_tokens))
+    return false;
   if (kind == Kind::kCompletions) {
     if (!ReadPrompt(f, ctx, p, e)) return false;
   } else {
@@ -255,9 +262,8 @@ bool ReadGeneration(const json& j, Kind kind, const ParseContext& ctx, Completio
     if (!ReadConversation(f, kind, &messages, e) ||
         !f.Bool("add_generation_prompt", &add_generation_prompt))
       return false;
-    p->prompts.push_back(
-        ctx.tokenizer->Encode(RenderChat(ctx.chat_template, messages, add_generation_prompt),
-                              /*add_special_tokens=*/false));
+    p->prompts.push_back(ctx.tokenizer->Encode(
+        RenderChat(ctx.chat_template, messages, add_generation_prompt), p->add_special_tokens));
   }
   if (p->prompts.size() * p->n > kMaxChoices) return TooManyChoices(p->prompts.size(), p->n, e);
   const char* prompt_key = kind == Kind::kCompletions ? "prompt"
@@ -336,10 +342,14 @@ bool ReadGeneration(const json& j, Kind kind, const ParseContext& ctx, Completio
   return true;
 }
 
-bool ReadTokenize(const json& j, const ParseContext& ctx, std::string* text, BodyError* e) {
+bool ReadTokenize(const json& j, const ParseContext& ctx, std::string* text,
+                  bool* add_special_tokens, BodyError* e) {
   const Fields f(j, "", e);
   if (!CheckModel(f, ctx.served_model, e)) return false;
-  if (const json* prompt = f.Find("prompt")) {
+  const json* prompt = f.Find("prompt");
+  *add_special_tokens = prompt != nullptr;
+  if (!f.Bool("add_special_tokens", add_special_tokens)) return false;
+  if (prompt) {
     if (!prompt->is_string()) return f.Fail("prompt", "must be a string");
     *text = prompt->get<std::string>();
     return true;
@@ -388,11 +398,12 @@ Status ParseResponses(const std::string& body, const ParseContext& ctx, Completi
 }
 
 Status ParseTokenize(const std::string& body, const ParseContext& ctx, std::string* text,
-                     int* http_status, std::string* param) {
+                     bool* add_special_tokens, int* http_status, std::string* param) {
   *http_status = 400;
   json j;
   BodyError e;
-  const bool ok = ParseJsonObject(body, &j, &e) && ReadTokenize(j, ctx, text, &e);
+  const bool ok =
+      ParseJsonObject(body, &j, &e) && ReadTokenize(j, ctx, text, add_special_tokens, &e);
   return Result(ok, e, http_status, param);
 }
 

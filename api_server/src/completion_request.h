@@ -30,6 +30,10 @@ struct CompletionParams : ipc::SamplingParamsT {
   bool stream = false, include_usage = false;
   std::vector<std::string> stop;
   std::string cache_salt;
+  // How the prompt was encoded (completions default true, chat false, as
+  // vLLM) and how output ids become text (both default true).
+  bool add_special_tokens = true;
+  DecodeOptions decode;
 };
 
 struct ParseContext {
@@ -65,11 +69,15 @@ Status ParseResponses(const std::string& body, const ParseContext& ctx, Completi
                       int* http_status, std::string* param = nullptr);
 
 // /tokenize: the text to encode, `prompt` or `messages` rendered with the
-// chat template (`add_generation_prompt`, default true).
+// chat template (`add_generation_prompt`, default true), and whether to add
+// the tokenizer's special tokens (`add_special_tokens`: default true for a
+// prompt, false for messages, whose template writes them; vLLM's defaults).
 Status ParseTokenize(const std::string& body, const ParseContext& ctx, std::string* text,
-                     int* http_status, std::string* param = nullptr);
+                     bool* add_special_tokens, int* http_status, std::string* param = nullptr);
 
-// /detokenize: `tokens`, ids in [0, the tokenizer's vocabulary).
+// /detokenize: `tokens`, ids in [0, the tokenizer's vocabulary). vLLM's
+// DetokenizeRequest has no other field: it decodes with the tokenizer's
+// defaults, special tokens kept (skip_special_tokens false).
 Status ParseDetokenize(const std::string& body, const ParseContext& ctx,
                        std::vector<std::int32_t>* tokens, int* http_status,
                        std::string* param = nullptr);

@@ -94,11 +94,14 @@ HttpResponse OpenAiServer::Tokenize(const HttpRequest& request) const {
   const ParseContext ctx{tokenizer_, &options_.engine, options_.served_model_name,
                          options_.chat_template};
   std::string text, param;
+  bool add_special_tokens = true;
   int status = 400;
-  if (const Status s = ParseTokenize(request.body, ctx, &text, &status, &param); !s.ok())
+  if (const Status s =
+          ParseTokenize(request.body, ctx, &text, &add_special_tokens, &status, &param);
+      !s.ok())
     return ErrorResponse(status, s.message(), status == 404 ? "NotFoundError" : "BadRequestError",
                          param);
-  const std::vector<std::int32_t> tokens = tokenizer_->Encode(text, /*add_special_tokens=*/false);
+  const std::vector<std::int32_t> tokens = tokenizer_->Encode(text, add_special_tokens);
   HttpResponse r;
   r.body = json{
       {"count", tokens.size()},
@@ -117,10 +120,13 @@ HttpResponse OpenAiServer::Detokenize(const HttpRequest& request) const {
   if (const Status s = ParseDetokenize(request.body, ctx, &tokens, &status, &param); !s.ok())
     return ErrorResponse(status, s.message(), status == 404 ? "NotFoundError" : "BadRequestError",
                          param);
-  std::size_t pending = 0;
+  // As vLLM's /detokenize: the tokenizer's own decode defaults, which keep
+  // special tokens; invalid UTF-8 is replaced as everywhere (LossyUtf8).
   HttpResponse r;
   r.body =
-      json{{"prompt", ValidUtf8Prefix(tokenizer_->Decode(tokens, DecodeOptions{.skip_special_tokens = false}), true, &pending)}}.dump();
+      json{{"prompt",
+            LossyUtf8(tokenizer_->Decode(tokens, DecodeOptions{.skip_special_tokens = false}))}}
+          .dump();
   return r;
 }
 

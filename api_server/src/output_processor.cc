@@ -56,8 +56,8 @@ struct OutputProcessor::Choice {
   bool first_output = true, done = false;
 
   // `stop` is compiled once per request and shared by its choices.
-  Choice(const Tokenizer* t, std::shared_ptr<const StopStrings> stop)
-      : detok(t, DecodeOptions{}), stops(std::move(stop)) {}
+  Choice(const Tokenizer* t, DecodeOptions decode, std::shared_ptr<const StopStrings> stop)
+      : detok(t, decode), stops(std::move(stop)) {}
 };
 
 OutputProcessor::OutputProcessor(Options options, CompletionParams params,
@@ -74,7 +74,7 @@ OutputProcessor::OutputProcessor(Options options, CompletionParams params,
   const auto stops = StopStrings::Compile(params_.stop);
   for (std::size_t p = 0; p < params_.prompts.size(); ++p)
     for (std::uint32_t k = 0; k < params_.n; ++k) {
-      auto c = std::make_unique<Choice>(tokenizer, stops);
+      auto c = std::make_unique<Choice>(tokenizer, params_.decode, stops);
       c->index = static_cast<std::uint32_t>(choices_.size());
       c->engine_id = options_.id + "-" + std::to_string(c->index);
       c->stats.arrival = options_.arrival;
@@ -183,8 +183,16 @@ void OutputProcessor::ApplyOutput(Choice& c, const RequestDelta& d) {
                        c.last_engine_step >= 0 ? d.engine_timestamp - c.last_engine_step : -1);
     c.last_engine_step = c.stats.engine_last_token = d.engine_timestamp;
     c.stats.generation_tokens += n;
-    for (std::int32_t t : *o->new_token_ids()) {
-      StopMatcher::Result r = c.stops.Feed(c.detok.Add(t));
+    // The engine's Stop is a stop token (EOS or stop_token_ids), always the
+    // last: as vLLM, it counts as generated but its text is not output, which
+    // matters once skip_special_tokens=false would show "</s>".
+    const bool stop_token = o->finish_reason() == ipc::FinishReason::Stop;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (stop_token && i + 1 == n) {
+        renderer_.Text(c.index, "", /*new_token=*/true);  // the chunk a token gets, as before
+        break;
+      }
+      StopMatcher::Result r = c.stops.Feed(c.detok.Add(o->new_token_ids()->Get(i)));
       renderer_.Text(c.index, r.text, /*new_token=*/true);
       if (r.stopped) {  // a stop string: this choice's engine request ends here
         engine_->Abort({c.engine_id});

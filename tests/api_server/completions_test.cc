@@ -11,7 +11,7 @@ namespace {
 TEST_F(CompletionsTest, NonStreamingAndStreamingAgreeAndUsageIsExact) {
   const json plain = Complete(kGreedy);
   EXPECT_EQ(plain["object"], "text_completion");
-  EXPECT_EQ(plain["usage"]["prompt_tokens"], 16);  // byte tokenizer: one token per byte
+  EXPECT_EQ(plain["usage"]["prompt_tokens"], 17);  // byte tokenizer: BOS, one token per byte
   EXPECT_EQ(plain["usage"]["completion_tokens"], 8);
   EXPECT_EQ(plain["choices"][0]["finish_reason"], "length");
   json stream_body = kGreedy;
@@ -99,14 +99,79 @@ TEST_F(CompletionsTest, TokenizeAndDetokenize) {
   auto r = c.Post("/tokenize", json{{"prompt", "héllo"}}.dump());
   ASSERT_EQ(r.result_int(), 200);
   const json t = json::parse(r.body());
-  EXPECT_EQ(t["count"], 6);  // é is two bytes
+  EXPECT_EQ(t["count"], 7);  // BOS (add_special_tokens defaults to true), é is two bytes
+  EXPECT_EQ(t["tokens"][0], 256);
   EXPECT_EQ(t["max_model_len"], 2048);
+  // As vLLM's /detokenize: special tokens are kept.
   r = c.Post("/detokenize", json{{"tokens", t["tokens"]}}.dump());
-  EXPECT_EQ(json::parse(r.body())["prompt"], "héllo");
+  EXPECT_EQ(json::parse(r.body())["prompt"], "<s>héllo");
+  r = c.Post("/tokenize", json{{"prompt", "héllo"}, {"add_special_tokens", false}}.dump());
+  EXPECT_EQ(json::parse(r.body())["count"], 6);
+  // Messages: the template's text only (add_special_tokens defaults to false).
   r = c.Post("/tokenize", json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}}.dump());
   EXPECT_EQ(json::parse(r.body())["count"], std::string("user: Hi\nassistant: ").size());
+  // Invalid UTF-8: one U+FFFD per maximal subpart (F0 9F 98 is one), as vLLM.
+  r = c.Post("/detokenize", json{{"tokens", {0xF0, 0x9F, 0x98, 'A'}}}.dump());
+  EXPECT_EQ(json::parse(r.body())["prompt"],
+            "\xEF\xBF\xBD"
+            "A");
+  r = c.Post("/tokenize", json{{"prompt", "x"}, {"add_special_tokens", "yes"}}.dump());
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_EQ(json::parse(r.body())["error"]["param"], "add_special_tokens");
   EXPECT_EQ(c.Post("/detokenize", json{{"tokens", {1, 99999}}}.dump()).result_int(), 400);
   EXPECT_EQ(c.Post("/tokenize", "[]").result_int(), 400);
+}
+
+// vLLM's add_special_tokens: a completion's text prompt gets the
+// tokenizer's BOS (the byte tokenizer's is 256) unless told not to; token-id
+// prompts and chat prompts (whose template writes BOS itself) do not.
+TEST_F(CompletionsTest, CompletionsGetBosChatDoesNot) {
+  const std::string prompt = "Hello";
+  auto usage = [&](json body) { return Complete(body)["usage"]["prompt_tokens"].get<int>(); };
+  EXPECT_EQ(usage({{"prompt", prompt}, {"max_tokens", 1}}), 6);
+  EXPECT_EQ(usage({{"prompt", prompt}, {"max_tokens", 1}, {"add_special_tokens", false}}), 5);
+  EXPECT_EQ(usage({{"prompt", {72, 101}}, {"max_tokens", 1}}), 2);
+  const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  const std::size_t templated = std::string("user: Hi\nassistant: ").size();
+  HttpClient c(port_);
+  for (const bool add : {false, true}) {
+    json body = {{"model", "tiny"}, {"messages", messages}, {"max_tokens", 1}};
+    if (add) body["add_special_tokens"] = true;
+    const auto r = c.Post("/v1/chat/completions", body.dump());
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(json::parse(r.body())["usage"]["prompt_tokens"], templated + (add ? 1 : 0));
+  }
+  const auto r =
+      c.Post("/v1/completions", json{{"prompt", "x"}, {"skip_special_tokens", "no"}}.dump());
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_EQ(json::parse(r.body())["error"]["param"], "skip_special_tokens");
+}
+
+// skip_special_tokens=false (per request) shows special tokens' text; the
+// same greedy tokens without it lose exactly those texts; streamed and not
+// streamed agree either way.
+TEST_F(CompletionsTest, SkipSpecialTokensPerRequest) {
+  auto text = [&](bool skip, bool stream) {
+    json body = kGreedy;
+    body["max_tokens"] = 48;
+    body["skip_special_tokens"] = skip;
+    body["model"] = "tiny";
+    if (!stream) return Complete(body)["choices"][0]["text"].get<std::string>();
+    body["stream"] = true;
+    const auto r = HttpClient(port_).Post("/v1/completions", body.dump());
+    std::string out;
+    for (const std::string& e : SseEvents(r.body()))
+      if (e != "[DONE]") out += json::parse(e)["choices"][0]["text"].get<std::string>();
+    return out;
+  };
+  const std::string shown = text(false, false), skipped = text(true, false);
+  EXPECT_EQ(text(false, true), shown);
+  EXPECT_EQ(text(true, true), skipped);
+  std::string stripped = shown;
+  for (const std::string name : {"<s>", "</s>", "<pad>", "<unk>"})
+    for (std::size_t at; (at = stripped.find(name)) != std::string::npos;)
+      stripped.erase(at, name.size());
+  EXPECT_EQ(stripped, skipped);
 }
 
 TEST_F(CompletionsTest, StopStringsEndTheRequestAndAreNotEmitted) {
@@ -127,7 +192,7 @@ TEST_F(CompletionsTest, StopStringsEndTheRequestAndAreNotEmitted) {
   EXPECT_EQ(Page()[Key("vllm:request_success_total", "finished_reason=\"stop\",")], 1);
 }
 TEST_F(CompletionsTest, SeveralPromptsAndNSamplesFanOut) {
-  // Two prompts (5 and 10 byte tokens), two seeded samples each: four choices.
+  // Two prompts (BOS and 5, BOS and 10 byte tokens), two seeded samples each: four choices.
   const json body = {{"prompt", {"Hello", "Sightline!"}},
                      {"n", 2},
                      {"max_tokens", 8},
@@ -140,7 +205,7 @@ TEST_F(CompletionsTest, SeveralPromptsAndNSamplesFanOut) {
     EXPECT_EQ(r["choices"][i]["index"], i);
     EXPECT_EQ(r["choices"][i]["finish_reason"], "length");
   }
-  EXPECT_EQ(r["usage"]["prompt_tokens"], 15);  // each prompt once, whatever n is
+  EXPECT_EQ(r["usage"]["prompt_tokens"], 17);  // each prompt once, whatever n is
   EXPECT_EQ(r["usage"]["completion_tokens"], 32);
   // Choice 3 is prompt 1's sample 1: seed + 1, reproducible on its own.
   json alone = body;

@@ -44,8 +44,11 @@ class RecordingResponder : public Responder {
 struct Output {
   flatbuffers::FlatBufferBuilder b;
   RequestDelta Build(const std::string& text, ipc::FinishReason finish = ipc::FinishReason::None) {
+    return Ids(std::vector<std::int32_t>(text.begin(), text.end()), finish);
+  }
+  RequestDelta Ids(const std::vector<std::int32_t>& ids,
+                   ipc::FinishReason finish = ipc::FinishReason::None) {
     b.Clear();
-    std::vector<std::int32_t> ids(text.begin(), text.end());
     const auto tokens = b.CreateVector(ids);
     ipc::RequestOutputBuilder o(b);
     o.add_new_token_ids(tokens);
@@ -119,6 +122,26 @@ TEST_F(OutputProcessorTest, StopStringAcrossTwoDeltasFinishesWithStopAndCountsTo
   EXPECT_EQ(completions_, 1);
   EXPECT_EQ(Sample(Key("vllm:generation_tokens_total")), 11);
   EXPECT_EQ(Sample(Key("vllm:request_success_total", "finished_reason=\"abort\",")), 0);
+}
+
+// The request's DecodeOptions reach the detokenizer: skip_special_tokens
+// false shows BOS's text. The stop token the engine ended on (EOS here)
+// counts as generated but is not output, as in vLLM.
+TEST_F(OutputProcessorTest, DecodeOptionsArePerRequestAndTheStopTokenIsNotOutput) {
+  for (const bool skip : {true, false}) {
+    CompletionParams params;
+    params.decode.skip_special_tokens = skip;
+    auto p = Make(params);
+    p->Start();
+    Output output;
+    p->OnOutput(0, output.Ids({'h', 256, 'i'}));
+    p->OnOutput(0, output.Ids({'!', 257}, ipc::FinishReason::Stop));
+    ASSERT_EQ(out_->lasts, skip ? 1 : 2);
+    const json body = json::parse(out_->body);
+    EXPECT_EQ(body["choices"][0]["text"], skip ? "hi!" : "h<s>i!");
+    EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+    EXPECT_EQ(body["usage"]["completion_tokens"], 5);
+  }
 }
 
 TEST_F(OutputProcessorTest, ChatStreamHasRolesWithTheFirstOutputAndOneChunkPerToken) {

@@ -10,7 +10,7 @@ namespace sightline::api {
 namespace {
 
 TEST_F(CompletionsTest, RequestMetricsAreExact) {
-  constexpr int kN = 3, kP = 16, kM = 8;
+  constexpr int kN = 3, kP = 17, kM = 8;  // kGreedy's 16 bytes and BOS
   for (int i = 0; i < kN; ++i) Complete(kGreedy);
   auto p = Page();
   EXPECT_EQ(p[Key("vllm:request_success_total", "finished_reason=\"length\",")], kN);
@@ -151,7 +151,7 @@ TEST_F(EngineLabelTest, RequestMetricsCarryTheServingEnginesIndex) {
     EXPECT_EQ(p[key(name, "0")], 0) << name;  // engine 0's series, pre-created, unmoved
   }
   EXPECT_EQ(p[key("vllm:generation_tokens_total", "1")], 8);
-  EXPECT_EQ(p[key("vllm:prompt_tokens_total", "1")], 16);
+  EXPECT_EQ(p[key("vllm:prompt_tokens_total", "1")], 17);  // 16 bytes and BOS
   EXPECT_EQ(p[key("vllm:prompt_tokens_total", "0")], 0);
 }
 

@@ -73,13 +73,14 @@ class RequestParsingTest : public ::testing::Test {
     CompletionParams p;
     std::string text;
     std::vector<std::int32_t> tokens;
+    bool add_special = false;
     Outcome o;
     int status = 0;
     const Status s =
         endpoint == kCompletions ? ParseGeneration(body, false, ctx_, &p, &status, &o.param)
         : endpoint == kChat      ? ParseGeneration(body, true, ctx_, &p, &status, &o.param)
         : endpoint == kResponses ? ParseResponses(body, ctx_, &p, &status, &o.param)
-        : endpoint == kTokenize  ? ParseTokenize(body, ctx_, &text, &status, &o.param)
+        : endpoint == kTokenize  ? ParseTokenize(body, ctx_, &text, &add_special, &status, &o.param)
                                  : ParseDetokenize(body, ctx_, &tokens, &status, &o.param);
     if (s.ok()) {
       // What an accepted body promises the rest of the server.
@@ -122,7 +123,7 @@ TEST_F(RequestParsingTest, GoodBodiesMapOntoEngineParams) {
                                {"stream_options", {{"include_usage", true}}},
                                {"some_unknown_field", 1}});
   ASSERT_EQ(p.prompts.size(), 1u);
-  EXPECT_EQ(p.prompts[0], (std::vector<std::int32_t>{'a', 'b', 'c'}));
+  EXPECT_EQ(p.prompts[0], (std::vector<std::int32_t>{256, 'a', 'b', 'c'}));  // BOS, then bytes
   EXPECT_EQ(p.n, 1u);
   EXPECT_EQ(p.max_tokens, 5u);
   EXPECT_TRUE(p.max_tokens_set);
@@ -136,10 +137,10 @@ TEST_F(RequestParsingTest, GoodBodiesMapOntoEngineParams) {
   EXPECT_FLOAT_EQ(p.frequency_penalty, -0.5f);
   EXPECT_EQ(Accept({{"prompt", {1, 2, 3}}}).prompts,
             (std::vector<std::vector<std::int32_t>>{{1, 2, 3}}));
-  EXPECT_EQ(Accept({{"prompt", {"ab"}}}).prompts[0].size(), 2u);  // a list holding one prompt
+  EXPECT_EQ(Accept({{"prompt", {"ab"}}}).prompts[0].size(), 3u);  // a list holding one prompt
   // Several prompts (strings or token lists, mixed) and n samples of each.
   p = Accept({{"prompt", json::array({json("ab"), json::array({7, 8, 9})})}, {"n", 3}});
-  EXPECT_EQ(p.prompts, (std::vector<std::vector<std::int32_t>>{{'a', 'b'}, {7, 8, 9}}));
+  EXPECT_EQ(p.prompts, (std::vector<std::vector<std::int32_t>>{{256, 'a', 'b'}, {7, 8, 9}}));
   EXPECT_EQ(p.n, 3u);
   EXPECT_EQ(Accept({{"prompt", "a"}, {"n", 128}}).n, 128u);
   EXPECT_FALSE(Accept({{"prompt", "a"}}).max_tokens_set);
@@ -163,7 +164,7 @@ TEST_F(RequestParsingTest, BadBodiesAreRefusedWithAReason) {
       {R"({"prompt": ["a", "bb"], "max_tokens": 63})", "prompt (2 tokens) plus max_tokens"},
       {R"({"prompt": [1, -2]})", "token ids"},
       {R"({"prompt": [1, 260]})", "token ids"},
-      {R"({"prompt": ""})", "empty"},
+      {R"({"prompt": "", "add_special_tokens": false})", "empty"},
       {R"({"prompt": "a", "max_tokens": 0})", "'max_tokens' must be an integer in [1, "},
       {R"({"prompt": "a", "max_tokens": "5"})", "'max_tokens' must be an integer"},
       {R"({"prompt": "a", "temperature": -1})", "'temperature'"},
@@ -190,7 +191,7 @@ TEST_F(RequestParsingTest, BadBodiesAreRefusedWithAReason) {
   const auto [status, message] = Reject(R"({"model": "gpt-4", "prompt": "a"})");
   EXPECT_EQ(status, 404);
   EXPECT_NE(message.find("'gpt-4' does not exist"), std::string::npos);
-  EXPECT_NE(Reject(R"({"prompt": ")" + std::string(64, 'x') + R"("})").second.find("64 tokens"),
+  EXPECT_NE(Reject(R"({"prompt": ")" + std::string(63, 'x') + R"("})").second.find("64 tokens"),
             std::string::npos);
   EXPECT_NE(Reject(R"({"messages": "hi"})", true).second.find("'messages'"), std::string::npos);
   EXPECT_NE(Reject(R"({"prompt": "a"})", true).second.find("'messages' is required"),
@@ -372,7 +373,6 @@ TEST_F(RequestParsingTest, ValidatesAsVllmDoes) {
            {"structured_outputs", {{"json", {{"type", "object"}}}}},
            {"include_stop_str_in_output", true},
            {"continue_final_message", true},
-           {"skip_special_tokens", false},
            {"truncate_prompt_tokens", 8},
            {"functions", {{{"name", "f"}}}},
            {"function_call", "auto"}}) {
@@ -383,12 +383,84 @@ TEST_F(RequestParsingTest, ValidatesAsVllmDoes) {
   EXPECT_EQ(Parse(kChat, json{{"messages", chat_messages},
                               {"guided_json", nullptr},
                               {"include_stop_str_in_output", false},
-                              {"skip_special_tokens", true},
                               {"functions", json::array()},
                               {"function_call", "none"}}
                              .dump())
                 .status,
             200);
+}
+
+// vLLM's tokenization fields: add_special_tokens (default true for
+// completions, false for chat: the template writes BOS), skip_special_tokens
+// and spaces_between_special_tokens (default true), each a boolean. Token-id
+// prompts are used as given.
+TEST_F(RequestParsingTest, SpecialTokenFieldsHaveVllmDefaults) {
+  const json chat_messages = {{{"role", "user"}, {"content", "Hi"}}};
+  CompletionParams p = Accept({{"prompt", "ab"}});
+  EXPECT_TRUE(p.add_special_tokens);
+  EXPECT_EQ(p.prompts.at(0), (std::vector<std::int32_t>{256, 'a', 'b'}));
+  EXPECT_TRUE(p.decode.skip_special_tokens);
+  EXPECT_TRUE(p.decode.spaces_between_special_tokens);
+  p = Accept({{"prompt", "ab"}, {"add_special_tokens", false}});
+  EXPECT_EQ(p.prompts.at(0), (std::vector<std::int32_t>{'a', 'b'}));
+  p = Accept({{"prompt", {"a", "b"}}});  // each string prompt gets BOS
+  EXPECT_EQ(p.prompts, (std::vector<std::vector<std::int32_t>>{{256, 'a'}, {256, 'b'}}));
+  EXPECT_EQ(Accept({{"prompt", {5, 6}}}).prompts.at(0), (std::vector<std::int32_t>{5, 6}));
+  EXPECT_EQ(Accept({{"prompt", {{5, 6}}}, {"add_special_tokens", true}}).prompts.at(0),
+            (std::vector<std::int32_t>{5, 6}));
+  p = Accept({{"messages", chat_messages}}, true);
+  EXPECT_FALSE(p.add_special_tokens);
+  EXPECT_EQ(p.prompts.at(0).front(), 'u');  // "user: Hi\n...": no BOS
+  p = Accept({{"messages", chat_messages}, {"add_special_tokens", true}}, true);
+  EXPECT_EQ(p.prompts.at(0).front(), 256);
+  p = Accept(
+      {{"prompt", "a"}, {"skip_special_tokens", false}, {"spaces_between_special_tokens", false}});
+  EXPECT_FALSE(p.decode.skip_special_tokens);
+  EXPECT_FALSE(p.decode.spaces_between_special_tokens);
+  p = Accept({{"messages", chat_messages}, {"skip_special_tokens", false}}, true);
+  EXPECT_FALSE(p.decode.skip_special_tokens);
+  for (const char* key :
+       {"add_special_tokens", "skip_special_tokens", "spaces_between_special_tokens"}) {
+    for (const json& bad : {json("yes"), json(1), json::array()}) {
+      for (const Endpoint endpoint : {kCompletions, kChat}) {
+        json body = {{key, bad}};
+        if (endpoint == kCompletions)
+          body["prompt"] = "a";
+        else
+          body["messages"] = chat_messages;
+        const Outcome o = Parse(endpoint, body.dump());
+        EXPECT_EQ(o.status, 400) << body.dump();
+        EXPECT_EQ(o.param, key) << body.dump();
+        EXPECT_NE(o.message.find("must be a boolean"), std::string::npos) << o.message;
+      }
+    }
+  }
+}
+
+// /tokenize: add_special_tokens defaults to true for a prompt and false for
+// messages (vLLM's TokenizeCompletionRequest / TokenizeChatRequest).
+TEST_F(RequestParsingTest, TokenizeAddSpecialTokensDefaults) {
+  auto tokenize = [&](const json& body, bool* add) {
+    std::string text;
+    int status = 0;
+    const Status s = ParseTokenize(body.dump(), ctx_, &text, add, &status);
+    EXPECT_TRUE(s.ok()) << body.dump() << ": " << s.message();
+    return text;
+  };
+  bool add = false;
+  EXPECT_EQ(tokenize({{"prompt", "hi"}}, &add), "hi");
+  EXPECT_TRUE(add);
+  tokenize({{"prompt", "hi"}, {"add_special_tokens", false}}, &add);
+  EXPECT_FALSE(add);
+  tokenize({{"messages", {{{"role", "user"}, {"content", "x"}}}}}, &add);
+  EXPECT_FALSE(add);
+  tokenize({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"add_special_tokens", true}},
+           &add);
+  EXPECT_TRUE(add);
+  const Outcome o = Parse(kTokenize, R"({"prompt":"x","add_special_tokens":"no"})");
+  EXPECT_EQ(o.status, 400);
+  EXPECT_EQ(o.param, "add_special_tokens");
+  EXPECT_NE(o.message.find("must be a boolean"), std::string::npos) << o.message;
 }
 
 // Stop strings are capped at parse time (count, length, non-empty), and the

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
 
 #include "sightline/api_server/detokenizer.h"
 #include "sightline/api_server/tokenizer.h"
@@ -82,6 +84,168 @@ TEST(IncrementalDetokenizer, NeverSplitsACharacter) {
   EXPECT_EQ(Stream(*t, garbage),
             "a\xEF\xBF\xBD\xEF\xBF\xBD"
             "b\xEF\xBF\xBD");
+}
+
+// The issue's example, and where maximal subparts differ from "one U+FFFD
+// per bad byte": a truncated 4-byte prefix broken by 'A' is one U+FFFD.
+TEST(Utf8, MaximalSubparts) {
+  EXPECT_EQ(LossyUtf8("\xF0\x9F\x98"
+                      "A"),
+            "\xEF\xBF\xBD"
+            "A");
+  EXPECT_EQ(LossyUtf8("\xE4\xB8\xE4\xB8\x96"), "\xEF\xBF\xBD\xE4\xB8\x96");
+  EXPECT_EQ(LossyUtf8("\xF4\x90\x80\x80"),  // F4 90 starts nothing: each byte alone
+            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  std::size_t pending = 0;
+  EXPECT_EQ(ValidUtf8Prefix("\xF0\x9F\x98", false, &pending), "");
+  EXPECT_EQ(pending, 3u);
+  EXPECT_EQ(ValidUtf8Prefix("\xF0\x9F\x98", true, &pending), "\xEF\xBF\xBD");
+}
+
+// Byte sequences and the text Python's bytes.decode("utf-8", "replace")
+// makes of them (tools/utf8_reference/): the full conversion, and the same
+// bytes streamed one token at a time through the byte tokenizer, with and
+// without special tokens between them, must both give that text.
+TEST(Utf8, MatchesPythonReference) {
+  std::ifstream in(SIGHTLINE_SOURCE_TESTDATA "/utf8_lossy.json");
+  ASSERT_TRUE(in) << "missing " SIGHTLINE_SOURCE_TESTDATA "/utf8_lossy.json";
+  const auto doc = nlohmann::json::parse(in);
+  const auto& cases = doc.at("cases");
+  ASSERT_GE(cases.size(), 300u);
+  auto t = MakeByteTokenizer();
+  int mismatches = 0;
+  for (const auto& c : cases) {
+    std::string bytes;
+    std::vector<std::int32_t> ids, with_specials;
+    for (int b : c.at("bytes")) {
+      bytes.push_back(static_cast<char>(b));
+      ids.push_back(b);
+      with_specials.push_back(b);
+      if (b % 3 == 0) with_specials.push_back(t->eos_id());  // skipped: invisible
+    }
+    const std::string expected = c.at("text").get<std::string>();
+    const std::string lossy = LossyUtf8(bytes);
+    EXPECT_EQ(lossy, expected) << c.dump();
+    EXPECT_EQ(Stream(*t, ids), expected) << c.dump();
+    EXPECT_EQ(Stream(*t, with_specials), expected) << c.dump();
+    mismatches += lossy != expected;
+  }
+  EXPECT_EQ(mismatches, 0) << "of " << cases.size();
+}
+
+// Streamed text equals the non-streamed text for every id sequence: random
+// ids (mostly bytes >= 0x80, so every kind of broken and truncated sequence
+// occurs, plus specials), with special tokens shown and skipped; and every
+// prefix of the stream is a prefix of the final text (nothing is taken back).
+TEST(IncrementalDetokenizer, StreamedEqualsFullDecodeRandomized) {
+  auto t = MakeByteTokenizer();
+  std::mt19937 rng(15);
+  std::uniform_int_distribution<int> kind(0, 9), high(0x80, 0xFF), any(0, 259), len(0, 40);
+  for (int round = 0; round < 4000; ++round) {
+    std::vector<std::int32_t> ids;
+    const int n = len(rng);
+    for (int i = 0; i < n; ++i) {
+      const int k = kind(rng);
+      ids.push_back(k < 6 ? high(rng) : k < 8 ? any(rng) : 'a' + k);
+    }
+    for (const bool skip : {true, false}) {
+      const DecodeOptions options{.skip_special_tokens = skip};
+      const std::string expected = LossyUtf8(t->Decode(ids, options));
+      IncrementalDetokenizer d(t.get(), options);
+      std::string out;
+      for (std::int32_t id : ids) {
+        out += d.Add(id);
+        ASSERT_EQ(expected.compare(0, out.size(), out), 0) << "round " << round;
+      }
+      out += d.Flush();
+      ASSERT_EQ(out, expected) << "round " << round << " skip " << skip;
+      ASSERT_TRUE(IsValidUtf8(out));
+    }
+  }
+}
+
+// Hugging Face's ByteFallback decoder as tokenizers implements it: ids
+// 0x80..0xFF are byte tokens <0xNN>; a run of them becomes its text if valid
+// UTF-8, else one U+FFFD per byte of the whole run. Ids from 256 are words
+// ("w256 "...), 300 is a special token shown as "<|x|>" (skipped ones are
+// dropped before decoding, as tokenizers does). Its Decode is text
+// already (never raw bytes), and not concatenative: a bad byte spoils the
+// characters before it in its run.
+class ByteFallbackTokenizer final : public Tokenizer {
+ public:
+  std::vector<std::int32_t> Encode(std::string_view, bool) const override { return {}; }
+  std::string Decode(std::span<const std::int32_t> ids, const DecodeOptions& o) const override {
+    std::string out, run;
+    auto end_run = [&] {
+      if (LossyUtf8(run) == run)
+        out += run;
+      else
+        for (std::size_t i = 0; i < run.size(); ++i) out += "\xEF\xBF\xBD";
+      run.clear();
+    };
+    for (std::int32_t id : ids) {
+      if (id == 300 && o.skip_special_tokens) continue;  // dropped first: runs join
+      if (id < 256) {
+        run.push_back(static_cast<char>(id));
+        continue;
+      }
+      end_run();
+      if (id == 300) {
+        out += "<|x|>";
+      } else {
+        out += "w" + std::to_string(id) + " ";
+      }
+    }
+    end_run();
+    return out;
+  }
+  int vocab_size() const override { return 301; }
+  std::int32_t bos_id() const override { return -1; }
+  std::int32_t eos_id() const override { return 300; }
+  std::string bos_token() const override { return ""; }
+  std::string eos_token() const override { return "<|x|>"; }
+  bool is_special(std::int32_t id) const override { return id == 300; }
+};
+
+// Streamed equals the full decode for the byte-fallback decoder too, though
+// a run's text can change when a bad byte joins it: the detokenizer holds a
+// run back until a token of another kind ends it.
+TEST(IncrementalDetokenizer, StreamedEqualsFullDecodeWithByteFallbackRuns) {
+  const ByteFallbackTokenizer t;
+  std::mt19937 rng(15);
+  std::uniform_int_distribution<int> kind(0, 9), high(0x80, 0xFF), word(256, 260), len(0, 30);
+  const std::string e9 = "\xC3\xA9";  // é as two byte tokens
+  for (int round = 0; round < 3000; ++round) {
+    std::vector<std::int32_t> ids;
+    const int n = len(rng);
+    for (int i = 0; i < n; ++i) {
+      const int k = kind(rng);
+      if (k < 3) {
+        ids.insert(ids.end(), {0xC3, 0xA9});  // a valid character a later byte may spoil
+      } else if (k < 7) {
+        ids.push_back(high(rng));
+      } else {
+        ids.push_back(k == 9 ? 300 : word(rng));
+      }
+    }
+    for (const bool skip : {true, false}) {
+      const DecodeOptions options{.skip_special_tokens = skip};
+      const std::string expected = t.Decode(ids, options);
+      IncrementalDetokenizer d(&t, options);
+      std::string out;
+      for (std::int32_t id : ids) {
+        out += d.Add(id);
+        ASSERT_EQ(expected.compare(0, out.size(), out), 0) << "round " << round;
+      }
+      out += d.Flush();
+      ASSERT_EQ(out, expected) << "round " << round << " skip " << skip;
+    }
+  }
+  // The case itself: é decoded, then a bad byte turns the run into U+FFFDs.
+  EXPECT_EQ(t.Decode(std::vector<std::int32_t>{0xC3, 0xA9, 0xFF}, DecodeOptions{}),
+            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(Stream(t, {0xC3, 0xA9, 0xFF, 256}), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDw256 ");
+  EXPECT_EQ(Stream(t, {0xC3, 0xA9, 256}), e9 + "w256 ");
 }
 
 TEST(StopMatcher, SpansChunksAndIsNotEmitted) {

@@ -57,7 +57,7 @@ TEST(Serve, ThreeApiServersCountExactly) {
   for (int i = 0; i < 6; ++i) {
     auto p = Scrape(serve.port());
     EXPECT_EQ(p[kLength], kN);
-    EXPECT_EQ(p[Key("vllm:prompt_tokens_total")], kN * kPrompt);
+    EXPECT_EQ(p[Key("vllm:prompt_tokens_total")], kN * (kPrompt + 1));  // + BOS
     EXPECT_EQ(p[Key("vllm:generation_tokens_total")], kN * kMax);
     EXPECT_EQ(p[Key("vllm:time_to_first_token_seconds_count")], kN);
     EXPECT_EQ(p[Key("vllm:inter_token_latency_seconds_count")], kN * (kMax - 1));

@@ -13,14 +13,25 @@
 
 namespace sightline::api {
 
-// Replaces invalid UTF-8 in `bytes` with U+FFFD. A trailing sequence that is
-// merely incomplete is left out and its length reported in *pending (0 when
-// `final`: then it too becomes U+FFFD). The result is always valid UTF-8.
+// Replaces invalid UTF-8 in `bytes` with U+FFFD, one per maximal subpart of
+// an ill-formed sequence (Unicode 3.9, "U+FFFD substitution of maximal
+// subparts": what Python's errors="replace", Rust's from_utf8_lossy and so
+// vLLM give; F0 9F 98 41 is U+FFFD "A"). A trailing sequence that is merely
+// incomplete is left out and its length reported in *pending (0 when
+// `final`: then it too becomes one U+FFFD). The result is valid UTF-8.
 std::string ValidUtf8Prefix(std::string_view bytes, bool final, std::size_t* pending);
+
+// ValidUtf8Prefix(bytes, final=true): the text a complete decode stands for.
+std::string LossyUtf8(std::string_view bytes);
 
 // Turns a growing token sequence into text deltas that never split a UTF-8
 // character, whatever the tokenizer's pieces are. Decodes a short window of
 // recent tokens (vLLM's prefix/read offsets), so each step costs O(window).
+// Contract: the deltas of Add and then Flush concatenate to exactly
+// LossyUtf8(tokenizer->Decode(tokens(), options)), the non-streamed text. A
+// trailing incomplete character, or a trailing U+FFFD (which a byte-fallback
+// decoder emits for a character's first bytes), is held back until the
+// next token or Flush.
 class IncrementalDetokenizer {
  public:
   IncrementalDetokenizer(const Tokenizer* tokenizer, DecodeOptions options);
@@ -36,6 +47,7 @@ class IncrementalDetokenizer {
   std::vector<std::int32_t> tokens_;
   std::size_t prefix_offset_ = 0;  // window start: context for the decoder
   std::size_t read_offset_ = 0;    // text up to here has been emitted
+  std::string text_;               // all text emitted, checked against the whole decode at Flush
 };
 
 }  // namespace sightline::api
