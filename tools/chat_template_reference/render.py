@@ -133,8 +133,7 @@ def main():
                 failed += 1
     with open(os.path.join(DATA, "expected.json"), "w", encoding="utf-8") as f:
         json.dump({"jinja2": jinja2.__version__, "clock": CLOCK.isoformat(),
-                   "conversations": convs, "renders": expected}, f, indent=1, ensure_ascii=False,
-                  sort_keys=True)
+                   "conversations": convs, "renders": expected}, f, indent=1, ensure_ascii=False)
         f.write("\n")
     print("%d renders, %d expected errors" % (ok, failed), file=sys.stderr)
 
