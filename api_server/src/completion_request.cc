@@ -128,11 +128,14 @@ bool ReadConversation(const Fields& f, Kind kind, std::vector<ChatMessage>* mess
 // parsed again in order (the bounded parse of `f` checked its depth), so
 // that the template sees keys in the client's order, as vLLM's does.
 bool ReadChatInput(const Fields& f, Kind kind, const std::vector<ChatMessage>& messages,
-                   std::string_view body, ChatInput* in) {
+                   std::string_view body, ChatInput* in, BodyError* e) {
   if (!f.Bool("add_generation_prompt", &in->add_generation_prompt) ||
       !f.Bool("continue_final_message", &in->continue_final_message) ||
       !f.Object("chat_template_kwargs"))
     return false;
+  if (in->add_generation_prompt && in->continue_final_message)
+    return Refuse(e, "continue_final_message",
+                  "Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
   if (const json* docs = f.Find("documents"); docs && !docs->is_array())
     return f.Fail("documents", "must be a list");
   const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
@@ -288,7 +291,8 @@ bool ReadGeneration(const json& j, std::string_view body, Kind kind, const Parse
     std::vector<ChatMessage> messages;
     ChatInput chat;
     std::string prompt;
-    if (!ReadConversation(f, kind, &messages, e) || !ReadChatInput(f, kind, messages, body, &chat) ||
+    if (!ReadConversation(f, kind, &messages, e) ||
+        !ReadChatInput(f, kind, messages, body, &chat, e) ||
         !Render(ctx, chat, kind == Kind::kChat ? "messages" : "input", &prompt, e))
       return false;
     p->prompts.push_back(ctx.tokenizer->Encode(prompt, /*add_special_tokens=*/false));
@@ -384,7 +388,7 @@ bool ReadTokenize(const json& j, std::string_view body, const ParseContext& ctx,
   std::vector<ChatMessage> messages;
   ChatInput chat;
   return ReadMessages(*list, "messages", /*responses=*/false, &messages, e) &&
-         ReadChatInput(f, Kind::kChat, messages, body, &chat) &&
+         ReadChatInput(f, Kind::kChat, messages, body, &chat, e) &&
          Render(ctx, chat, "messages", text, e);
 }
 
@@ -415,7 +419,8 @@ Status ParseResponses(const std::string& body, const ParseContext& ctx, Completi
   *http_status = 400;
   json j;
   BodyError e;
-  const bool ok = ParseJsonObject(body, &j, &e) && ReadGeneration(j, body, Kind::kResponses, ctx, p, &e);
+  const bool ok =
+      ParseJsonObject(body, &j, &e) && ReadGeneration(j, body, Kind::kResponses, ctx, p, &e);
   if (ok) p->responses = true;
   return Result(ok, e, http_status, param);
 }

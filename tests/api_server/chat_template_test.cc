@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "chat_render.h"
+#include "completion_request.h"
 
 namespace sightline::api {
 namespace {
@@ -176,6 +177,79 @@ TEST(ChatTemplate, RequestFieldsReachTheTemplate) {
                   "t", {{"default", "{{ raise_exception('roles must alternate') }}"}}, {}, &t)
                   .ok());
   EXPECT_EQ(RenderText(t, UserHi()), "error: roles must alternate");
+}
+
+// The request path: /tokenize and /v1/chat/completions bodies reach the
+// template with vLLM's fields; the template's refusals and bad requests
+// are HTTP 400 with the message.
+TEST(ChatTemplate, RequestPathPassesTheFieldsAndAnswers400) {
+  const auto tokenizer = MakeByteTokenizer();
+  EngineInfo engine;
+  engine.max_model_len = 4096;
+  engine.vocab_size = 260;
+  std::shared_ptr<const ChatTemplate> t;
+  ASSERT_TRUE(ChatTemplate::Create(
+                  "t",
+                  {{"default",
+                    "{% if messages[0].content == 'boom' %}{{ raise_exception('no booms') }}"
+                    "{% endif %}{% for m in messages %}<{{ m.role }}>{{ m.content }}"
+                    "{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments | tojson }}"
+                    "{% endif %}{% endfor %}{% if add_generation_prompt %}<gen>{% endif %}"
+                    "{% if enable_thinking is defined %}think={{ enable_thinking }}{% endif %}"
+                    "{% if documents %}{{ documents | length }} docs{% endif %}"}},
+                  {}, &t)
+                  .ok());
+  const ParseContext ctx{tokenizer.get(), &engine, "tiny", t};
+  auto tokenize = [&](const std::string& body) {
+    std::string text;
+    int status = 200;
+    std::string param;
+    const Status s = ParseTokenize(body, ctx, &text, &status, &param);
+    return s.ok() ? text : std::to_string(status) + " " + param + ": " + s.message();
+  };
+  const std::string user = R"("messages": [{"role": "user", "content": "Hi"}])";
+  EXPECT_EQ(tokenize("{" + user + "}"), "<user>Hi<gen>");
+  EXPECT_EQ(tokenize("{" + user + R"(, "add_generation_prompt": false})"), "<user>Hi");
+  EXPECT_EQ(tokenize("{" + user + R"(, "chat_template_kwargs": {"enable_thinking": false}})"),
+            "<user>Hi<gen>think=False");
+  EXPECT_EQ(tokenize("{" + user + R"(, "documents": [{"text": "a"}, {"text": "b"}]})"),
+            "<user>Hi<gen>2 docs");
+  EXPECT_EQ(
+      tokenize(
+          R"({"messages": [{"role": "user", "content": "Count"}, {"role": "assistant", "content": "1, 2"}],
+              "add_generation_prompt": false, "continue_final_message": true})"),
+      "<user>Count<assistant>1, 2");
+  // Tool-call arguments as JSON text reach the template as an object, keys in order.
+  EXPECT_EQ(
+      tokenize(
+          R"({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{\"z\": 1, \"a\": 2}"}}]}], "add_generation_prompt": false})"),
+      "<assistant>{\"z\": 1, \"a\": 2}");
+  EXPECT_EQ(tokenize("{" + user + R"(, "continue_final_message": true})"),
+            "400 continue_final_message: Cannot set both `continue_final_message` and "
+            "`add_generation_prompt` to True.");
+  EXPECT_EQ(tokenize("{" + user + R"(, "chat_template_kwargs": 5})"),
+            "400 chat_template_kwargs: 'chat_template_kwargs' must be an object");
+  EXPECT_EQ(tokenize("{" + user + R"(, "documents": "x"})"),
+            "400 documents: 'documents' must be a list");
+  // The chat endpoint: the template's raise_exception is a 400 with its message.
+  CompletionParams p;
+  int status = 0;
+  std::string param;
+  Status s = ParseGeneration(R"({"messages": [{"role": "user", "content": "Hi"}]})", true, ctx, &p,
+                             &status, &param);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(tokenizer->Decode(p.prompts[0], {}), "<user>Hi<gen>");
+  s = ParseGeneration(R"({"messages": [{"role": "user", "content": "boom"}]})", true, ctx, &p,
+                      &status, &param);
+  EXPECT_EQ(s.message(), "no booms");
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(param, "messages");
+  s = ParseGeneration(
+      R"({"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true, "continue_final_message": true})",
+      true, ctx, &p, &status, &param);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(param, "continue_final_message");
 }
 
 TEST(ChatTemplate, ParsesMessagesAndRejectsBadOnes) {

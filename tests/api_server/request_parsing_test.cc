@@ -371,7 +371,6 @@ TEST_F(RequestParsingTest, ValidatesAsVllmDoes) {
            {"guided_grammar", "root ::= \"a\""},
            {"structured_outputs", {{"json", {{"type", "object"}}}}},
            {"include_stop_str_in_output", true},
-           {"continue_final_message", true},
            {"skip_special_tokens", false},
            {"truncate_prompt_tokens", 8},
            {"functions", {{{"name", "f"}}}},
