@@ -73,7 +73,7 @@ Value MakeDict(Args& a, bool is_namespace) {
 
 class Renderer {
  public:
-  Renderer(const Value& vars) : root_(std::make_shared<Scope>()) {
+  explicit Renderer(const Value& vars) : root_(std::make_shared<Scope>()) {
     auto globals = std::make_shared<Scope>();
     globals->vars["range"] = Value::Callable("range", Range);
     globals->vars["namespace"] =
