@@ -58,8 +58,10 @@ Status LoadTokenizer(const std::string& tokenizer, std::unique_ptr<Tokenizer>* o
 }
 
 // --chat-template, else the tokenizer directory's tokenizer_config.json,
-// else `plain` for the built-in byte tokenizer.
-Status LoadChatTemplate(const ApiServerProcessOptions& o, ChatTemplate* out) {
+// else `plain` for the built-in byte tokenizer. The tokenizer gives the
+// template its bos_token and eos_token.
+Status LoadChatTemplate(const ApiServerProcessOptions& o, const Tokenizer& tokenizer,
+                        std::shared_ptr<const ChatTemplate>* out) {
   std::string tokenizer_config;
   if (o.tokenizer != "byte") {
     std::ifstream in(std::filesystem::path(o.tokenizer).parent_path() / "tokenizer_config.json");
@@ -67,7 +69,11 @@ Status LoadChatTemplate(const ApiServerProcessOptions& o, ChatTemplate* out) {
     text << in.rdbuf();
     tokenizer_config = text.str();
   }
-  return ResolveChatTemplate(o.chat_template, tokenizer_config, o.tokenizer == "byte", out);
+  ChatTemplate::Options options;
+  options.bos_token = tokenizer.bos_token();
+  options.eos_token = tokenizer.eos_token();
+  return ResolveChatTemplate(o.chat_template, tokenizer_config, o.tokenizer == "byte",
+                             std::move(options), out);
 }
 
 }  // namespace
@@ -120,8 +126,8 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   if (static_cast<std::uint32_t>(tokenizer->vocab_size()) > info.vocab_size)
     return Status::InvalidArgument("the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
                                    " tokens, the model " + std::to_string(info.vocab_size));
-  ChatTemplate chat_template;
-  if (Status s = LoadChatTemplate(o, &chat_template); !s.ok()) return s;
+  std::shared_ptr<const ChatTemplate> chat_template;
+  if (Status s = LoadChatTemplate(o, *tokenizer, &chat_template); !s.ok()) return s;
 
   OpenAiServerOptions so;
   so.chat_template = chat_template;

@@ -3,6 +3,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "chat_render.h"
 #include "json_body.h"
 
 namespace sightline::api {
@@ -123,6 +124,43 @@ bool ReadConversation(const Fields& f, Kind kind, std::vector<ChatMessage>* mess
   return true;
 }
 
+// The chat template's inputs besides the conversation (vLLM's fields):
+// add_generation_prompt (default true), continue_final_message,
+// chat_template_kwargs, documents, tools; `messages` as given, so that the
+// template sees every field of each message. Their values come from `body`
+// parsed again in order (the bounded parse of `f` checked its depth), so
+// that the template sees keys in the client's order, as vLLM's does.
+bool ReadChatInput(const Fields& f, Kind kind, const std::vector<ChatMessage>& messages,
+                   std::string_view body, ChatInput* in, BodyError* e) {
+  if (!f.Bool("add_generation_prompt", &in->add_generation_prompt) ||
+      !f.Bool("continue_final_message", &in->continue_final_message) ||
+      !f.Object("chat_template_kwargs"))
+    return false;
+  if (in->add_generation_prompt && in->continue_final_message)
+    return Refuse(e, "continue_final_message",
+                  "Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
+  if (const json* docs = f.Find("documents"); docs && !docs->is_array())
+    return f.Fail("documents", "must be a list");
+  const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
+  auto field = [&](const char* key) {
+    return ordered.is_object() && ordered.contains(key) ? ordered[key] : nlohmann::ordered_json();
+  };
+  in->kwargs = field("chat_template_kwargs");
+  in->documents = field("documents");
+  if (const json* tools = f.Find("tools"); tools && !tools->empty()) in->tools = field("tools");
+  in->messages = kind == Kind::kChat ? field("messages") : MessagesJson(messages);
+  for (auto& m : in->messages)
+    if (m.is_object() && m.value("role", "") == "developer") m["role"] = "system";
+  return true;
+}
+
+bool Render(const ParseContext& ctx, const ChatInput& in, const char* key, std::string* prompt,
+            BodyError* e) {
+  if (Status s = RenderChat(*ctx.chat_template, in, prompt); !s.ok())
+    return Refuse(e, key, s.message());
+  return true;
+}
+
 // An output format object (`response_format`, Responses' `text.format`):
 // only plain text is produced, so only {"type": "text"} is accepted.
 bool TextFormat(const Fields& parent, const char* key, BodyError* e) {
@@ -145,7 +183,7 @@ bool RefuseUnimplemented(const Fields& f, Kind kind, std::uint32_t n, BodyError*
     if (on) return f.Fail(key, kUnsupported);
   }
   // vLLM's extensions this server does not implement (yet).
-  for (const char* key : {"include_stop_str_in_output", "continue_final_message"}) {
+  for (const char* key : {"include_stop_str_in_output"}) {
     bool on = false;
     if (!f.Bool(key, &on)) return false;
     if (on) return f.Fail(key, kUnsupported);
@@ -234,8 +272,8 @@ bool ReadStops(const Fields& f, const ParseContext& ctx, CompletionParams* p, Bo
   return true;
 }
 
-bool ReadGeneration(const json& j, Kind kind, const ParseContext& ctx, CompletionParams* p,
-                    BodyError* e) {
+bool ReadGeneration(const json& j, std::string_view body, Kind kind, const ParseContext& ctx,
+                    CompletionParams* p, BodyError* e) {
   const Fields f(j, "", e);
   p->chat = kind != Kind::kCompletions;
   if (!CheckModel(f, ctx.served_model, e)) return false;
@@ -258,12 +296,13 @@ bool ReadGeneration(const json& j, Kind kind, const ParseContext& ctx, Completio
     if (!ReadPrompt(f, ctx, p, e)) return false;
   } else {
     std::vector<ChatMessage> messages;
-    bool add_generation_prompt = true;
+    ChatInput chat;
+    std::string prompt;
     if (!ReadConversation(f, kind, &messages, e) ||
-        !f.Bool("add_generation_prompt", &add_generation_prompt))
+        !ReadChatInput(f, kind, messages, body, &chat, e) ||
+        !Render(ctx, chat, kind == Kind::kChat ? "messages" : "input", &prompt, e))
       return false;
-    p->prompts.push_back(ctx.tokenizer->Encode(
-        RenderChat(ctx.chat_template, messages, add_generation_prompt), p->add_special_tokens));
+    p->prompts.push_back(ctx.tokenizer->Encode(prompt, p->add_special_tokens));
   }
   if (p->prompts.size() * p->n > kMaxChoices) return TooManyChoices(p->prompts.size(), p->n, e);
   const char* prompt_key = kind == Kind::kCompletions ? "prompt"
@@ -342,7 +381,7 @@ bool ReadGeneration(const json& j, Kind kind, const ParseContext& ctx, Completio
   return true;
 }
 
-bool ReadTokenize(const json& j, const ParseContext& ctx, std::string* text,
+bool ReadTokenize(const json& j, std::string_view body, const ParseContext& ctx, std::string* text,
                   bool* add_special_tokens, BodyError* e) {
   const Fields f(j, "", e);
   if (!CheckModel(f, ctx.served_model, e)) return false;
@@ -357,12 +396,10 @@ bool ReadTokenize(const json& j, const ParseContext& ctx, std::string* text,
   const json* list = f.Find("messages");
   if (!list) return Refuse(e, "prompt", "'prompt' (a string) or 'messages' is required");
   std::vector<ChatMessage> messages;
-  bool add_generation_prompt = true;
-  if (!ReadMessages(*list, "messages", /*responses=*/false, &messages, e) ||
-      !f.Bool("add_generation_prompt", &add_generation_prompt))
-    return false;
-  *text = RenderChat(ctx.chat_template, messages, add_generation_prompt);
-  return true;
+  ChatInput chat;
+  return ReadMessages(*list, "messages", /*responses=*/false, &messages, e) &&
+         ReadChatInput(f, Kind::kChat, messages, body, &chat, e) &&
+         Render(ctx, chat, "messages", text, e);
 }
 
 bool ReadDetokenize(const json& j, const ParseContext& ctx, std::vector<std::int32_t>* tokens,
@@ -383,7 +420,7 @@ Status ParseGeneration(const std::string& body, bool chat, const ParseContext& c
   json j;
   BodyError e;
   const bool ok = ParseJsonObject(body, &j, &e) &&
-                  ReadGeneration(j, chat ? Kind::kChat : Kind::kCompletions, ctx, p, &e);
+                  ReadGeneration(j, body, chat ? Kind::kChat : Kind::kCompletions, ctx, p, &e);
   return Result(ok, e, http_status, param);
 }
 
@@ -392,7 +429,8 @@ Status ParseResponses(const std::string& body, const ParseContext& ctx, Completi
   *http_status = 400;
   json j;
   BodyError e;
-  const bool ok = ParseJsonObject(body, &j, &e) && ReadGeneration(j, Kind::kResponses, ctx, p, &e);
+  const bool ok =
+      ParseJsonObject(body, &j, &e) && ReadGeneration(j, body, Kind::kResponses, ctx, p, &e);
   if (ok) p->responses = true;
   return Result(ok, e, http_status, param);
 }
@@ -402,8 +440,8 @@ Status ParseTokenize(const std::string& body, const ParseContext& ctx, std::stri
   *http_status = 400;
   json j;
   BodyError e;
-  const bool ok =
-      ParseJsonObject(body, &j, &e) && ReadTokenize(j, ctx, text, add_special_tokens, &e);
+  const bool ok = ParseJsonObject(body, &j, &e) &&
+                  ReadTokenize(j, body, ctx, text, add_special_tokens, &e);
   return Result(ok, e, http_status, param);
 }
 

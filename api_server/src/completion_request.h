@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,7 @@ struct ParseContext {
   const Tokenizer* tokenizer;
   const EngineInfo* engine;
   std::string served_model;
-  ChatTemplate chat_template = ChatTemplate::kPlain;
+  std::shared_ptr<const ChatTemplate> chat_template = PlainChatTemplate();
 };
 
 // Caps on stop conditions, so that no request buys unbounded per-token work.

@@ -46,7 +46,7 @@ class RequestParsingTest : public ::testing::Test {
   RequestParsingTest() : tokenizer_(MakeByteTokenizer()) {
     engine_.max_model_len = 64;
     engine_.vocab_size = 260;
-    ctx_ = {tokenizer_.get(), &engine_, "tiny", ChatTemplate::kPlain};
+    ctx_ = {tokenizer_.get(), &engine_, "tiny", PlainChatTemplate()};
   }
   // The status code and message for a body.
   std::pair<int, std::string> Reject(const std::string& body, bool chat = false) {
@@ -372,7 +372,6 @@ TEST_F(RequestParsingTest, ValidatesAsVllmDoes) {
            {"guided_grammar", "root ::= \"a\""},
            {"structured_outputs", {{"json", {{"type", "object"}}}}},
            {"include_stop_str_in_output", true},
-           {"continue_final_message", true},
            {"truncate_prompt_tokens", 8},
            {"functions", {{{"name", "f"}}}},
            {"function_call", "auto"}}) {

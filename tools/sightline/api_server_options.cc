@@ -10,7 +10,8 @@ void AddApiServingFlags(CLI::App* cmd, api::ApiServerProcessOptions* o) {
          "byte, a SentencePiece tokenizer.model, or a Hugging Face tokenizer.json (byte-level BPE)")
       ->capture_default_str();
   cmd->add_option("--chat-template", o->chat_template,
-                  "chatml, llama-2, llama-3, plain, or a Jinja file");
+                  "chatml, llama-2, llama-3, plain, or a Jinja file (default: the "
+                  "tokenizer_config.json chat_template next to --tokenizer)");
   cmd->add_option("--api-key", o->api_key,
                   "Require 'Authorization: Bearer KEY' (not on /health, /ping, /metrics)")
       ->envname("SIGHTLINE_API_KEY");

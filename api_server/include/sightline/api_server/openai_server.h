@@ -27,7 +27,7 @@ struct OpenAiServerOptions {
   std::string served_model_name;
   std::uint32_t client_index = 0;
   EngineInfo engine;
-  ChatTemplate chat_template = ChatTemplate::kPlain;
+  std::shared_ptr<const ChatTemplate> chat_template = PlainChatTemplate();
   bool per_request_metrics = false;  // --enable-per-request-metrics (METRICS.md §8)
   bool force_include_usage = false;  // --enable-force-include-usage
   bool load_tracking = false;        // --enable-server-load-tracking: GET /load
