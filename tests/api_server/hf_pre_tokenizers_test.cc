@@ -146,6 +146,23 @@ TEST(HfPreTokenizersTest, MetaspaceFirstPrependsOnlyWhereTheInputStarts) {
   EXPECT_EQ(PreTokenized(seq, {"hi you"}), (Pieces{"\xE2\x96\x81hi", "you"}));
 }
 
+TEST(HfPreTokenizersTest, TellsWhereMetaspaceFirstFollowsASplit) {
+  const json first = {{"type", "Metaspace"}, {"replacement", "_"}, {"prepend_scheme", "first"}};
+  const json always = {{"type", "Metaspace"}, {"replacement", "_"}, {"prepend_scheme", "always"}};
+  const json split = {{"type", "WhitespaceSplit"}};
+  const json bytes = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
+  auto seq = [](std::vector<json> items) {
+    return json{{"type", "Sequence"}, {"pretokenizers", json(items)}};
+  };
+  EXPECT_FALSE(MetaspaceFirstAfterSplit(first));
+  EXPECT_FALSE(MetaspaceFirstAfterSplit(seq({first, split})));
+  EXPECT_FALSE(MetaspaceFirstAfterSplit(seq({bytes, first})));
+  EXPECT_FALSE(MetaspaceFirstAfterSplit(seq({split, always})));
+  EXPECT_TRUE(MetaspaceFirstAfterSplit(seq({split, first})));
+  EXPECT_TRUE(MetaspaceFirstAfterSplit(seq({seq({split}), seq({first})})));
+  EXPECT_TRUE(MetaspaceFirstAfterSplit(seq({always, first})));  // always splits by default
+}
+
 TEST(HfPreTokenizersTest, ByteLevelAlphabetIsGpt2s) {
   const auto& a = ByteLevelAlphabet();
   EXPECT_EQ(a[' '], "\xC4\xA0");   // Ġ

@@ -422,6 +422,38 @@ const std::array<std::string, 256>& ByteLevelAlphabet() {
   return alphabet;
 }
 
+namespace {
+
+// `*split_seen`: an earlier stage may have split. Returns whether a
+// Metaspace "first" comes after one.
+bool FirstAfterSplit(const json& j, bool* split_seen) {
+  if (!j.is_object()) return false;
+  const std::string type = j.value("type", "");
+  if (type == "Sequence") {
+    const auto it = j.find("pretokenizers");
+    if (it != j.end() && it->is_array())
+      for (const json& item : *it)
+        if (FirstAfterSplit(item, split_seen)) return true;
+    return false;
+  }
+  if (type == "Metaspace") {
+    const bool first = j.value("prepend_scheme", "") == "first";
+    if (first && *split_seen) return true;
+    if (!j.contains("split") || j["split"] != false) *split_seen = true;
+    return false;
+  }
+  if (type == "ByteLevel" && j.contains("use_regex") && j["use_regex"] == false) return false;
+  *split_seen = true;
+  return false;
+}
+
+}  // namespace
+
+bool MetaspaceFirstAfterSplit(const nlohmann::json& j) {
+  bool split_seen = false;
+  return FirstAfterSplit(j, &split_seen);
+}
+
 Status MakePreTokenizer(const nlohmann::json& j, std::unique_ptr<PreTokenizer>* out) {
   std::unique_ptr<Stage> stage;
   if (Status s = Build(j, &stage); !s.ok()) return s;

@@ -10,13 +10,17 @@
 //
 // Metaspace "first" prepends only to a piece that starts the input: Rust
 // checks the piece's original offset is 0, so not after an added token, nor
-// after a delimiter an earlier stage removed. Known divergence (its reach:
-// a normalizer that deletes or replaces the input's first characters, then a
-// splitting stage, then Metaspace "first"): Rust's alignments then put the
-// first piece past offset 0 and it gets no prefix; here it does.
+// after a delimiter an earlier stage removed. Here "original offset 0" is
+// "byte 0 of the segment's normalized text" (normalizers keep no
+// alignments). The two differ only when a normalizer inserted or deleted
+// characters at the segment's start (Prepend, Strip, Replace there) AND a
+// splitting stage runs before Metaspace "first" in a Sequence: no tokenizer
+// file we know combines them, and MetaspaceFirstAfterSplit lets the loader
+// refuse the pre-tokenizer when a normalizer is present.
 #pragma once
 
 #include <array>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "hf/components.h"
@@ -26,5 +30,11 @@ namespace sightline::api::hf {
 // GPT-2's byte -> printable character map (bytes_char), as UTF-8: the
 // printable bytes map to themselves, the others to U+0100 onwards in order.
 const std::array<std::string, 256>& ByteLevelAlphabet();
+
+// Whether pre-tokenizer `j` runs a Metaspace with prepend_scheme "first"
+// after a stage that may split (anything but ByteLevel without its regex or
+// Metaspace without split): the one case where the pieces' original offsets,
+// which a normalizer can move, would decide a prefix (see above).
+bool MetaspaceFirstAfterSplit(const nlohmann::json& j);
 
 }  // namespace sightline::api::hf
