@@ -108,9 +108,10 @@ std::string IncrementalDetokenizer::Add(std::int32_t token) {
   // may go on, and its text waits (a token of another kind ends the run).
   // A token that decodes alone to nothing (a skipped special token, which
   // Hugging Face drops before decoding, so runs on its two sides join) ends
-  // nothing either.
+  // nothing either. A byte token that decodes alone to a character (an
+  // ASCII "<0x0A>") may still be part of a run that turns out invalid.
   const std::string alone = tokenizer_->Decode(all.subspan(tokens_.size() - 1), options_);
-  if (alone.empty() || alone == kReplacement) return {};
+  if (alone.empty() || alone == kReplacement || tokenizer_->is_byte_token(token)) return {};
   read_offset_ = tokens_.size();
   prefix_offset_ = read_offset_ > kWindow ? read_offset_ - kWindow : 0;
   text_ += text;

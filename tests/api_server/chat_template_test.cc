@@ -204,7 +204,8 @@ TEST(ChatTemplate, RequestPathPassesTheFieldsAndAnswers400) {
     std::string text;
     int status = 200;
     std::string param;
-    const Status s = ParseTokenize(body, ctx, &text, &status, &param);
+    bool add_special_tokens = true;
+    const Status s = ParseTokenize(body, ctx, &text, &add_special_tokens, &status, &param);
     return s.ok() ? text : std::to_string(status) + " " + param + ": " + s.message();
   };
   const std::string user = R"("messages": [{"role": "user", "content": "Hi"}])";

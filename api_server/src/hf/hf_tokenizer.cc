@@ -113,6 +113,11 @@ class HfTokenizer : public Tokenizer {
     const std::string* token = Token(id);
     return token && added_.IsSpecialToken(*token);
   }
+  // The form ByteFallback decodes as a byte (decoders.cc), even an ASCII one.
+  bool is_byte_token(std::int32_t id) const override {
+    const std::string* token = Token(id);
+    return token && token->size() == 6 && token->starts_with("<0x") && token->back() == '>';
+  }
 
  private:
   static constexpr std::int32_t kProbe = -2;  // stands for the sequence in SetSpecial

@@ -44,6 +44,9 @@ class Tokenizer {
   virtual std::string bos_token() const = 0;
   virtual std::string eos_token() const = 0;
   virtual bool is_special(std::int32_t id) const = 0;
+  // A byte-fallback token ("<0x0A>"): a decoder may turn a whole run of them
+  // into text or U+FFFD at once, so streamed text waits for the run's end.
+  virtual bool is_byte_token(std::int32_t /*id*/) const { return false; }
 };
 
 // Token i < 256 is byte i; then BOS 256, EOS 257, PAD 258, UNK 259 (the
