@@ -20,9 +20,9 @@ namespace sightline::api {
 // (tools|tojson, for k, v in d.items()), as Python's json gives them.
 struct ChatInput {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // objects, as given
-  nlohmann::ordered_json tools;      // null: none
-  nlohmann::ordered_json documents;  // null: none
-  nlohmann::ordered_json kwargs;     // chat_template_kwargs: null or an object
+  nlohmann::ordered_json tools;                                       // null: none
+  nlohmann::ordered_json documents;                                   // null: none
+  nlohmann::ordered_json kwargs;  // chat_template_kwargs: null or an object
   bool add_generation_prompt = true;
   bool continue_final_message = false;
 };

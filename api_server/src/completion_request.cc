@@ -440,8 +440,8 @@ Status ParseTokenize(const std::string& body, const ParseContext& ctx, std::stri
   *http_status = 400;
   json j;
   BodyError e;
-  const bool ok = ParseJsonObject(body, &j, &e) &&
-                  ReadTokenize(j, body, ctx, text, add_special_tokens, &e);
+  const bool ok =
+      ParseJsonObject(body, &j, &e) && ReadTokenize(j, body, ctx, text, add_special_tokens, &e);
   return Result(ok, e, http_status, param);
 }
 
