@@ -27,7 +27,7 @@ packages=(
   libboost-dev                                # Interprocess, Asio, Beast
   prometheus-cpp-dev zlib1g-dev               # Prometheus data model
   libgtest-dev libgmock-dev libbenchmark-dev  # tests, benchmarks
-  libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
+  libcli11-dev nlohmann-json3-dev
   libopenblas-dev libsentencepiece-dev libxxhash-dev
   libonig-dev libutf8proc-dev                 # tokenizer.json: HF's regex engine, Unicode normalization
   clang-format xz-utils                       # xz: the compressed test data (tests/CMakeLists.txt)
