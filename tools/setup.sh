@@ -84,6 +84,14 @@ sanitize_test() {
     --repeat until-pass:2 -E '^EngineClientTest\.ASlowHandlerDoesNotDelayHeartbeats$'
 }
 
+run_tests() { (cd "$build_dir" && ctest -j"$(nproc)" --output-on-failure --timeout 600); }
+
+phase() {
+  local start=$SECONDS
+  "$@"
+  echo "setup: $1 took $((SECONDS - start)) s"
+}
+
 case "$mode" in
   build)
     install_deps
@@ -96,11 +104,12 @@ case "$mode" in
     exec "$build_dir/tools/sightline" serve "$@"
     ;;
   test)
-    install_deps
-    build
-    (cd "$build_dir" && ctest -j"$(nproc)" --output-on-failure --timeout 600)
+    # Each phase says how long it took, so a slow CI run shows where.
+    phase install_deps
+    phase build
+    phase run_tests
     # An if, not ||: set -e must hold inside the function.
-    if [[ "${SIGHTLINE_SANITIZE:-1}" != 0 ]]; then sanitize_test; fi
+    if [[ "${SIGHTLINE_SANITIZE:-1}" != 0 ]]; then phase sanitize_test; fi
     ;;
   *)
     echo "usage: tools/setup.sh [build|serve|test]" >&2
