@@ -2,6 +2,7 @@
 // for C++; every step follows models/bpe/{model,word}.rs so that ids match.
 #include "hf/bpe_model.h"
 
+#include "hf/vocab.h"
 #include "hf/wordpiece_model.h"
 
 #include <cstdio>
@@ -53,26 +54,16 @@ class BpeModel final : public Model {
         !OptionalBool(j, "byte_fallback", &byte_fallback_) ||
         !OptionalBool(j, "ignore_merges", &ignore_merges_))
       return Status::InvalidArgument("BPE model: a field has the wrong type");
-    if (!j.contains("vocab") || !j["vocab"].is_object() || !j.contains("merges") ||
-        !j["merges"].is_array())
+    if (!j.contains("vocab") || !j.contains("merges") || !j["merges"].is_array())
       return Status::InvalidArgument("BPE model: missing vocab/merges");
-    vocab_.reserve(j["vocab"].size());
-    vocab_r_.reserve(j["vocab"].size());
-    for (const auto& [token, id] : j["vocab"].items()) {
-      if (!id.is_number_unsigned() || id.get<std::uint64_t>() > INT32_MAX)
-        return Status::InvalidArgument("BPE vocab: id of '" + token + "' is not a valid id");
-      const auto i = id.get<std::int32_t>();
-      vocab_[token] = i;
-      vocab_r_[i] = token;
-    }
+    if (Status st = vocab_.Load(j["vocab"], "BPE"); !st.ok()) return st;
     if (has_unk) {
-      const auto it = vocab_.find(unk_token_);
+      unk_id_ = vocab_.Find(unk_token_);
       // tokenizers fails the encode that needs it; refusing at load is the
       // only way not to encode such text wrongly.
-      if (it == vocab_.end())
+      if (unk_id_ < 0)
         return Status::InvalidArgument("BPE unk_token '" + unk_token_ +
                                        "' is not in the vocabulary");
-      unk_id_ = it->second;
     }
     return LoadMerges(j["merges"]);
   }
@@ -80,8 +71,8 @@ class BpeModel final : public Model {
   void Tokenize(std::string_view piece, std::vector<std::int32_t>* ids) const override {
     if (piece.empty()) return;
     if (ignore_merges_) {
-      const auto it = vocab_.find(std::string(piece));
-      if (it != vocab_.end()) return ids->push_back(it->second);
+      if (const std::int32_t id = vocab_.Find(std::string(piece)); id >= 0)
+        return ids->push_back(id);
     }
     std::vector<Symbol> word = Split(piece);
     MergeAll(&word);
@@ -90,14 +81,10 @@ class BpeModel final : public Model {
   }
 
   std::int32_t TokenToId(std::string_view token) const override {
-    const auto it = vocab_.find(std::string(token));
-    return it == vocab_.end() ? -1 : it->second;
+    return vocab_.Find(std::string(token));
   }
-  const std::string* IdToToken(std::int32_t id) const override {
-    const auto it = vocab_r_.find(id);
-    return it == vocab_r_.end() ? nullptr : &it->second;
-  }
-  int vocab_size() const override { return static_cast<int>(vocab_.size()); }
+  const std::string* IdToToken(std::int32_t id) const override { return vocab_.Token(id); }
+  int vocab_size() const override { return vocab_.size(); }
 
  private:
   struct Symbol {
@@ -138,17 +125,16 @@ class BpeModel final : public Model {
         b = m[1].get<std::string>();
       }
       const std::string name = "merge '" + a + " " + b + "'";
-      const auto ia = vocab_.find(a), ib = vocab_.find(b);
-      if (ia == vocab_.end() || ib == vocab_.end())
+      const std::int32_t ia = vocab_.Find(a), ib = vocab_.Find(b);
+      if (ia < 0 || ib < 0)
         return Status::InvalidArgument(name + " names a token outside the vocabulary");
       // The right part loses its continuing_subword_prefix in the result.
       const std::size_t cut = has_prefix_ ? prefix_.size() : 0;
       if (b.size() < cut) return Status::InvalidArgument(name + " is shorter than the prefix");
-      const auto iab = vocab_.find(a + b.substr(cut));
-      if (iab == vocab_.end())
-        return Status::InvalidArgument(name + " makes a token outside the vocabulary");
+      const std::int32_t iab = vocab_.Find(a + b.substr(cut));
+      if (iab < 0) return Status::InvalidArgument(name + " makes a token outside the vocabulary");
       // A repeated pair keeps its last rank, as the Rust map's collect does.
-      merges_.insert_or_assign(PairKey(ia->second, ib->second), MergeRule{rank, iab->second});
+      merges_.insert_or_assign(PairKey(ia, ib), MergeRule{rank, iab});
       ++rank;
     }
     return Status::Ok();
@@ -174,11 +160,10 @@ class BpeModel final : public Model {
       s.append(w.substr(i, n));
       if (i + n >= w.size() && has_suffix_) s += suffix_;
       i += n;
-      const auto it = vocab_.find(s);
-      if (it != vocab_.end()) {
+      if (const std::int32_t id = vocab_.Find(s); id >= 0) {
         if (unk_pending) add(unk_id_, unk_len);
         unk_pending = false;
-        add(it->second, n);
+        add(id, n);
         continue;
       }
       if (byte_fallback_ && ByteFallback(s, add)) continue;
@@ -202,9 +187,9 @@ class BpeModel final : public Model {
     for (unsigned char b : s) {
       char name[8];
       std::snprintf(name, sizeof name, "<0x%02X>", b);
-      const auto it = vocab_.find(name);
-      if (it == vocab_.end()) return false;
-      ids.push_back(it->second);
+      const std::int32_t id = vocab_.Find(name);
+      if (id < 0) return false;
+      ids.push_back(id);
     }
     for (std::int32_t id : ids) add(id, 1);
     return true;
@@ -251,8 +236,7 @@ class BpeModel final : public Model {
     }
   }
 
-  std::unordered_map<std::string, std::int32_t> vocab_;
-  std::unordered_map<std::int32_t, std::string> vocab_r_;
+  Vocab vocab_;
   std::unordered_map<std::uint64_t, MergeRule> merges_;
   std::string unk_token_, prefix_, suffix_;
   bool has_prefix_ = false, has_suffix_ = false;

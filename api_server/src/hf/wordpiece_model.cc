@@ -2,6 +2,8 @@
 // and serialization.rs (fields and their defaults).
 #include "hf/wordpiece_model.h"
 
+#include "hf/vocab.h"
+
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -18,20 +20,12 @@ class WordPieceModel final : public Model {
       prefix_ = j["continuing_subword_prefix"];
     if (j.contains("max_input_chars_per_word") && !j["max_input_chars_per_word"].is_null())
       max_chars_ = j["max_input_chars_per_word"].get<std::size_t>();
-    if (!j.contains("vocab") || !j["vocab"].is_object())
-      return Status::InvalidArgument("WordPiece model: missing vocab");
-    vocab_.reserve(j["vocab"].size());
-    for (const auto& [token, id] : j["vocab"].items()) {
-      if (!id.is_number_unsigned() || id.get<std::uint64_t>() > INT32_MAX)
-        return Status::InvalidArgument("WordPiece vocab: id of '" + token + "' is not a valid id");
-      vocab_[token] = id.get<std::int32_t>();
-      vocab_r_[id.get<std::int32_t>()] = token;
-    }
-    const auto unk = vocab_.find(unk_token_);
-    if (unk == vocab_.end())
+    if (!j.contains("vocab")) return Status::InvalidArgument("WordPiece model: missing vocab");
+    if (Status st = vocab_.Load(j["vocab"], "WordPiece"); !st.ok()) return st;
+    unk_id_ = vocab_.Find(unk_token_);
+    if (unk_id_ < 0)
       return Status::InvalidArgument("WordPiece unk_token '" + unk_token_ +
                                      "' is not in the vocabulary");
-    unk_id_ = unk->second;
     return Status::Ok();
   }
 
@@ -47,10 +41,7 @@ class WordPieceModel final : public Model {
       while (start < end) {
         std::string sub = start > 0 ? prefix_ : std::string();
         sub.append(w.substr(start, end - start));
-        if (const auto it = vocab_.find(sub); it != vocab_.end()) {
-          found = it->second;
-          break;
-        }
+        if ((found = vocab_.Find(sub)) >= 0) break;
         // Drop the last character (the Rust's len_utf8 of its last char).
         do --end;
         while (end > start && (static_cast<unsigned char>(w[end]) & 0xC0) == 0x80);
@@ -63,18 +54,13 @@ class WordPieceModel final : public Model {
   }
 
   std::int32_t TokenToId(std::string_view token) const override {
-    const auto it = vocab_.find(std::string(token));
-    return it == vocab_.end() ? -1 : it->second;
+    return vocab_.Find(std::string(token));
   }
-  const std::string* IdToToken(std::int32_t id) const override {
-    const auto it = vocab_r_.find(id);
-    return it == vocab_r_.end() ? nullptr : &it->second;
-  }
-  int vocab_size() const override { return static_cast<int>(vocab_.size()); }
+  const std::string* IdToToken(std::int32_t id) const override { return vocab_.Token(id); }
+  int vocab_size() const override { return vocab_.size(); }
 
  private:
-  std::unordered_map<std::string, std::int32_t> vocab_;
-  std::unordered_map<std::int32_t, std::string> vocab_r_;
+  Vocab vocab_;
   std::string unk_token_ = "[UNK]", prefix_ = "##";
   std::size_t max_chars_ = 100;
   std::int32_t unk_id_ = -1;
