@@ -20,13 +20,16 @@ std::tm Now() {
 }
 
 // vLLM's message post-processing: text parts joined by "\n" for a template
-// that takes content as a string; tool-call arguments given as JSON text
-// become objects, as tool-use templates expect them.
+// that takes content as a string; no content is "" (for a template that
+// loops over content: []); tool-call arguments given as JSON text
+// become objects, as tool-use templates expect them (none at all: {}).
 Status Prepare(const json& messages, bool iterates_content, json* out) {
   *out = messages;
   for (std::size_t i = 0; i < out->size(); ++i) {
     json& m = (*out)[i];
     if (!m.is_object()) continue;
+    if (auto c = m.find("content"); c == m.end() || c->is_null())
+      m["content"] = iterates_content ? json::array() : json("");
     if (auto c = m.find("content"); c != m.end() && c->is_array() && !iterates_content) {
       std::string text;
       bool first = true;
@@ -39,12 +42,16 @@ Status Prepare(const json& messages, bool iterates_content, json* out) {
         }
       *c = text;
     }
+    const auto role = m.find("role");
+    if (role == m.end() || *role != "assistant") continue;
     if (auto calls = m.find("tool_calls"); calls != m.end() && calls->is_array())
       for (std::size_t k = 0; k < calls->size(); ++k) {
         json& call = (*calls)[k];
         if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
           continue;
+        // As vLLM: absent, null or "" arguments are {}.
         json& args = call["function"]["arguments"];
+        if (args.is_null() || args == "") args = json::object();
         if (!args.is_string()) continue;
         // Depth-checked by the bounded parser first; parsed again ordered.
         nlohmann::json checked;

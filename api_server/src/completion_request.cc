@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat_render.h"
+#include "chat_tools.h"
 #include "json_body.h"
 
 namespace sightline::api {
@@ -126,7 +127,7 @@ bool ReadConversation(const Fields& f, Kind kind, std::vector<ChatMessage>* mess
 
 // The chat template's inputs besides the conversation (vLLM's fields):
 // add_generation_prompt (default true), continue_final_message,
-// chat_template_kwargs, documents, tools; `messages` as given, so that the
+// chat_template_kwargs, documents, tools (chat_tools.h); `messages` as given, so that the
 // template sees every field of each message. Their values come from `body`
 // parsed again in order (the bounded parse of `f` checked its depth), so
 // that the template sees keys in the client's order, as vLLM's does.
@@ -147,7 +148,7 @@ bool ReadChatInput(const Fields& f, Kind kind, const std::vector<ChatMessage>& m
   };
   in->kwargs = field("chat_template_kwargs");
   in->documents = field("documents");
-  if (const json* tools = f.Find("tools"); tools && !tools->empty()) in->tools = field("tools");
+  if (kind == Kind::kChat && !ReadTools(f, field("tools"), &in->tools, e)) return false;
   in->messages = kind == Kind::kChat ? field("messages") : MessagesJson(messages);
   for (auto& m : in->messages)
     if (m.is_object() && m.value("role", "") == "developer") m["role"] = "system";
@@ -199,11 +200,13 @@ bool RefuseUnimplemented(const Fields& f, Kind kind, std::uint32_t n, BodyError*
     if (!f.String(key, &text)) return false;
     if (!text.empty()) return f.Fail(key, kUnsupported);
   }
-  if (const json* tools = f.Find("tools")) {
+  // A chat's tools are read with its conversation (chat_tools.h); other
+  // endpoints have no template to give them to.
+  if (const json* tools = f.Find("tools"); tools && kind != Kind::kChat) {
     if (!tools->is_array()) return f.Fail("tools", "must be a list");
     if (!tools->empty()) return f.Fail("tools", kUnsupported);
   }
-  if (const json* choice = f.Find("tool_choice")) {
+  if (const json* choice = f.Find("tool_choice"); choice && kind != Kind::kChat) {
     if (!choice->is_string() && !choice->is_object())
       return f.Fail("tool_choice", "must be a string or an object");
     if (choice->is_object() || (*choice != "none" && *choice != "auto"))
@@ -300,6 +303,7 @@ bool ReadGeneration(const json& j, std::string_view body, Kind kind, const Parse
     std::string prompt;
     if (!ReadConversation(f, kind, &messages, e) ||
         !ReadChatInput(f, kind, messages, body, &chat, e) ||
+        (kind == Kind::kChat && !CheckToolChoice(f, e)) ||
         !Render(ctx, chat, kind == Kind::kChat ? "messages" : "input", &prompt, e))
       return false;
     p->prompts.push_back(ctx.tokenizer->Encode(prompt, p->add_special_tokens));

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "chat_tools.h"
+
 namespace sightline::api {
 
 using nlohmann::json;
@@ -167,10 +169,14 @@ bool ReadMessages(const json& list, const std::string& name, bool responses,
     if (!role || !role->is_string())
       return Refuse(error, where + ".role", where + " needs a string 'role'");
     ChatMessage msg{role->get<std::string>(), ""};
+    // A tool's answer is a chat message; /v1/responses has its own item for it.
+    const bool tool = !responses && msg.role == "tool";
     if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" &&
-        msg.role != "developer")
-      return f.Fail("role", "is " + Quote(msg.role) + ", not system, user, assistant or developer");
+        msg.role != "developer" && !tool)
+      return f.Fail("role", "is " + Quote(msg.role) + ", not system, user, assistant, developer" +
+                                (responses ? "" : " or tool"));
     if (msg.role == "developer") msg.role = "system";
+    if (!responses && !ReadToolParts(f, msg.role, error)) return false;
     std::string speaker;  // OpenAI's participant name: checked, not rendered
     if (!f.String("name", &speaker)) return false;
     const json* c = f.Find("content");

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "chat_render.h"
+#include "chat_tools.h"
 #include "sightline/api_server/chat_template.h"
 
 namespace sightline::api {
@@ -59,7 +60,12 @@ TEST(JinjaReference, EveryTemplateAndConversationMatchesJinja2) {
       }
       ChatInput in;
       in.messages = conv["messages"];
-      if (conv.contains("tools")) in.tools = conv["tools"];
+      // Tools as the chat endpoint reads them (vLLM's model_dump shape).
+      BodyError e;
+      const nlohmann::json body = conv;
+      ASSERT_TRUE(ReadTools(Fields(body, "", &e), conv.value("tools", nlohmann::ordered_json()),
+                            &in.tools, &e))
+          << cname << ": " << e.message;
       if (conv.contains("documents")) in.documents = conv["documents"];
       if (conv.contains("chat_template_kwargs")) in.kwargs = conv["chat_template_kwargs"];
       in.add_generation_prompt = conv.value("add_generation_prompt", true);

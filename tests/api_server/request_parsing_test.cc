@@ -288,7 +288,7 @@ TEST_F(RequestParsingTest, WrongTypesAreRefusedNamingTheField) {
       {kCompletions, R"({"prompt":"x","logit_bias":"x"})", "logit_bias", "must be an object"},
       {kCompletions, R"({"prompt":["a",[1,1.5]]})", "prompt[1]", "token ids"},
       {kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})",
-       "tools", "unsupported"},
+       "tools[0].function", "is required"},
       {kChat,
        R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
        "response_format.type", "only text"},
@@ -595,6 +595,14 @@ TEST_F(RequestParsingTest, GeneratedCorpusNeverThrowsAndNamesTheField) {
       {{"role", "system"}, {"content", "s"}},
       {{"role", "user"}, {"name", "u"}, {"content", {{{"type", "text"}, {"text", "a"}}}}},
       {{"role", "assistant"}, {"content", nullptr}}};
+  json tool_messages = messages;
+  tool_messages.push_back({{"role", "assistant"},
+                           {"content", nullptr},
+                           {"tool_calls",
+                            {{{"id", "c1"},
+                              {"type", "function"},
+                              {"function", {{"name", "f"}, {"arguments", "{\"a\": 1}"}}}}}}});
+  tool_messages.push_back({{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "1"}});
   const std::vector<std::pair<Endpoint, json>> bases = {
       {kCompletions,
        {{"model", "tiny"},
@@ -608,11 +616,15 @@ TEST_F(RequestParsingTest, GeneratedCorpusNeverThrowsAndNamesTheField) {
         {"metadata", {{"k", "v"}}},
         {"response_format", {{"type", "text"}}}}},
       {kChat,
-       {{"messages", messages},
+       {{"messages", tool_messages},
         {"max_completion_tokens", 3},
         {"add_generation_prompt", true},
         {"logprobs", false},
-        {"tools", json::array()}}},
+        {"tools",
+         {{{"type", "function"},
+           {"function",
+            {{"name", "f"}, {"description", "d"}, {"parameters", {{"type", "object"}}}}}}}},
+        {"tool_choice", "none"}}},
       {kResponses,
        {{"instructions", "be brief"},
         {"input",

@@ -71,16 +71,47 @@ def loops_over_content(env, text):
 
 
 def prepare(messages, iterates_content):
-    """vLLM: a template that takes content as a string gets text parts
-    joined with newlines."""
+    """vLLM's message preparation: a template that takes content as a
+    string gets text parts joined with newlines; no content is "" (a list
+    template: []); tool-call arguments given as JSON text become objects,
+    and none at all {} (chat_utils._postprocess_messages)."""
     out = []
     for m in messages:
         m = dict(m)
+        if m.get("content") is None:
+            m["content"] = [] if iterates_content else ""
+        if m.get("role") == "assistant" and isinstance(m.get("tool_calls"), list):
+            calls = []
+            for call in m["tool_calls"]:
+                call = dict(call, function=dict(call["function"]))
+                args = call["function"].get("arguments")
+                call["function"]["arguments"] = (json.loads(args) if isinstance(args, str) and args
+                                                 else args or {})
+                calls.append(call)
+            m["tool_calls"] = calls
         if isinstance(m.get("content"), list) and not iterates_content:
             m["content"] = "\n".join(p["text"] for p in m["content"]
                                      if isinstance(p, dict) and p.get("type") == "text"
                                      and isinstance(p.get("text"), str))
         out.append(m)
+    return out
+
+
+def prepare_tools(tools):
+    """vLLM hands the template [tool.model_dump() for tool in request.tools]:
+    type, then function with name, description and parameters first (None
+    where absent), then other keys as sent."""
+    if tools is None:
+        return None
+    out = []
+    for tool in tools:
+        fn = tool["function"]
+        f = {"name": fn["name"], "description": fn.get("description"),
+             "parameters": fn.get("parameters")}
+        f.update((k, v) for k, v in fn.items() if k not in f)
+        t = {"type": "function", "function": f}
+        t.update((k, v) for k, v in tool.items() if k not in t)
+        out.append(t)
     return out
 
 
@@ -94,7 +125,7 @@ def render(template, conv, bos, eos, iterates_content):
     if eos is not None:
         kwargs["eos_token"] = eos
     kwargs.update(conv.get("chat_template_kwargs", {}))
-    out = template.render(messages=messages, tools=conv.get("tools"),
+    out = template.render(messages=messages, tools=prepare_tools(conv.get("tools")),
                           documents=conv.get("documents"),
                           add_generation_prompt=add_generation_prompt, **kwargs)
     if continue_final:
