@@ -1,59 +1,278 @@
 #include "sightline/engine_core/model_config.h"
 
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 namespace sightline::engine {
 
 namespace {
 
+using nlohmann::json;
+
+Status Bad(const std::string& why) {
+  return Status::InvalidArgument("model config: " + why);
+}
+
+// config.json keys that never change the forward pass: metadata, generation
+// defaults (the request decides those), training-only settings at inference
+// (dropout is off; pretraining_tp only slices the same matmuls), and the
+// generic PretrainedConfig fields older transformers dumped into every file.
+// Every other key is either read below or refused: a key this parser does not
+// know may change the math, and running a checkpoint wrongly is worse than not
+// running it.
+constexpr std::string_view kInertKeys[] = {"_name_or_path",
+                                           "architectures",
+                                           "model_type",
+                                           "torch_dtype",
+                                           "dtype",
+                                           "transformers_version",
+                                           "bos_token_id",
+                                           "eos_token_id",
+                                           "pad_token_id",
+                                           "sep_token_id",
+                                           "decoder_start_token_id",
+                                           "use_cache",
+                                           "initializer_range",
+                                           "pretraining_tp",
+                                           "attention_dropout",
+                                           "hidden_dropout",
+                                           "tokenizer_class",
+                                           "return_dict",
+                                           "output_hidden_states",
+                                           "output_attentions",
+                                           "torchscript",
+                                           "use_bfloat16",
+                                           "is_encoder_decoder",
+                                           "is_decoder",
+                                           "add_cross_attention",
+                                           "tie_encoder_decoder",
+                                           "chunk_size_feed_forward",
+                                           "pruned_heads",
+                                           "id2label",
+                                           "label2id",
+                                           "problem_type",
+                                           "finetuning_task",
+                                           "prefix",
+                                           "task_specific_params",
+                                           "tf_legacy_loss",
+                                           "cross_attention_hidden_size",
+                                           "max_length",
+                                           "min_length",
+                                           "do_sample",
+                                           "early_stopping",
+                                           "num_beams",
+                                           "num_beam_groups",
+                                           "diversity_penalty",
+                                           "temperature",
+                                           "top_k",
+                                           "top_p",
+                                           "typical_p",
+                                           "repetition_penalty",
+                                           "length_penalty",
+                                           "no_repeat_ngram_size",
+                                           "encoder_no_repeat_ngram_size",
+                                           "bad_words_ids",
+                                           "num_return_sequences",
+                                           "output_scores",
+                                           "return_dict_in_generate",
+                                           "forced_bos_token_id",
+                                           "forced_eos_token_id",
+                                           "remove_invalid_values",
+                                           "exponential_decay_length_penalty",
+                                           "suppress_tokens",
+                                           "begin_suppress_tokens",
+                                           "output_router_logits"};
+
+// The keys read below (besides the inert ones).
+constexpr std::string_view kReadKeys[] = {
+    "vocab_size",          "hidden_size",         "intermediate_size", "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "head_dim",          "max_position_embeddings",
+    "rms_norm_eps",        "rope_theta",          "rope_scaling",      "rope_parameters",
+    "tie_word_embeddings", "hidden_act",          "attention_bias",    "mlp_bias",
+    "sliding_window",      "quantization_config"};
+
+template <std::size_t N>
+bool In(const std::string_view (&keys)[N], std::string_view k) {
+  return std::find(std::begin(keys), std::end(keys), k) != std::end(keys);
+}
+
+// Defaults of the transformers config class of each architecture (LlamaConfig,
+// MistralConfig) for the fields whose default matters when a file omits them.
+struct ArchDefaults {
+  std::optional<int> num_kv_heads;  // nullopt: = num_attention_heads
+  std::optional<int> sliding_window;
+};
+std::optional<ArchDefaults> DefaultsFor(const std::string& arch) {
+  if (arch == "LlamaForCausalLM") return ArchDefaults{};
+  if (arch == "MistralForCausalLM") return ArchDefaults{8, 4096};
+  return std::nullopt;
+}
+
+// Reads rope_scaling (or rope_parameters: the newer transformers layout, which
+// also carries rope_theta) into `c`. Which keys each rope type takes follows
+// transformers' modeling_rope_utils; anything else is refused.
+Status ReadRope(const json& r, const char* field, bool carries_theta, ModelConfig* c) {
+  if (!r.is_object()) return Bad(std::string("'") + field + "' must be an object or null");
+  const std::string f = field;
+  std::string type = "default";
+  for (const char* k : {"type", "rope_type"}) {  // rope_type wins: transformers' order
+    if (!r.contains(k)) continue;
+    if (!r[k].is_string()) return Bad("'" + f + "." + k + "' must be a string");
+    type = r[k].get<std::string>();
+  }
+  for (const auto& [k, v] : r.items()) {
+    const bool common = k == "rope_type" || k == "type" || (carries_theta && k == "rope_theta");
+    const bool llama3 =
+        type == "llama3" && (k == "factor" || k == "low_freq_factor" || k == "high_freq_factor" ||
+                             k == "original_max_position_embeddings");
+    if (!common && !llama3)
+      return Bad("'" + f + "." + k + "' is not supported for rope type '" + type + "'");
+    if (k != "rope_type" && k != "type" && !v.is_number())
+      return Bad("'" + f + "." + k + "' must be a number");
+  }
+  if (carries_theta && r.contains("rope_theta")) c->rope_theta = r["rope_theta"].get<float>();
+  if (type == "default") return Status::Ok();
+  if (type != "llama3")
+    return Bad("unsupported rope type '" + type + "' in '" + f + "' (supported: default, llama3)");
+  for (const char* k :
+       {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+    if (!r.contains(k)) return Bad("'" + f + "' of type llama3 needs '" + k + "'");
+  c->rope_scaling.factor = r["factor"].get<float>();
+  c->rope_scaling.low_freq_factor = r["low_freq_factor"].get<float>();
+  c->rope_scaling.high_freq_factor = r["high_freq_factor"].get<float>();
+  c->rope_scaling.original_max_position = r["original_max_position_embeddings"].get<int>();
+  if (!(c->rope_scaling.factor >= 1) ||
+      !(c->rope_scaling.high_freq_factor > c->rope_scaling.low_freq_factor) ||
+      c->rope_scaling.original_max_position <= 0)
+    return Bad("'" + f +
+               "': llama3 needs factor >= 1, high_freq_factor > low_freq_factor, "
+               "original_max_position_embeddings > 0");
+  return Status::Ok();
+}
+
 Status Validate(const ModelConfig& c) {
-  auto bad = [](const std::string& why) { return Status::InvalidArgument("model config: " + why); };
-  if (c.architecture != "LlamaForCausalLM" && c.architecture != "MistralForCausalLM")
-    return bad("unsupported architecture '" + c.architecture +
-               "' (supported: LlamaForCausalLM, MistralForCausalLM)");
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_layers <= 0 ||
       c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 || c.max_position_embeddings <= 0)
-    return bad("sizes must be positive");
+    return Bad("sizes must be positive");
   if (c.num_heads % c.num_kv_heads != 0)
-    return bad("num_attention_heads must be a multiple of num_key_value_heads");
-  if (c.head_dim % 2 != 0) return bad("head_dim must be even (rotary embedding)");
+    return Bad("num_attention_heads must be a multiple of num_key_value_heads");
+  if (c.head_dim % 2 != 0) return Bad("head_dim must be even (rotary embedding)");
+  if (!(c.rms_norm_eps > 0) || !std::isfinite(c.rms_norm_eps))
+    return Bad("rms_norm_eps must be positive");
+  if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta))
+    return Bad("rope_theta must be positive");
+  if (c.sliding_window < 0) return Bad("sliding_window must be positive or null");
   return Status::Ok();
 }
 
 }  // namespace
 
 Status ParseModelConfig(std::string_view json_text, ModelConfig* out) {
-  nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return Status::InvalidArgument("model config: config.json is not a JSON object");
+  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Bad("config.json is not a JSON object");
   ModelConfig c;
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+      j["architectures"][0].is_string())
+    c.architecture = j["architectures"][0].get<std::string>();
+  const std::optional<ArchDefaults> defaults = DefaultsFor(c.architecture);
+  if (!defaults)
+    return Bad("unsupported architecture '" + c.architecture +
+               "' (supported: LlamaForCausalLM, MistralForCausalLM)");
+  for (const auto& [k, v] : j.items()) {
+    (void)v;
+    if (!In(kInertKeys, k) && !In(kReadKeys, k))
+      return Bad("unknown field '" + k +
+                 "': it may change the model's math, which this build "
+                 "would not do; refusing rather than ignoring it");
+  }
+  // A present-but-null field means the class default, as in transformers.
+  auto given = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
   std::string missing;
   auto need_int = [&](const char* key, int* dst) {
-    if (!j.contains(key) || !j[key].is_number_integer()) {
+    if (!given(key) || !j[key].is_number_integer()) {
       if (missing.empty()) missing = key;
       return;
     }
     *dst = j[key].get<int>();
   };
-  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
-      j["architectures"][0].is_string())
-    c.architecture = j["architectures"][0].get<std::string>();
   need_int("vocab_size", &c.vocab_size);
   need_int("hidden_size", &c.hidden_size);
   need_int("intermediate_size", &c.intermediate_size);
   need_int("num_hidden_layers", &c.num_layers);
   need_int("num_attention_heads", &c.num_heads);
   need_int("max_position_embeddings", &c.max_position_embeddings);
-  if (!missing.empty())
-    return Status::InvalidArgument("model config: missing or non-integer field '" + missing + "'");
-  c.num_kv_heads = j.value("num_key_value_heads", c.num_heads);
-  c.head_dim = j.contains("head_dim") && j["head_dim"].is_number_integer()
-                   ? j["head_dim"].get<int>()
-                   : c.hidden_size / c.num_heads;
-  c.rms_norm_eps = j.value("rms_norm_eps", 1e-5f);
-  c.rope_theta = j.value("rope_theta", 10000.0f);
-  c.tie_word_embeddings = j.value("tie_word_embeddings", false);
-  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
+  if (!missing.empty()) return Bad("missing or non-integer field '" + missing + "'");
+  auto opt_int = [&](const char* key, int fallback, int* dst) -> Status {
+    if (!given(key)) return (*dst = fallback), Status::Ok();
+    if (!j[key].is_number_integer()) return Bad("'" + std::string(key) + "' must be an integer");
+    *dst = j[key].get<int>();
+    return Status::Ok();
+  };
+  auto opt_float = [&](const char* key, float fallback, float* dst) -> Status {
+    if (!given(key)) return (*dst = fallback), Status::Ok();
+    if (!j[key].is_number()) return Bad("'" + std::string(key) + "' must be a number");
+    *dst = j[key].get<float>();
+    return Status::Ok();
+  };
+  auto flag_must_be_false = [&](const char* key, const char* what) -> Status {
+    if (!given(key)) return Status::Ok();
+    if (!j[key].is_boolean()) return Bad("'" + std::string(key) + "' must be a boolean");
+    if (j[key].get<bool>())
+      return Bad("'" + std::string(key) + ": true' (" + what + ") is not supported");
+    return Status::Ok();
+  };
+  if (c.num_heads <= 0) return Bad("sizes must be positive");
+  Status s =
+      opt_int("num_key_value_heads", defaults->num_kv_heads.value_or(c.num_heads), &c.num_kv_heads);
+  if (s.ok()) s = opt_int("head_dim", c.hidden_size / c.num_heads, &c.head_dim);
+  // LlamaConfig and MistralConfig both default rms_norm_eps to 1e-6.
+  if (s.ok()) s = opt_float("rms_norm_eps", 1e-6f, &c.rms_norm_eps);
+  if (s.ok()) s = opt_float("rope_theta", 10000.0f, &c.rope_theta);
+  if (s.ok()) s = flag_must_be_false("attention_bias", "q/k/v/o projection biases");
+  if (s.ok()) s = flag_must_be_false("mlp_bias", "MLP projection biases");
+  if (!s.ok()) return s;
+  if (given("tie_word_embeddings")) {
+    if (!j["tie_word_embeddings"].is_boolean())
+      return Bad("'tie_word_embeddings' must be a boolean");
+    c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  }
+  if (given("hidden_act")) {
+    if (!j["hidden_act"].is_string() || j["hidden_act"].get<std::string>() != "silu")
+      return Bad("'hidden_act' " + j["hidden_act"].dump() + " is not supported (supported: silu)");
+  }
+  if (given("quantization_config"))
+    return Bad("'quantization_config': quantized checkpoints are not supported");
+  if (given("rope_scaling") && given("rope_parameters"))
+    return Bad("both 'rope_scaling' and 'rope_parameters' are set; a config holds one of them");
+  if (given("rope_parameters")) {
+    if (j["rope_parameters"].is_object() && j["rope_parameters"].contains("rope_theta") &&
+        given("rope_theta"))
+      return Bad("'rope_theta' is set both at the top level and in 'rope_parameters'");
+    s = ReadRope(j["rope_parameters"], "rope_parameters", /*carries_theta=*/true, &c);
+  } else if (given("rope_scaling")) {
+    s = ReadRope(j["rope_scaling"], "rope_scaling", /*carries_theta=*/false, &c);
+  }
+  if (!s.ok()) return s;
+  // Mistral's sliding window (MistralConfig defaults it to 4096). The runner
+  // attends to the whole sequence, which is exactly the sliding attention for
+  // sequences up to the window; the engine caps max_model_len there.
+  if (c.architecture == "MistralForCausalLM") {
+    if (!j.contains("sliding_window")) {
+      c.sliding_window = *defaults->sliding_window;
+    } else if (!j["sliding_window"].is_null()) {
+      if (!j["sliding_window"].is_number_integer())
+        return Bad("'sliding_window' must be an integer or null");
+      c.sliding_window = j["sliding_window"].get<int>();
+    }
+  } else if (given("sliding_window")) {
+    return Bad("'sliding_window' is not a field of " + c.architecture +
+               " (LlamaForCausalLM has no sliding window)");
+  }
+  if (c.sliding_window >= c.max_position_embeddings) c.sliding_window = 0;  // never reached
+  if (given("bos_token_id") && j["bos_token_id"].is_number_integer())
     c.bos_token_id = j["bos_token_id"].get<std::int32_t>();
   if (j.contains("eos_token_id")) {
     const auto& e = j["eos_token_id"];
@@ -62,19 +281,7 @@ Status ParseModelConfig(std::string_view json_text, ModelConfig* out) {
       for (const auto& x : e)
         if (x.is_number_integer()) c.eos_token_ids.push_back(x.get<std::int32_t>());
   }
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-    const auto& r = j["rope_scaling"];
-    const std::string type = r.value("rope_type", r.value("type", std::string()));
-    if (type == "llama3") {
-      c.rope_scaling.factor = r.value("factor", 8.0f);
-      c.rope_scaling.low_freq_factor = r.value("low_freq_factor", 1.0f);
-      c.rope_scaling.high_freq_factor = r.value("high_freq_factor", 4.0f);
-      c.rope_scaling.original_max_position = r.value("original_max_position_embeddings", 8192);
-    } else if (!type.empty() && type != "default") {
-      return Status::InvalidArgument("model config: unsupported rope_scaling type '" + type + "'");
-    }
-  }
-  if (Status s = Validate(c); !s.ok()) return s;
+  if (s = Validate(c); !s.ok()) return s;
   *out = std::move(c);
   return Status::Ok();
 }

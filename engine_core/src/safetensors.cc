@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -303,6 +304,20 @@ Status LoadSafetensorsWeights(const std::string& dir, const ModelConfig& c, Mode
   for (std::size_t i = 0; i < list.size(); ++i)
     if (Status s = Read(tensors, list[i].first, list[i].second, dst[i]); !s.ok())
       return Status::InvalidArgument(dir + ": " + s.message());
+  // A tensor the model does not read (a bias, a q/k norm, an expert) means a
+  // feature this runner does not implement: running without it would be wrong
+  // silently. Two kinds carry nothing: the rotary inverse frequencies some
+  // exporters save (recomputed from the config), and lm_head when the config
+  // ties it to the embedding (transformers and vLLM then ignore it).
+  for (const auto& [name, ref] : tensors) {
+    (void)ref;
+    if (name.ends_with(".rotary_emb.inv_freq")) continue;
+    if (c.tie_word_embeddings && name == "lm_head.weight") continue;
+    if (std::none_of(list.begin(), list.end(), [&](const auto& t) { return t.first == name; }))
+      return Status::InvalidArgument(
+          dir + ": tensor '" + name + "' is not part of a " + c.architecture +
+          " this build runs (unsupported feature; refusing to ignore it)");
+  }
   *out = std::move(w);
   return Status::Ok();
 }
@@ -313,7 +328,7 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
   fs::create_directories(dir, ec);
   if (ec) return Status::IoError("cannot create " + dir + ": " + ec.message());
   json config = {{"architectures", {c.architecture}},
-                 {"model_type", "llama"},
+                 {"model_type", c.architecture == "MistralForCausalLM" ? "mistral" : "llama"},
                  {"vocab_size", c.vocab_size},
                  {"hidden_size", c.hidden_size},
                  {"intermediate_size", c.intermediate_size},
@@ -331,6 +346,8 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
                  {"torch_dtype", o.dtype == DType::kF32   ? "float32"
                                  : o.dtype == DType::kF16 ? "float16"
                                                           : "bfloat16"}};
+  if (c.architecture == "MistralForCausalLM")
+    config["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
   if (c.rope_scaling.factor > 0)
     config["rope_scaling"] = {
         {"rope_type", "llama3"},

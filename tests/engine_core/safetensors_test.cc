@@ -140,6 +140,32 @@ TEST_F(SafetensorsTest, UnsupportedDtypeAndArchitecture) {
   EXPECT_EQ(LoadModelConfig(dir_ + "/nope", &c).code(), Status::Code::kNotFound);
 }
 
+// A tensor the model does not read (here a q_proj bias, in a second shard) is
+// a feature the runner lacks: refused by name, never ignored. The rotary
+// inverse frequencies some exporters save are the one harmless extra.
+TEST_F(SafetensorsTest, UnknownTensorIsRefusedByName) {
+  ASSERT_TRUE(Write().ok());
+  fs::rename(dir_ + "/model.safetensors", dir_ + "/a.safetensors");
+  auto write_b = [&](const std::string& name) {
+    const std::string header =
+        R"({")" + name + R"(":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+    std::ofstream out(dir_ + "/b.safetensors", std::ios::binary | std::ios::trunc);
+    const std::uint64_t len = header.size();
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out << header << std::string(8, '\0');
+  };
+  std::ofstream(dir_ + "/model.safetensors.index.json")
+      << R"({"weight_map":{"model.embed_tokens.weight":"a.safetensors","x":"b.safetensors"}})";
+  ModelWeights w;
+  write_b("model.layers.0.self_attn.rotary_emb.inv_freq");
+  EXPECT_TRUE(Load(&w).ok());
+  write_b("model.layers.0.self_attn.q_proj.bias");
+  const Status s = Load(&w);
+  EXPECT_NE(s.message().find("tensor 'model.layers.0.self_attn.q_proj.bias' is not part of"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(ModelConfig, ParsesHuggingFaceLlama3Config) {
   ModelConfig c;
   ASSERT_TRUE(ParseModelConfig(R"({

@@ -27,6 +27,10 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   kernels::cpu::RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
+  // Mistral's sliding attention window in tokens; 0 = none (or one no sequence
+  // can reach). The runner has no windowed attention: the engine serves at
+  // most this many tokens per sequence, where full attention is the same.
+  int sliding_window = 0;
   std::int32_t bos_token_id = -1;
   std::vector<std::int32_t> eos_token_ids;
 

@@ -1,0 +1,179 @@
+// config.json as transformers reads it: class defaults per architecture when a
+// field is absent, both rope layouts, and every field that would change the
+// math without this runner implementing it refused by name.
+#include "sightline/engine_core/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "sightline/engine_core/engine_process.h"
+
+namespace sightline::engine {
+namespace {
+
+using nlohmann::json;
+
+json Llama() {
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"vocab_size", 1000},
+          {"hidden_size", 256},
+          {"intermediate_size", 512},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 4},
+          {"max_position_embeddings", 4096}};
+}
+
+Status Parse(const json& j, ModelConfig* c) {
+  return ParseModelConfig(j.dump(), c);
+}
+
+TEST(ModelConfigDefaults, AreTheTransformersClassDefaults) {
+  ModelConfig c;
+  ASSERT_TRUE(Parse(Llama(), &c).ok());
+  EXPECT_EQ(c.rms_norm_eps, 1e-6f);  // LlamaConfig's default, not 1e-5
+  EXPECT_EQ(c.rope_theta, 10000.0f);
+  EXPECT_EQ(c.num_kv_heads, 4);  // = num_attention_heads
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.sliding_window, 0);
+
+  json m = Llama();
+  m["architectures"] = {"MistralForCausalLM"};
+  m["num_attention_heads"] = 32;
+  m["max_position_embeddings"] = 32768;
+  ASSERT_TRUE(Parse(m, &c).ok());
+  EXPECT_EQ(c.num_kv_heads, 8);       // MistralConfig's default
+  EXPECT_EQ(c.sliding_window, 4096);  // MistralConfig's default
+  m["sliding_window"] = nullptr;      // Mistral v0.2+: no window
+  ASSERT_TRUE(Parse(m, &c).ok());
+  EXPECT_EQ(c.sliding_window, 0);
+  m["sliding_window"] = 40000;  // wider than any sequence: no effect
+  ASSERT_TRUE(Parse(m, &c).ok());
+  EXPECT_EQ(c.sliding_window, 0);
+  m["rms_norm_eps"] = nullptr;  // null means the default, as in transformers
+  ASSERT_TRUE(Parse(m, &c).ok());
+  EXPECT_EQ(c.rms_norm_eps, 1e-6f);
+}
+
+// The window the runner cannot apply caps the sequence length instead: up to
+// the window, sliding attention is full attention.
+TEST(ModelConfigDefaults, SlidingWindowCapsMaxModelLen) {
+  json m = Llama();
+  m["architectures"] = {"MistralForCausalLM"};
+  m["max_position_embeddings"] = 8192;
+  m["sliding_window"] = 1024;
+  m["num_key_value_heads"] = 2;
+  ModelConfig c;
+  ASSERT_TRUE(Parse(m, &c).ok());
+  EngineProcessOptions o;
+  o.device = "cpu";
+  KvPlan plan;
+  const Status ok = CheckEngineOptions(c, &o, &plan);
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  EXPECT_EQ(o.max_model_len, 1024);
+  EngineProcessOptions too_long;
+  too_long.device = "cpu";
+  too_long.max_model_len = 2048;
+  const Status s = CheckEngineOptions(c, &too_long, &plan);
+  EXPECT_NE(s.message().find("sliding_window 1024"), std::string::npos) << s.message();
+}
+
+TEST(ModelConfigRope, BothLayoutsGiveTheSameParameters) {
+  const json llama3 = {{"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
+  json old_layout = Llama();
+  old_layout["rope_theta"] = 500000.0;
+  old_layout["rope_scaling"] = llama3;
+  old_layout["rope_scaling"]["rope_type"] = "llama3";
+  json new_layout = Llama();
+  new_layout["rope_parameters"] = llama3;
+  new_layout["rope_parameters"]["rope_type"] = "llama3";
+  new_layout["rope_parameters"]["rope_theta"] = 500000.0;
+  ModelConfig a, b;
+  ASSERT_TRUE(Parse(old_layout, &a).ok());
+  ASSERT_TRUE(Parse(new_layout, &b).ok());
+  for (const ModelConfig* c : {&a, &b}) {
+    EXPECT_EQ(c->rope_theta, 500000.0f);
+    EXPECT_EQ(c->rope_scaling.factor, 8.0f);
+    EXPECT_EQ(c->rope_scaling.high_freq_factor, 4.0f);
+    EXPECT_EQ(c->rope_scaling.original_max_position, 8192);
+  }
+  json plain = Llama();
+  plain["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
+  ASSERT_TRUE(Parse(plain, &a).ok());
+  EXPECT_EQ(a.rope_theta, 1e6f);
+  EXPECT_EQ(a.rope_scaling.factor, 0.0f);
+}
+
+struct Refusal {
+  const char* patch;  // merged into the Llama config
+  const char* message;
+};
+
+TEST(ModelConfigRefusals, EachUnsupportedFieldIsNamed) {
+  const Refusal cases[] = {
+      {R"({"hidden_act": "gelu"})", "'hidden_act' \"gelu\" is not supported"},
+      {R"({"hidden_act": 3})", "'hidden_act' 3 is not supported"},
+      {R"({"attention_bias": true})", "'attention_bias: true'"},
+      {R"({"attention_bias": "yes"})", "'attention_bias' must be a boolean"},
+      {R"({"mlp_bias": true})", "'mlp_bias: true'"},
+      {R"({"quantization_config": {"quant_method": "awq"}})", "'quantization_config'"},
+      {R"({"use_qk_norm": true})", "unknown field 'use_qk_norm'"},
+      {R"({"sliding_window": 512})", "'sliding_window' is not a field of LlamaForCausalLM"},
+      {R"({"rms_norm_eps": "1e-5"})", "'rms_norm_eps' must be a number"},
+      {R"({"rms_norm_eps": 0})", "rms_norm_eps must be positive"},
+      {R"({"rope_theta": -1})", "rope_theta must be positive"},
+      {R"({"head_dim": "64"})", "'head_dim' must be an integer"},
+      {R"({"num_key_value_heads": 3})", "multiple of num_key_value_heads"},
+      {R"({"tie_word_embeddings": 1})", "'tie_word_embeddings' must be a boolean"},
+      {R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})",
+       "'rope_scaling.factor' is not supported for rope type 'yarn'"},
+      {R"({"rope_scaling": {"type": "linear"}})",
+       "unsupported rope type 'linear' in 'rope_scaling'"},
+      {R"({"rope_scaling": {"rope_type": "dynamic"}})", "unsupported rope type 'dynamic'"},
+      {R"({"rope_scaling": {"rope_type": 1}})", "'rope_scaling.rope_type' must be a string"},
+      {R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}})", "needs 'low_freq_factor'"},
+      {R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1,
+           "high_freq_factor": 4, "original_max_position_embeddings": 8192, "beta": 1}})",
+       "'rope_scaling.beta' is not supported"},
+      {R"({"rope_scaling": {"rope_type": "llama3", "factor": 0.5, "low_freq_factor": 1,
+           "high_freq_factor": 4, "original_max_position_embeddings": 8192}})",
+       "llama3 needs factor >= 1"},
+      {R"({"rope_scaling": "llama3"})", "'rope_scaling' must be an object or null"},
+      {R"({"rope_scaling": {"rope_type": "default"}, "rope_parameters": {"rope_type": "default"}})",
+       "both 'rope_scaling' and 'rope_parameters'"},
+      {R"({"rope_theta": 1e6, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}})",
+       "'rope_theta' is set both"},
+      {R"({"rope_parameters": {"rope_type": "longrope", "short_factor": [1]}})",
+       "'rope_parameters.short_factor' is not supported"},
+  };
+  for (const Refusal& r : cases) {
+    json j = Llama();
+    j.merge_patch(json::parse(r.patch));
+    ModelConfig c;
+    const Status s = Parse(j, &c);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << r.patch;
+    EXPECT_NE(s.message().find(r.message), std::string::npos)
+        << r.patch << "\n  got: " << s.message();
+  }
+}
+
+// Metadata, generation defaults and training-only keys real checkpoints carry.
+TEST(ModelConfigRefusals, InertKeysOfRealCheckpointsAreAccepted) {
+  json j = Llama();
+  j.merge_patch(json::parse(R"({"_name_or_path": "x", "model_type": "llama",
+    "torch_dtype": "bfloat16", "transformers_version": "4.45.0", "use_cache": true,
+    "initializer_range": 0.02, "pretraining_tp": 1, "attention_dropout": 0.0,
+    "pad_token_id": null, "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+    "attention_bias": false, "mlp_bias": false, "rope_scaling": null, "head_dim": null})"));
+  ModelConfig c;
+  const Status s = Parse(j, &c);
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(c.head_dim, 64);
+}
+
+}  // namespace
+}  // namespace sightline::engine
