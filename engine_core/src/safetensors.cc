@@ -309,8 +309,8 @@ Status LoadSafetensorsWeights(const std::string& dir, const ModelConfig& c, Mode
   // silently. Two kinds carry nothing: the rotary inverse frequencies some
   // exporters save (recomputed from the config), and lm_head when the config
   // ties it to the embedding (transformers and vLLM then ignore it).
-  for (const auto& [name, ref] : tensors) {
-    (void)ref;
+  for (const auto& entry : tensors) {
+    const std::string& name = entry.first;  // not a structured binding: clang 14 cannot capture one
     if (name.ends_with(".rotary_emb.inv_freq")) continue;
     if (c.tie_word_embeddings && name == "lm_head.weight") continue;
     if (std::none_of(list.begin(), list.end(), [&](const auto& t) { return t.first == name; }))
