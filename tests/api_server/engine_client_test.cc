@@ -232,6 +232,14 @@ TEST_F(EngineClientTest, AFrozenEngineIsUnhealthyUntilItResumes) {
 // An API-server process stopped for longer than the engine's heartbeat
 // timeout: the engine aborts its request, and on SIGCONT the process reads
 // the abort output and ends the request (it does not wait forever).
+// The engine keeps generating while the process is stopped, so the work must
+// outlast the timeout on any machine: kStalled requests of kStalledTokens want
+// more KV than the cache has (8,192 blocks of 16 tokens), so they run in
+// waves with preemption, far longer than the 1.5 s timeout; kLong requests
+// could all finish first on a fast, idle machine.
+constexpr int kStalled = 256;
+constexpr std::uint32_t kStalledTokens = 2040;
+
 TEST_F(EngineClientTest, AStalledProcessEndsItsAbortedRequestsWhenItResumes) {
   const EngineClient::Options options = Options();
   ChildProcess api = ChildProcess::Spawn([options](const ChildProcess::Control& control) {
@@ -242,7 +250,7 @@ TEST_F(EngineClientTest, AStalledProcessEndsItsAbortedRequestsWhenItResumes) {
     EngineClient client(options);
     EngineInfo info;
     if (!client.Start(&info).ok()) return 10;
-    for (int i = 0; i < kLong; ++i) {
+    for (int i = 0; i < kStalled; ++i) {
       c.push_back(std::make_unique<Collector>());
       auto inner = c.back()->Handler();
       auto handler = [&told, &control, inner](const RequestDelta& d) {
@@ -253,12 +261,14 @@ TEST_F(EngineClientTest, AStalledProcessEndsItsAbortedRequestsWhenItResumes) {
         }
       };
       const std::string id = "long" + std::to_string(i);
-      if (!client.Submit(id, AddRequest(id, {5, 6, i}, 1900), handler).ok()) return 11;
+      if (!client.Submit(id, AddRequest(id, {5, 6, i % 250}, kStalledTokens), handler).ok())
+        return 11;
     }
     for (auto& one : c) {
       if (!one->Wait(std::chrono::seconds(60))) return 12;  // would wait forever
       if (one->engine_gone) return 13;
-      if (one->reason != ipc::FinishReason::Abort || one->tokens.size() >= 1900) return 14;
+      if (one->reason != ipc::FinishReason::Abort) return 14;
+      if (one->tokens.size() >= kStalledTokens) return 15;
     }
     return 0;
   });
