@@ -1,4 +1,5 @@
-// The Llama decoder on the CPU over the paged KV cache.
+// The Llama-family decoder (Llama, Mistral, Qwen2, Qwen3) on the CPU over the
+// paged KV cache.
 #include <cmath>
 
 #include "model_runner.h"
@@ -56,6 +57,17 @@ class CpuModelRunner final : public ModelRunner {
       ops::MatMulTransB(h_.data(), L.q.data(), t, c.q_size(), c.hidden_size, q_.data());
       ops::MatMulTransB(h_.data(), L.k.data(), t, c.kv_size(), c.hidden_size, k_.data());
       ops::MatMulTransB(h_.data(), L.v.data(), t, c.kv_size(), c.hidden_size, v_.data());
+      if (c.qkv_bias) {  // Qwen2
+        ops::AddBias(q_.data(), L.q_bias.data(), t, c.q_size());
+        ops::AddBias(k_.data(), L.k_bias.data(), t, c.kv_size());
+        ops::AddBias(v_.data(), L.v_bias.data(), t, c.kv_size());
+      }
+      if (c.qk_norm) {  // Qwen3: each head's q and k normalised before the rotation
+        ops::RmsNorm(q_.data(), L.q_norm.data(), c.rms_norm_eps, t * c.num_heads, c.head_dim,
+                     q_.data());
+        ops::RmsNorm(k_.data(), L.k_norm.data(), c.rms_norm_eps, t * c.num_kv_heads, c.head_dim,
+                     k_.data());
+      }
       ops::Rope(q_.data(), b.positions.data(), t, c.num_heads, c.head_dim, inv_freq_.data());
       ops::Rope(k_.data(), b.positions.data(), t, c.num_kv_heads, c.head_dim, inv_freq_.data());
       auto& kc = k_cache_[static_cast<std::size_t>(l)];

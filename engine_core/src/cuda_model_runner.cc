@@ -373,6 +373,10 @@ class CudaModelRunner final : public ModelRunner {
 
 Status MakeCudaModelRunner(ModelConfig config, const ModelWeights& weights, int num_blocks,
                            int block_size, CudaMatrixType type, std::unique_ptr<ModelRunner>* out) {
+  if (config.qkv_bias || config.qk_norm)
+    return Status::InvalidArgument(config.architecture +
+                                   " runs on --device cpu only: the CUDA runner has no q/k/v "
+                                   "bias or q/k norm kernels yet");
   return CudaModelRunner::Create(std::move(config), weights, num_blocks, block_size, type, out);
 }
 

@@ -37,6 +37,19 @@ ModelWeights DummyWeights(const ModelConfig& c, std::uint64_t seed) {
     L.gate = Linear(rng, c.intermediate_size, c.hidden_size);
     L.up = Linear(rng, c.intermediate_size, c.hidden_size);
     L.down = Linear(rng, c.hidden_size, c.intermediate_size);
+    // Biases and q/k norm weights of the size real checkpoints have (Qwen2's
+    // k biases reach several units), so that leaving them out shows.
+    if (c.qkv_bias) {
+      L.q_bias = Uniform(rng, static_cast<std::size_t>(c.q_size()), 1.0);
+      L.k_bias = Uniform(rng, static_cast<std::size_t>(c.kv_size()), 1.0);
+      L.v_bias = Uniform(rng, static_cast<std::size_t>(c.kv_size()), 1.0);
+    }
+    if (c.qk_norm) {
+      for (auto* norm : {&L.q_norm, &L.k_norm}) {
+        *norm = Uniform(rng, static_cast<std::size_t>(c.head_dim), 0.5);
+        for (float& x : *norm) x += 1.0f;
+      }
+    }
     w.layers.push_back(std::move(L));
   }
   w.final_norm.assign(h, 1.0f);

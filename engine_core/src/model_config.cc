@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -92,23 +91,45 @@ constexpr std::string_view kReadKeys[] = {
     "num_attention_heads", "num_key_value_heads", "head_dim",          "max_position_embeddings",
     "rms_norm_eps",        "rope_theta",          "rope_scaling",      "rope_parameters",
     "tie_word_embeddings", "hidden_act",          "attention_bias",    "mlp_bias",
-    "sliding_window",      "quantization_config"};
+    "sliding_window",      "use_sliding_window",  "max_window_layers", "layer_types",
+    "quantization_config"};
 
 template <std::size_t N>
 bool In(const std::string_view (&keys)[N], std::string_view k) {
   return std::find(std::begin(keys), std::end(keys), k) != std::end(keys);
 }
 
-// Defaults of the transformers config class of each architecture (LlamaConfig,
-// MistralConfig) for the fields whose default matters when a file omits them.
-struct ArchDefaults {
-  std::optional<int> num_kv_heads;  // nullopt: = num_attention_heads
-  std::optional<int> sliding_window;
+// The architectures this build runs, with what their transformers config
+// class defaults when a file omits it, and what their modeling code adds to
+// the Llama decoder.
+struct Architecture {
+  std::string_view name, model_type;
+  int num_kv_heads;    // 0: = num_attention_heads
+  int head_dim;        // 0: = hidden_size / num_attention_heads
+  int sliding_window;  // MistralConfig's default window; 0: none
+  bool qkv_bias, qk_norm;
+  // Qwen2/Qwen3 configs carry use_sliding_window, sliding_window,
+  // max_window_layers and layer_types; sliding layers are refused.
+  bool qwen_window_keys;
 };
-std::optional<ArchDefaults> DefaultsFor(const std::string& arch) {
-  if (arch == "LlamaForCausalLM") return ArchDefaults{};
-  if (arch == "MistralForCausalLM") return ArchDefaults{8, 4096};
-  return std::nullopt;
+constexpr Architecture kArchitectures[] = {
+    {"LlamaForCausalLM", "llama", 0, 0, 0, false, false, false},
+    {"MistralForCausalLM", "mistral", 8, 0, 4096, false, false, false},
+    {"Qwen2ForCausalLM", "qwen2", 32, 0, 0, true, false, true},
+    {"Qwen3ForCausalLM", "qwen3", 32, 128, 0, false, true, true},
+};
+
+const Architecture* FindArchitecture(std::string_view name) {
+  for (const Architecture& a : kArchitectures)
+    if (a.name == name || a.model_type == name) return &a;
+  return nullptr;
+}
+
+std::string SupportedArchitectures() {
+  std::string list;
+  for (const Architecture& a : kArchitectures)
+    list += (list.empty() ? "" : ", ") + std::string(a.name);
+  return list;
 }
 
 // Reads rope_scaling (or rope_parameters: the newer transformers layout, which
@@ -153,6 +174,57 @@ Status ReadRope(const json& r, const char* field, bool carries_theta, ModelConfi
   return Status::Ok();
 }
 
+// The sliding-window fields of each architecture. Mistral's window
+// (MistralConfig defaults it to 4096) is served by capping max_model_len at
+// it, where full attention is the same. Qwen2/Qwen3 window only when
+// use_sliding_window is true (refused: some layers would slide); their
+// sliding_window and max_window_layers are then not read by transformers.
+// Llama has no window: any of these fields is refused.
+Status ReadWindow(const json& j, const Architecture& arch, ModelConfig* c) {
+  auto given = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
+  auto int_or_null = [&](const char* k) -> Status {
+    if (given(k) && !j[k].is_number_integer())
+      return Bad("'" + std::string(k) + "' must be an integer or null");
+    return Status::Ok();
+  };
+  if (arch.sliding_window > 0) {  // Mistral
+    for (const char* k : {"use_sliding_window", "max_window_layers", "layer_types"})
+      if (j.contains(k))
+        return Bad("'" + std::string(k) + "' is not a field of " + c->architecture);
+    if (Status s = int_or_null("sliding_window"); !s.ok()) return s;
+    if (!j.contains("sliding_window"))
+      c->sliding_window = arch.sliding_window;
+    else if (given("sliding_window"))
+      c->sliding_window = j["sliding_window"].get<int>();
+  } else if (arch.qwen_window_keys) {
+    if (given("use_sliding_window")) {
+      if (!j["use_sliding_window"].is_boolean())
+        return Bad("'use_sliding_window' must be a boolean");
+      if (j["use_sliding_window"].get<bool>())
+        return Bad("'use_sliding_window: true' (sliding-window layers) is not supported for " +
+                   c->architecture);
+    }
+    for (const char* k : {"sliding_window", "max_window_layers"})
+      if (Status s = int_or_null(k); !s.ok()) return s;
+    if (given("layer_types")) {
+      const json& t = j["layer_types"];
+      if (!t.is_array() || t.size() != static_cast<std::size_t>(c->num_layers))
+        return Bad("'layer_types' must list one type per layer");
+      for (const json& x : t)
+        if (x != "full_attention")
+          return Bad("'layer_types' entry " + x.dump() +
+                     " is not supported (supported: \"full_attention\")");
+    }
+  } else {
+    for (const char* k :
+         {"sliding_window", "use_sliding_window", "max_window_layers", "layer_types"})
+      if (given(k))
+        return Bad("'" + std::string(k) + "' is not a field of " + c->architecture +
+                   " (it has no sliding window)");
+  }
+  return Status::Ok();
+}
+
 Status Validate(const ModelConfig& c) {
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_layers <= 0 ||
       c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 || c.max_position_embeddings <= 0)
@@ -177,10 +249,12 @@ Status ParseModelConfig(std::string_view json_text, ModelConfig* out) {
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
       j["architectures"][0].is_string())
     c.architecture = j["architectures"][0].get<std::string>();
-  const std::optional<ArchDefaults> defaults = DefaultsFor(c.architecture);
-  if (!defaults)
+  const Architecture* arch = FindArchitecture(c.architecture);
+  if (!arch || arch->name != c.architecture)
     return Bad("unsupported architecture '" + c.architecture +
-               "' (supported: LlamaForCausalLM, MistralForCausalLM)");
+               "' (supported: " + SupportedArchitectures() + ")");
+  c.qkv_bias = arch->qkv_bias;
+  c.qk_norm = arch->qk_norm;
   for (const auto& [k, v] : j.items()) {
     (void)v;
     if (!In(kInertKeys, k) && !In(kReadKeys, k))
@@ -225,12 +299,17 @@ Status ParseModelConfig(std::string_view json_text, ModelConfig* out) {
     return Status::Ok();
   };
   if (c.num_heads <= 0) return Bad("sizes must be positive");
-  Status s =
-      opt_int("num_key_value_heads", defaults->num_kv_heads.value_or(c.num_heads), &c.num_kv_heads);
-  if (s.ok()) s = opt_int("head_dim", c.hidden_size / c.num_heads, &c.head_dim);
-  // LlamaConfig and MistralConfig both default rms_norm_eps to 1e-6.
+  Status s = opt_int("num_key_value_heads",
+                     arch->num_kv_heads > 0 ? arch->num_kv_heads : c.num_heads, &c.num_kv_heads);
+  if (s.ok())
+    s = opt_int("head_dim", arch->head_dim > 0 ? arch->head_dim : c.hidden_size / c.num_heads,
+                &c.head_dim);
+  // All four config classes default rms_norm_eps to 1e-6 and rope_theta to 1e4.
   if (s.ok()) s = opt_float("rms_norm_eps", 1e-6f, &c.rms_norm_eps);
   if (s.ok()) s = opt_float("rope_theta", 10000.0f, &c.rope_theta);
+  if (s.ok() && arch->qkv_bias && j.contains("attention_bias"))
+    return Bad("'attention_bias' is not a field of " + c.architecture +
+               " (its q/k/v projections always have biases, its o projection none)");
   if (s.ok()) s = flag_must_be_false("attention_bias", "q/k/v/o projection biases");
   if (s.ok()) s = flag_must_be_false("mlp_bias", "MLP projection biases");
   if (!s.ok()) return s;
@@ -256,21 +335,7 @@ Status ParseModelConfig(std::string_view json_text, ModelConfig* out) {
     s = ReadRope(j["rope_scaling"], "rope_scaling", /*carries_theta=*/false, &c);
   }
   if (!s.ok()) return s;
-  // Mistral's sliding window (MistralConfig defaults it to 4096). The runner
-  // attends to the whole sequence, which is exactly the sliding attention for
-  // sequences up to the window; the engine caps max_model_len there.
-  if (c.architecture == "MistralForCausalLM") {
-    if (!j.contains("sliding_window")) {
-      c.sliding_window = *defaults->sliding_window;
-    } else if (!j["sliding_window"].is_null()) {
-      if (!j["sliding_window"].is_number_integer())
-        return Bad("'sliding_window' must be an integer or null");
-      c.sliding_window = j["sliding_window"].get<int>();
-    }
-  } else if (given("sliding_window")) {
-    return Bad("'sliding_window' is not a field of " + c.architecture +
-               " (LlamaForCausalLM has no sliding window)");
-  }
+  if (s = ReadWindow(j, *arch, &c); !s.ok()) return s;
   if (c.sliding_window >= c.max_position_embeddings) c.sliding_window = 0;  // never reached
   if (given("bos_token_id") && j["bos_token_id"].is_number_integer())
     c.bos_token_id = j["bos_token_id"].get<std::int32_t>();
@@ -287,25 +352,63 @@ Status ParseModelConfig(std::string_view json_text, ModelConfig* out) {
 }
 
 Status PresetModelConfig(std::string_view name, ModelConfig* out) {
-  if (name != "sightline-tiny")
+  // All byte-level: 256 bytes, then BOS 256, EOS 257, PAD 258, UNK 259.
+  // sightline-tiny is the fast test model; the small ones have the head
+  // sizes of real checkpoints (64: Llama 2/3, Qwen2.5; 128: Qwen3, Mistral),
+  // hd128 with q wider than the hidden size, as Qwen3 has.
+  struct Shape {
+    std::string_view name;
+    int hidden, intermediate, layers, heads, kv_heads, head_dim;
+  };
+  constexpr Shape kShapes[] = {{"sightline-tiny", 64, 176, 2, 4, 2, 16},
+                               {"sightline-small", 256, 688, 3, 4, 2, 64},
+                               {"sightline-small-hd128", 256, 688, 3, 4, 2, 128}};
+  const Shape* shape = nullptr;
+  std::string names;
+  for (const Shape& sh : kShapes) {
+    if (sh.name == name) shape = &sh;
+    names += (names.empty() ? "" : ", ") + std::string(sh.name);
+  }
+  if (!shape)
     return Status::NotFound("no built-in model preset '" + std::string(name) +
-                            "' (built in: sightline-tiny)");
+                            "' (built in: " + names + ")");
   ModelConfig c;
-  c.name = "sightline-tiny";
-  // Byte-level vocabulary: 256 bytes, then BOS 256, EOS 257, PAD 258, UNK 259.
+  c.name = std::string(shape->name);
   c.vocab_size = 260;
-  c.hidden_size = 64;
-  c.intermediate_size = 176;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 16;
+  c.hidden_size = shape->hidden;
+  c.intermediate_size = shape->intermediate;
+  c.num_layers = shape->layers;
+  c.num_heads = shape->heads;
+  c.num_kv_heads = shape->kv_heads;
+  c.head_dim = shape->head_dim;
   c.max_position_embeddings = 2048;
   c.tie_word_embeddings = false;  // a tied head would mostly echo the input token
   c.bos_token_id = 256;
   c.eos_token_ids = {257};
   *out = c;
   return Validate(c);
+}
+
+Status ApplyFamily(std::string_view family, ModelConfig* config) {
+  const Architecture* arch = FindArchitecture(family);
+  if (!arch || arch->model_type != family) {
+    std::string list;
+    for (const Architecture& a : kArchitectures)
+      list += (list.empty() ? "" : ", ") + std::string(a.model_type);
+    return Status::InvalidArgument("unknown model family '" + std::string(family) +
+                                   "' (families: " + list + ")");
+  }
+  config->architecture = std::string(arch->name);
+  config->qkv_bias = arch->qkv_bias;
+  config->qk_norm = arch->qk_norm;
+  config->sliding_window =
+      arch->sliding_window < config->max_position_embeddings ? arch->sliding_window : 0;
+  return Status::Ok();
+}
+
+std::string ModelTypeOf(const std::string& architecture) {
+  const Architecture* arch = FindArchitecture(architecture);
+  return arch ? std::string(arch->model_type) : "llama";
 }
 
 }  // namespace sightline::engine

@@ -216,40 +216,46 @@ Status Read(const std::map<std::string, TensorRef>& tensors, const std::string& 
   return Status::Ok();
 }
 
-// The tensors of a Llama model, with their shapes.
-std::vector<std::pair<std::string, std::vector<std::int64_t>>> TensorList(const ModelConfig& c) {
-  const std::int64_t h = c.hidden_size, v = c.vocab_size, q = c.q_size(), kv = c.kv_size(),
-                     i = c.intermediate_size;
-  std::vector<std::pair<std::string, std::vector<std::int64_t>>> list = {
-      {"model.embed_tokens.weight", {v, h}}};
-  for (int l = 0; l < c.num_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    list.push_back({p + "input_layernorm.weight", {h}});
-    list.push_back({p + "self_attn.q_proj.weight", {q, h}});
-    list.push_back({p + "self_attn.k_proj.weight", {kv, h}});
-    list.push_back({p + "self_attn.v_proj.weight", {kv, h}});
-    list.push_back({p + "self_attn.o_proj.weight", {h, q}});
-    list.push_back({p + "post_attention_layernorm.weight", {h}});
-    list.push_back({p + "mlp.gate_proj.weight", {i, h}});
-    list.push_back({p + "mlp.up_proj.weight", {i, h}});
-    list.push_back({p + "mlp.down_proj.weight", {h, i}});
-  }
-  list.push_back({"model.norm.weight", {h}});
-  if (!c.tie_word_embeddings) list.push_back({"lm_head.weight", {v, h}});
-  return list;
-}
-
-// Where each tensor of `w` lives, in TensorList order (W is ModelWeights or
-// const ModelWeights). Layers must already be sized.
+// The tensors of a model of `c` in checkpoint order: the Hugging Face name,
+// the shape, and where it lives in `w` (ModelWeights or const ModelWeights,
+// layers already sized). One table, so that reading and writing cannot
+// disagree on a name or an order.
 template <typename W>
-auto TensorSlots(const ModelConfig& c, W& w) {
-  std::vector<decltype(&w.embed)> d = {&w.embed};
-  for (auto& L : w.layers)
-    for (auto* t : {&L.input_norm, &L.q, &L.k, &L.v, &L.o, &L.post_norm, &L.gate, &L.up, &L.down})
-      d.push_back(t);
-  d.push_back(&w.final_norm);
-  if (!c.tie_word_embeddings) d.push_back(&w.lm_head);
-  return d;
+auto TensorTable(const ModelConfig& c, W& w) {
+  using Slot = decltype(&w.embed);
+  struct Entry {
+    std::string name;
+    std::vector<std::int64_t> shape;
+    Slot data;
+  };
+  const std::int64_t h = c.hidden_size, v = c.vocab_size, q = c.q_size(), kv = c.kv_size(),
+                     i = c.intermediate_size, hd = c.head_dim;
+  std::vector<Entry> t = {{"model.embed_tokens.weight", {v, h}, &w.embed}};
+  for (int l = 0; l < c.num_layers; ++l) {
+    auto& L = w.layers[static_cast<std::size_t>(l)];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    t.push_back({p + "input_layernorm.weight", {h}, &L.input_norm});
+    t.push_back({p + "self_attn.q_proj.weight", {q, h}, &L.q});
+    t.push_back({p + "self_attn.k_proj.weight", {kv, h}, &L.k});
+    t.push_back({p + "self_attn.v_proj.weight", {kv, h}, &L.v});
+    if (c.qkv_bias) {
+      t.push_back({p + "self_attn.q_proj.bias", {q}, &L.q_bias});
+      t.push_back({p + "self_attn.k_proj.bias", {kv}, &L.k_bias});
+      t.push_back({p + "self_attn.v_proj.bias", {kv}, &L.v_bias});
+    }
+    if (c.qk_norm) {
+      t.push_back({p + "self_attn.q_norm.weight", {hd}, &L.q_norm});
+      t.push_back({p + "self_attn.k_norm.weight", {hd}, &L.k_norm});
+    }
+    t.push_back({p + "self_attn.o_proj.weight", {h, q}, &L.o});
+    t.push_back({p + "post_attention_layernorm.weight", {h}, &L.post_norm});
+    t.push_back({p + "mlp.gate_proj.weight", {i, h}, &L.gate});
+    t.push_back({p + "mlp.up_proj.weight", {i, h}, &L.up});
+    t.push_back({p + "mlp.down_proj.weight", {h, i}, &L.down});
+  }
+  t.push_back({"model.norm.weight", {h}, &w.final_norm});
+  if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {v, h}, &w.lm_head});
+  return t;
 }
 
 }  // namespace
@@ -299,10 +305,9 @@ Status LoadSafetensorsWeights(const std::string& dir, const ModelConfig& c, Mode
   }
   ModelWeights w;
   w.layers.resize(static_cast<std::size_t>(c.num_layers));
-  const auto dst = TensorSlots(c, w);
-  const auto list = TensorList(c);
-  for (std::size_t i = 0; i < list.size(); ++i)
-    if (Status s = Read(tensors, list[i].first, list[i].second, dst[i]); !s.ok())
+  const auto table = TensorTable(c, w);
+  for (const auto& t : table)
+    if (Status s = Read(tensors, t.name, t.shape, t.data); !s.ok())
       return Status::InvalidArgument(dir + ": " + s.message());
   // A tensor the model does not read (a bias, a q/k norm, an expert) means a
   // feature this runner does not implement: running without it would be wrong
@@ -313,7 +318,7 @@ Status LoadSafetensorsWeights(const std::string& dir, const ModelConfig& c, Mode
     const std::string& name = entry.first;  // not a structured binding: clang 14 cannot capture one
     if (name.ends_with(".rotary_emb.inv_freq")) continue;
     if (c.tie_word_embeddings && name == "lm_head.weight") continue;
-    if (std::none_of(list.begin(), list.end(), [&](const auto& t) { return t.first == name; }))
+    if (std::none_of(table.begin(), table.end(), [&](const auto& t) { return t.name == name; }))
       return Status::InvalidArgument(
           dir + ": tensor '" + name + "' is not part of a " + c.architecture +
           " this build runs (unsupported feature; refusing to ignore it)");
@@ -328,7 +333,7 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
   fs::create_directories(dir, ec);
   if (ec) return Status::IoError("cannot create " + dir + ": " + ec.message());
   json config = {{"architectures", {c.architecture}},
-                 {"model_type", c.architecture == "MistralForCausalLM" ? "mistral" : "llama"},
+                 {"model_type", ModelTypeOf(c.architecture)},
                  {"vocab_size", c.vocab_size},
                  {"hidden_size", c.hidden_size},
                  {"intermediate_size", c.intermediate_size},
@@ -348,6 +353,12 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
                                                           : "bfloat16"}};
   if (c.architecture == "MistralForCausalLM")
     config["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+  if (c.qkv_bias || c.qk_norm) {  // Qwen2/Qwen3, as their exporters write it
+    config["use_sliding_window"] = false;
+    config["sliding_window"] = nullptr;
+    config["max_window_layers"] = c.num_layers;
+  }
+  if (c.qk_norm) config["attention_bias"] = false;
   if (c.rope_scaling.factor > 0)
     config["rope_scaling"] = {
         {"rope_type", "llama3"},
@@ -364,8 +375,7 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
              .dump(2)
       << "\n";
 
-  const auto list = TensorList(c);
-  const auto data = TensorSlots(c, w);
+  const auto table = TensorTable(c, w);
   const int shards = std::max(1, o.shards);
   json weight_map = json::object();
   for (int s = 0; s < shards; ++s) {
@@ -375,13 +385,13 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
     json header = json::object();
     header["__metadata__"] = {{"format", "pt"}};
     std::string blob;
-    for (std::size_t i = static_cast<std::size_t>(s); i < list.size();
+    for (std::size_t i = static_cast<std::size_t>(s); i < table.size();
          i += static_cast<std::size_t>(shards)) {
-      const std::string& name = list[i].first;
+      const std::string& name = table[i].name;
       if (std::find(o.omit_tensors.begin(), o.omit_tensors.end(), name) != o.omit_tensors.end())
         continue;
       const std::size_t begin = blob.size();
-      for (float v : *data[i]) {
+      for (float v : *table[i].data) {
         if (o.dtype == DType::kF32) {
           blob.append(reinterpret_cast<const char*>(&v), 4);
         } else {
@@ -390,7 +400,7 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
         }
       }
       header[name] = {{"dtype", DTypeName(o.dtype)},
-                      {"shape", list[i].second},
+                      {"shape", table[i].shape},
                       {"data_offsets", {begin, blob.size()}}};
       weight_map[name] = file;
     }

@@ -36,6 +36,11 @@ void RmsNorm(const float* x, const float* weight, float eps, int rows, int dim, 
   }
 }
 
+void AddBias(float* x, const float* bias, int rows, int n) {
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < n; ++i) x[static_cast<std::ptrdiff_t>(r) * n + i] += bias[i];
+}
+
 void SiluMul(const float* gate, const float* up, std::size_t n, float* out) {
   for (std::size_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }

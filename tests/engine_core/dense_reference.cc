@@ -38,6 +38,11 @@ Mat Norm(const Mat& x, const std::vector<float>& w, float eps, int t, int d) {
   return y;
 }
 
+// x[r, :] += b for every row r.
+void AddRows(Mat* x, const std::vector<float>& b) {
+  for (std::size_t i = 0; i < x->size(); ++i) (*x)[i] += b[i % b.size()];
+}
+
 void Rotary(Mat* x, int t, int heads, int dim, const ModelConfig& c) {
   const std::vector<float> inv = kernels::cpu::RopeInvFreq(dim, c.rope_theta, c.rope_scaling);
   for (int pos = 0; pos < t; ++pos)
@@ -66,6 +71,15 @@ std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
     Mat h = Norm(x, L.input_norm, c.rms_norm_eps, t, d);
     Mat q = Linear(h, L.q, t, c.q_size(), d), k = Linear(h, L.k, t, c.kv_size(), d),
         v = Linear(h, L.v, t, c.kv_size(), d);
+    if (c.qkv_bias) {
+      AddRows(&q, L.q_bias);
+      AddRows(&k, L.k_bias);
+      AddRows(&v, L.v_bias);
+    }
+    if (c.qk_norm) {  // per head: rows of head_dim
+      q = Norm(q, L.q_norm, c.rms_norm_eps, t * c.num_heads, hd);
+      k = Norm(k, L.k_norm, c.rms_norm_eps, t * c.num_kv_heads, hd);
+    }
     Rotary(&q, t, c.num_heads, hd, c);
     Rotary(&k, t, c.num_kv_heads, hd, c);
     Mat att(static_cast<std::size_t>(t) * c.q_size(), 0.0f);

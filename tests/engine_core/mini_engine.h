@@ -131,11 +131,20 @@ inline std::vector<std::int32_t> Prompt(int n, unsigned seed) {
 // chunked (a 16-token budget), preempted (28 usable 4-token blocks, fewer than
 // the first four need together) and, for the fifth, served from the prefix
 // cache (it shares the fourth's first 32 tokens).
-inline void ExpectInvariance(const std::function<std::unique_ptr<ModelRunner>(
-                                 const ModelConfig&, const ModelWeights&, int, int)>& make_runner) {
+// The model is sightline-tiny unless `config` names another (with `weights`).
+using RunnerFactory =
+    std::function<std::unique_ptr<ModelRunner>(const ModelConfig&, const ModelWeights&, int, int)>;
+inline void ExpectInvariance(const RunnerFactory& make_runner, const ModelConfig* config = nullptr,
+                             const ModelWeights* weights = nullptr) {
   ModelConfig c;
-  ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
-  const ModelWeights w = DummyWeights(c, 1234);
+  ModelWeights w;
+  if (config) {
+    c = *config;
+    w = *weights;
+  } else {
+    ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
+    w = DummyWeights(c, 1234);
+  }
   constexpr int kTokens = 12;
   std::map<std::string, std::vector<std::int32_t>> prompts = {
       {"a", Prompt(5, 1)}, {"b", Prompt(21, 2)}, {"c", Prompt(37, 3)}, {"d", Prompt(50, 4)}};

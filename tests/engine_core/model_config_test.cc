@@ -175,5 +175,109 @@ TEST(ModelConfigRefusals, InertKeysOfRealCheckpointsAreAccepted) {
   EXPECT_EQ(c.head_dim, 64);
 }
 
+// The config.json files Qwen publishes (Qwen2.5-0.5B-Instruct, Qwen3-0.6B),
+// field for field: their families' features switched on, their window keys
+// read and, with use_sliding_window false, without effect.
+TEST(ModelConfigQwen, RealQwen2_5AndQwen3ConfigsParse) {
+  const json qwen2_5 = json::parse(R"({"architectures": ["Qwen2ForCausalLM"],
+    "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645,
+    "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+    "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 21,
+    "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
+    "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+    "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "transformers_version": "4.43.1", "use_cache": true, "use_sliding_window": false,
+    "vocab_size": 151936})");
+  ModelConfig c;
+  Status s = Parse(qwen2_5, &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.num_kv_heads, 2);
+  EXPECT_EQ(c.rope_theta, 1e6f);
+  EXPECT_EQ(c.sliding_window, 0);  // use_sliding_window: false
+  EXPECT_TRUE(c.tie_word_embeddings);
+
+  const json qwen3 = json::parse(R"({"architectures": ["Qwen3ForCausalLM"],
+    "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 151643,
+    "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 1024,
+    "initializer_range": 0.02, "intermediate_size": 3072, "max_position_embeddings": 40960,
+    "max_window_layers": 28, "model_type": "qwen3", "num_attention_heads": 16,
+    "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+    "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+    "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+    "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})");
+  s = Parse(qwen3, &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.head_dim, 128);  // explicit, not hidden / heads (64)
+  EXPECT_EQ(c.q_size(), 2048);
+
+  // Class defaults: Qwen2Config and Qwen3Config default the KV heads to 32,
+  // Qwen3Config the head_dim to 128.
+  json bare = Llama();
+  bare["architectures"] = {"Qwen3ForCausalLM"};
+  bare["num_attention_heads"] = 32;
+  ASSERT_TRUE(Parse(bare, &c).ok());
+  EXPECT_EQ(c.num_kv_heads, 32);
+  EXPECT_EQ(c.head_dim, 128);
+  bare["architectures"] = {"Qwen2ForCausalLM"};
+  ASSERT_TRUE(Parse(bare, &c).ok());
+  EXPECT_EQ(c.head_dim, 8);  // 256 / 32
+  EXPECT_EQ(c.rms_norm_eps, 1e-6f);
+}
+
+TEST(ModelConfigQwen, WhatQwenCannotRunHereIsRefused) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"architectures": ["Qwen2ForCausalLM"], "use_sliding_window": true})",
+       "'use_sliding_window: true'"},
+      {R"({"architectures": ["Qwen3ForCausalLM"], "use_sliding_window": 1})",
+       "'use_sliding_window' must be a boolean"},
+      {R"({"architectures": ["Qwen3ForCausalLM"],
+           "layer_types": ["full_attention", "sliding_attention"]})",
+       "'layer_types' entry \"sliding_attention\" is not supported"},
+      {R"({"architectures": ["Qwen3ForCausalLM"], "layer_types": ["full_attention"]})",
+       "one type per layer"},
+      {R"({"architectures": ["Qwen2ForCausalLM"], "attention_bias": true})",
+       "'attention_bias' is not a field of Qwen2ForCausalLM"},
+      {R"({"architectures": ["Qwen3ForCausalLM"], "attention_bias": true})",
+       "'attention_bias: true'"},
+      {R"({"architectures": ["Qwen2ForCausalLM"], "sliding_window": "4096"})",
+       "'sliding_window' must be an integer or null"},
+      {R"({"architectures": ["LlamaForCausalLM"], "use_sliding_window": false})",
+       "'use_sliding_window' is not a field of LlamaForCausalLM"},
+      {R"({"architectures": ["MistralForCausalLM"], "layer_types": []})",
+       "'layer_types' is not a field of MistralForCausalLM"},
+      {R"({"architectures": ["qwen2"]})", "unsupported architecture 'qwen2'"},
+      {R"({"architectures": ["Qwen2MoeForCausalLM"]})",
+       "supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"},
+  };
+  for (const auto& [patch, message] : cases) {
+    json j = Llama();
+    j.merge_patch(json::parse(patch));
+    ModelConfig c;
+    const Status s = Parse(j, &c);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << patch;
+    EXPECT_NE(s.message().find(message), std::string::npos) << patch << "\n  got: " << s.message();
+  }
+}
+
+TEST(ModelFamilies, ApplyFamilySetsTheArchitectureAndItsFeatures) {
+  ModelConfig c;
+  ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
+  ASSERT_TRUE(ApplyFamily("qwen2", &c).ok());
+  EXPECT_EQ(c.architecture, "Qwen2ForCausalLM");
+  EXPECT_TRUE(c.qkv_bias);
+  ASSERT_TRUE(ApplyFamily("qwen3", &c).ok());
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(ModelTypeOf(c.architecture), "qwen3");
+  const Status s = ApplyFamily("gemma", &c);
+  EXPECT_NE(s.message().find("families: llama, mistral, qwen2, qwen3"), std::string::npos)
+      << s.message();
+}
+
 }  // namespace
 }  // namespace sightline::engine

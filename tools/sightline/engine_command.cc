@@ -52,16 +52,21 @@ void AddEngineCommand(CLI::App& app, int* exit_code) {
 
 void AddMakeModelCommand(CLI::App& app, int* exit_code) {
   struct Options {
-    std::string dir, preset = "sightline-tiny", dtype = "f32";
+    std::string dir, preset = "sightline-tiny", dtype = "f32", family = "llama";
     std::uint64_t seed = 0;
     int shards = 1;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "make-model",
-      "Write a small random Llama as a real Hugging Face directory (config.json, safetensors)");
+      "Write a small random model (Llama family) as a real Hugging Face directory "
+      "(config.json, safetensors)");
   cmd->add_option("dir", o->dir, "Directory to write")->required();
   cmd->add_option("--preset", o->preset, "Model shape")->capture_default_str();
+  cmd->add_option("--family", o->family,
+                  "llama, mistral, qwen2 (q/k/v biases) or qwen3 (q/k norms): the architecture "
+                  "written, with that family's tensors")
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Weights seed (same as --load-format dummy --seed)")
       ->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "f32, f16 or bf16")->capture_default_str();
@@ -70,6 +75,7 @@ void AddMakeModelCommand(CLI::App& app, int* exit_code) {
   cmd->callback([o, exit_code] {
     engine::ModelConfig config;
     Status s = engine::PresetModelConfig(o->preset, &config);
+    if (s.ok()) s = engine::ApplyFamily(o->family, &config);
     engine::WriteModelOptions w;
     w.shards = o->shards;
     if (o->dtype == "f16")

@@ -18,7 +18,8 @@ std::vector<metrics::HistogramBuilder> InstanceHistogramDefaults(std::uint32_t m
 void AddEngineFlags(CLI::App* cmd, engine::EngineProcessOptions* o) {
   o->instance_histograms = InstanceHistogramDefaults;
   cmd->add_option("model", o->model,
-                  "Built-in preset (sightline-tiny) or a Hugging Face model directory")
+                  "Built-in preset (sightline-tiny, sightline-small, sightline-small-hd128) or a "
+                  "Hugging Face model directory")
       ->capture_default_str();
   cmd->add_option("--served-model-name", o->served_model_name,
                   "Model name in the API and the metrics (default: the model's)");

@@ -31,6 +31,11 @@ struct ModelConfig {
   // can reach). The runner has no windowed attention: the engine serves at
   // most this many tokens per sequence, where full attention is the same.
   int sliding_window = 0;
+  // Qwen2: the q, k and v projections carry biases (o has none).
+  bool qkv_bias = false;
+  // Qwen3: q and k get a per-head RMSNorm (weights [head_dim], the model's
+  // rms_norm_eps) after the projection, before the rotary embedding.
+  bool qk_norm = false;
   std::int32_t bos_token_id = -1;
   std::vector<std::int32_t> eos_token_ids;
 
@@ -39,8 +44,18 @@ struct ModelConfig {
 };
 
 // Parses a Hugging Face config.json; errors name the offending field.
+// Architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+// Qwen3ForCausalLM, each with its transformers class defaults.
 Status ParseModelConfig(std::string_view json_text, ModelConfig* out);
-// Built-in presets for `--load-format dummy` without files: "sightline-tiny".
+// Built-in presets for `--load-format dummy` without files: "sightline-tiny",
+// "sightline-small" (head_dim 64), "sightline-small-hd128".
 Status PresetModelConfig(std::string_view name, ModelConfig* out);
+
+// Model families by their short name (`sightline make-model --family`):
+// llama, mistral, qwen2, qwen3. ApplyFamily turns a config of any shape into
+// that family (architecture and its features), keeping the sizes.
+Status ApplyFamily(std::string_view family, ModelConfig* config);
+// The Hugging Face model_type of an architecture ("llama", "qwen2", ...).
+std::string ModelTypeOf(const std::string& architecture);
 
 }  // namespace sightline::engine

@@ -1,4 +1,5 @@
-// ModelWeights: a Llama-family decoder's tensors in float32, row-major, with
+// ModelWeights: a Llama-family decoder's tensors (with the Qwen2 biases and
+// Qwen3 q/k norms when the config has them) in float32, row-major, with
 // PyTorch's [out, in] layout for linear layers.
 #pragma once
 
@@ -10,12 +11,14 @@
 namespace sightline::engine {
 
 struct LayerWeights {
-  std::vector<float> input_norm;  // [hidden]
-  std::vector<float> q, k, v;     // [q_size|kv_size, hidden]
-  std::vector<float> o;           // [hidden, q_size]
-  std::vector<float> post_norm;   // [hidden]
-  std::vector<float> gate, up;    // [intermediate, hidden]
-  std::vector<float> down;        // [hidden, intermediate]
+  std::vector<float> input_norm;              // [hidden]
+  std::vector<float> q, k, v;                 // [q_size|kv_size, hidden]
+  std::vector<float> q_bias, k_bias, v_bias;  // [q_size|kv_size]; empty unless config.qkv_bias
+  std::vector<float> q_norm, k_norm;          // [head_dim]; empty unless config.qk_norm
+  std::vector<float> o;                       // [hidden, q_size]
+  std::vector<float> post_norm;               // [hidden]
+  std::vector<float> gate, up;                // [intermediate, hidden]
+  std::vector<float> down;                    // [hidden, intermediate]
 };
 
 struct ModelWeights {

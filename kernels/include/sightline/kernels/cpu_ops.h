@@ -13,8 +13,11 @@ void SetBlasThreads(int threads);
 // out[M,N] = a[M,K] * w[N,K]^T  (a linear layer with PyTorch's weight layout), via BLAS.
 void MatMulTransB(const float* a, const float* w, int m, int n, int k, float* out);
 
-// out[r] = x[r] / rms(x[r]) * weight, per row of `dim`.
+// out[r] = x[r] / rms(x[r]) * weight, per row of `dim`. out may be x.
 void RmsNorm(const float* x, const float* weight, float eps, int rows, int dim, float* out);
+
+// x[r, i] += bias[i] for rows of n (a linear layer's bias).
+void AddBias(float* x, const float* bias, int rows, int n);
 
 // out[i] = silu(gate[i]) * up[i]
 void SiluMul(const float* gate, const float* up, std::size_t n, float* out);
