@@ -46,7 +46,7 @@ std::vector<std::int32_t> FreeBlockQueue::Ids() const {
 }
 
 BlockPool::BlockPool(int num_blocks, bool enable_caching)
-    : blocks_(static_cast<std::size_t>(num_blocks)), caching_(enable_caching) {
+    : blocks_(static_cast<std::size_t>(num_blocks)), null_(&blocks_[0]), caching_(enable_caching) {
   for (int i = 0; i < num_blocks; ++i) blocks_[static_cast<std::size_t>(i)].id = i;
   // Block 0 is the null block: never free, never counted.
   for (int i = 1; i < num_blocks; ++i) free_.PushBack(&blocks_[static_cast<std::size_t>(i)]);

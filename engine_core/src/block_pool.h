@@ -87,6 +87,9 @@ class BlockPool {
   // Drops every cached hash; only possible when no request holds a block.
   bool ResetPrefixCache();
 
+  // Block 0: what a block table holds where a sliding window freed a block.
+  KVCacheBlock* null_block() const { return null_; }
+
   const FreeBlockQueue& free_queue() const { return free_; }
   const KVCacheBlock& block(int id) const { return blocks_[static_cast<std::size_t>(id)]; }
 
@@ -94,6 +97,7 @@ class BlockPool {
   void Evict(KVCacheBlock* b);
 
   std::vector<KVCacheBlock> blocks_;
+  KVCacheBlock* null_;  // &blocks_[0]
   FreeBlockQueue free_;
   std::unordered_map<BlockHash, KVCacheBlock*, BlockHashHasher> cached_;
   bool caching_;

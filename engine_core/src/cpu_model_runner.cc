@@ -87,7 +87,8 @@ class CpuModelRunner final : public ModelRunner {
                                    b.block_tables.data(),
                                    b.max_blocks_per_seq,
                                    scale,
-                                   attn_.data()};
+                                   attn_.data(),
+                                   c.sliding_window};
       ops::PagedAttention(args);
       ops::MatMulTransB(attn_.data(), L.o.data(), t, c.hidden_size, c.q_size(), h_.data());
       for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += h_[i];

@@ -53,8 +53,11 @@ Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvP
     return invalid("--dtype " + o->dtype +
                    " needs --device cuda: the CPU path computes in float32");
   if (o->max_model_len < 0) return invalid("--max-model-len must be positive");
+  // The CPU runner attends within Mistral's window; the CUDA kernels do not
+  // yet, so there the engine serves at most the window (where full attention
+  // is the same).
   const int positions =
-      model.sliding_window > 0 ? model.sliding_window : model.max_position_embeddings;
+      cuda && model.sliding_window > 0 ? model.sliding_window : model.max_position_embeddings;
   if (o->max_model_len == 0) o->max_model_len = positions;
   if (o->max_model_len > model.max_position_embeddings)
     return invalid("--max-model-len " + std::to_string(o->max_model_len) + " exceeds the model's " +
@@ -62,8 +65,8 @@ Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvP
   if (o->max_model_len > positions)
     return invalid("--max-model-len " + std::to_string(o->max_model_len) +
                    " exceeds the model's sliding_window " + std::to_string(positions) +
-                   ": windowed attention is not implemented, and up to the window full "
-                   "attention is the same");
+                   ": the CUDA runner has no windowed attention yet, and up to the window "
+                   "full attention is the same (--device cpu serves the whole length)");
   if (o->block_size <= 0 || o->block_size > 1024)
     return invalid("--block-size must be in [1, 1024]");
   if (o->max_num_seqs <= 0 || o->max_num_batched_tokens <= 0)

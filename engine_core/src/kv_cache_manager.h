@@ -1,6 +1,8 @@
 // KVCacheManager: prefix-cache lookup, slot allocation and freeing for
 // requests, over a BlockPool (vLLM V1's kv_cache_manager.py semantics for a
-// single full-attention group).
+// single attention group: full attention, or a sliding window whose blocks
+// are freed once no later query can see them, as vLLM's
+// SlidingWindowManager does).
 //
 // A request's KV state (RequestKV) is owned by the request itself, so the
 // per-step path does no map lookups.
@@ -16,8 +18,10 @@
 namespace sightline::engine {
 
 struct RequestKV {
-  std::vector<KVCacheBlock*> blocks;  // the block table, in token order
-  int num_cached_blocks = 0;          // leading blocks registered in the prefix cache
+  // The block table, in token order; with a sliding window, blocks that left
+  // it are the pool's null block (their slots are never read again).
+  std::vector<KVCacheBlock*> blocks;
+  int num_cached_blocks = 0;  // leading blocks registered in the prefix cache
 };
 
 // Prefix-cache counters in tokens. Lookups by preempted requests being
@@ -33,7 +37,8 @@ struct PrefixCacheStats {
 
 class KVCacheManager {
  public:
-  KVCacheManager(int num_blocks, int block_size, bool enable_caching);
+  // sliding_window: tokens each query sees (itself and W - 1 before); 0: all.
+  KVCacheManager(int num_blocks, int block_size, bool enable_caching, int sliding_window = 0);
 
   int block_size() const { return block_size_; }
   double Usage() const { return pool_.Usage(); }
@@ -56,8 +61,9 @@ class KVCacheManager {
   void RecordAdmission(int num_tokens, const Hit& hit, bool preempted);
 
   // Gives `kv` slots for `num_computed_tokens + hit.num_tokens + num_new_tokens`
-  // tokens: attaches the hit blocks, then fresh ones. Returns false and
-  // changes nothing when the pool is short. Full blocks among the first
+  // tokens: attaches the hit blocks, then fresh ones. Returns false when the
+  // pool is short, having changed nothing but (with a sliding window) freed
+  // the blocks that left the window. Full blocks among the first
   // `num_tokens_to_cache` tokens are registered under `block_hashes`.
   bool AllocateSlots(RequestKV* kv, std::span<const BlockHash> block_hashes,
                      int num_computed_tokens, const Hit& hit, int num_new_tokens,
@@ -65,13 +71,20 @@ class KVCacheManager {
 
   // Releases every block of `kv` (tail first, so a chain's prefix outlives its tail).
   void Free(RequestKV* kv);
+  // Blocks of `kv` holding real KV (not the null block): what it pins.
+  static int HeldBlocks(const RequestKV& kv);
 
   bool ResetPrefixCache();
   PrefixCacheStats TakeStats();
 
  private:
+  // With a sliding window: the blocks wholly before the window of the next
+  // query (position num_computed_tokens) become the null block and are freed.
+  void RemoveSkippedBlocks(RequestKV* kv, int num_computed_tokens);
+
   BlockPool pool_;
   int block_size_;
+  int sliding_window_;
   PrefixCacheStats stats_;
 };
 

@@ -175,8 +175,7 @@ Status ReadRope(const json& r, const char* field, bool carries_theta, ModelConfi
 }
 
 // The sliding-window fields of each architecture. Mistral's window
-// (MistralConfig defaults it to 4096) is served by capping max_model_len at
-// it, where full attention is the same. Qwen2/Qwen3 window only when
+// (MistralConfig defaults it to 4096) applies to every layer. Qwen2/Qwen3 window only when
 // use_sliding_window is true (refused: some layers would slide); their
 // sliding_window and max_window_layers are then not read by transformers.
 // Llama has no window: any of these fields is refused.

@@ -95,38 +95,38 @@ void WriteKvCache(const float* k, const float* v, const std::int32_t* slot_mappi
 
 namespace {
 
-// One query row, one head: softmax(q k^T * scale) v over positions 0..pos.
+// One query row, one head: softmax(q k^T * scale) v over positions first..pos.
 void AttendRow(const PagedAttentionArgs& a, int seq, int row, int head,
                std::vector<float>& scores) {
   const std::size_t kv_row = static_cast<std::size_t>(a.num_kv_heads) * a.head_dim;
   const int kvh = head / (a.num_heads / a.num_kv_heads);
-  const int pos = a.context_len[seq] - (a.query_start[seq + 1] - row);  // sees 0..pos
+  const int pos = a.context_len[seq] - (a.query_start[seq + 1] - row);  // sees first..pos
+  const int first = a.sliding_window > 0 ? std::max(0, pos - a.sliding_window + 1) : 0;
   const std::int32_t* table =
       a.block_tables + static_cast<std::ptrdiff_t>(seq) * a.max_blocks_per_seq;
   auto slot_of = [&](int p) {
     return static_cast<std::size_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
   };
   const float* q = a.q + (static_cast<std::ptrdiff_t>(row) * a.num_heads + head) * a.head_dim;
-  scores.resize(static_cast<std::size_t>(pos) + 1);
+  scores.resize(static_cast<std::size_t>(pos - first) + 1);
   float max_score = -INFINITY;
-  for (int p = 0; p <= pos; ++p) {
+  for (int p = first; p <= pos; ++p) {
     const float* k = a.k_cache + slot_of(p) * kv_row + static_cast<std::size_t>(kvh) * a.head_dim;
     float dot = 0;
     for (int d = 0; d < a.head_dim; ++d) dot += q[d] * k[d];
-    scores[static_cast<std::size_t>(p)] = dot * a.scale;
-    max_score = std::max(max_score, scores[static_cast<std::size_t>(p)]);
+    scores[static_cast<std::size_t>(p - first)] = dot * a.scale;
+    max_score = std::max(max_score, scores[static_cast<std::size_t>(p - first)]);
   }
   float denom = 0;
-  for (int p = 0; p <= pos; ++p) {
-    float& e = scores[static_cast<std::size_t>(p)];
+  for (float& e : scores) {
     e = std::exp(e - max_score);
     denom += e;
   }
   float* o = a.out + (static_cast<std::ptrdiff_t>(row) * a.num_heads + head) * a.head_dim;
   std::fill(o, o + a.head_dim, 0.0f);
-  for (int p = 0; p <= pos; ++p) {
+  for (int p = first; p <= pos; ++p) {
     const float* v = a.v_cache + slot_of(p) * kv_row + static_cast<std::size_t>(kvh) * a.head_dim;
-    const float w = scores[static_cast<std::size_t>(p)] / denom;
+    const float w = scores[static_cast<std::size_t>(p - first)] / denom;
     for (int d = 0; d < a.head_dim; ++d) o[d] += w * v[d];
   }
 }

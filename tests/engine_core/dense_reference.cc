@@ -86,9 +86,11 @@ std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
     for (int i = 0; i < t; ++i)
       for (int head = 0; head < c.num_heads; ++head) {
         const int kvh = head / (c.num_heads / c.num_kv_heads);
-        std::vector<double> s(static_cast<std::size_t>(i) + 1);
+        // Mistral's window: position i sees (i - W, i].
+        const int first = c.sliding_window > 0 ? std::max(0, i - c.sliding_window + 1) : 0;
+        std::vector<double> s(static_cast<std::size_t>(i) + 1, -INFINITY);
         double mx = -1e300, sum = 0;
-        for (int j = 0; j <= i; ++j) {
+        for (int j = first; j <= i; ++j) {
           double dot = 0;
           for (int e = 0; e < hd; ++e)
             dot += static_cast<double>(
@@ -98,7 +100,7 @@ std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
           mx = std::max(mx, s[static_cast<std::size_t>(j)]);
         }
         for (double& e : s) sum += (e = std::exp(e - mx));
-        for (int j = 0; j <= i; ++j)
+        for (int j = first; j <= i; ++j)
           for (int e = 0; e < hd; ++e)
             att[(static_cast<std::size_t>(i) * c.num_heads + head) * hd + e] += static_cast<float>(
                 s[static_cast<std::size_t>(j)] / sum *

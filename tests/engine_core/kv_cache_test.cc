@@ -240,5 +240,36 @@ TEST(KvResidency, SamplesAFractionAndValidatesTheRate) {
   EXPECT_LT(sampled, 1200);
 }
 
+// A sliding window of 6 tokens over 4-token blocks: a request decoding far
+// past it pins at most the blocks its next query can see (vLLM's
+// SlidingWindowManager), the rest go back to the pool (cached ones stay
+// hittable), the block table keeps its positions with the null block, and
+// freeing the request releases only real blocks.
+TEST(KVCacheManagerWindow, BlocksThatLeftTheWindowAreFreed) {
+  KVCacheManager kv(11, kBlock, true, /*sliding_window=*/6);
+  const std::vector<std::int32_t> tokens = Tokens(40);
+  const auto hashes = Hashes(tokens);
+  RequestKV r;
+  // Prefill 10 tokens, then decode one at a time up to 40.
+  ASSERT_TRUE(kv.AllocateSlots(&r, hashes, 0, {}, 10, 10));
+  EXPECT_EQ(KVCacheManager::HeldBlocks(r), 3);
+  for (int computed = 10; computed < 40; ++computed) {
+    ASSERT_TRUE(kv.AllocateSlots(&r, hashes, computed, {}, 1, computed + 1)) << computed;
+    // The query at `computed` sees (computed - 6, computed]: blocks from
+    // (computed - 5) / 4 to computed / 4.
+    const int first_live = std::max(0, computed - 5) / kBlock;
+    const int expected = computed / kBlock - first_live + 1;
+    EXPECT_EQ(KVCacheManager::HeldBlocks(r), expected) << computed;
+    EXPECT_EQ(r.blocks.size(), static_cast<std::size_t>(computed / kBlock + 1));
+    for (int b = 0; b < first_live; ++b) EXPECT_EQ(r.blocks[static_cast<std::size_t>(b)]->id, 0);
+  }
+  // 40 tokens would need all 10 usable blocks; the request pins 2 or 3.
+  EXPECT_GE(kv.num_free_blocks(), 7);
+  EXPECT_NE(kv.pool().GetCachedBlock(hashes[0]), nullptr);  // freed, still cached
+  kv.Free(&r);
+  EXPECT_EQ(kv.num_free_blocks(), 10);
+  EXPECT_EQ(kv.Usage(), 0.0);
+}
+
 }  // namespace
 }  // namespace sightline::engine

@@ -1,9 +1,8 @@
 // The model families beyond Llama (Qwen2's q/k/v biases, Qwen3's per-head
-// q/k norms), end to end: a random checkpoint of the family written as a real
-// Hugging Face directory and loaded back, served by the engine's step loop
-// through batching, chunked prefill, preemption and prefix hits, against
-// two references written independently of the runner — the C++ dense
-// forward pass (dense_reference.cc) and a PyTorch forward pass from the
+// q/k norms, Mistral's sliding window), end to end: a random checkpoint of the family written as a
+// real Hugging Face directory and loaded back, served by the engine's step loop through batching,
+// chunked prefill, preemption and prefix hits, against two references written independently of the
+// runner — the C++ dense forward pass (dense_reference.cc) and a PyTorch forward pass from the
 // transformers definitions (tools/model_reference/, outputs committed) —
 // and each feature shown to matter (the reference without it disagrees).
 #include <gtest/gtest.h>
@@ -31,11 +30,13 @@ struct Checkpoint {
   ModelConfig config;
   ModelWeights weights;
 };
-Checkpoint WriteAndLoad(const std::string& family, const std::string& preset) {
+Checkpoint WriteAndLoad(const std::string& family, const std::string& preset,
+                        int sliding_window = 0) {
   Checkpoint out;
   ModelConfig c;
   EXPECT_TRUE(PresetModelConfig(preset, &c).ok());
   EXPECT_TRUE(ApplyFamily(family, &c).ok());
+  if (sliding_window > 0) c.sliding_window = sliding_window;  // Mistral's
   const std::string dir = (fs::temp_directory_path() / ("sightline-family-" + family + "-" +
                                                         preset + "-" + std::to_string(::getpid())))
                               .string();
@@ -67,14 +68,45 @@ TEST(ModelFamilies, Qwen3Head128MatchesTheDenseReferenceThroughTheScheduler) {
   ExpectInvariance(Cpu, &m.config, &m.weights);
 }
 
+// Mistral with a window of 8 tokens, shorter than every prompt but the
+// first: the window slides over prompts, chunks, preempted and cached blocks.
+TEST(ModelFamilies, MistralSlidingWindowMatchesTheDenseReferenceThroughTheScheduler) {
+  const Checkpoint m = WriteAndLoad("mistral", "sightline-small", 8);
+  ASSERT_EQ(m.config.sliding_window, 8);
+  // 12 usable blocks of 4 tokens: a 16-token chunk and its window take up to
+  // 7, so the four requests preempt each other (with 28 blocks, as for full
+  // attention, freeing what left the window leaves room for all of them).
+  ExpectInvariance(Cpu, &m.config, &m.weights, /*num_blocks=*/13, /*expect_prefix_hit=*/false);
+}
+
+// A prefix hit under a window needs only the blocks the next query sees
+// cached: the 32 shared tokens hit although the blocks before the window
+// were freed long ago (and come back as the null block).
+TEST(ModelFamilies, MistralSlidingWindowPrefixHitsNeedOnlyTheWindow) {
+  const Checkpoint m = WriteAndLoad("mistral", "sightline-small", 8);
+  const std::vector<std::int32_t> first = Prompt(50, 4);
+  std::vector<std::int32_t> second(first.begin(), first.begin() + 32);
+  for (std::int32_t t : Prompt(9, 5)) second.push_back(t);
+  MiniEngine engine(Cpu(m.config, m.weights, 64, 4), 64, 4, /*budget=*/16);
+  engine.Add("first", first, 6);
+  engine.RunToCompletion();
+  engine.Add("second", second, 6);
+  engine.RunToCompletion();
+  EXPECT_EQ(engine.cached_["second"], 32);
+  EXPECT_EQ(engine.outputs_["second"],
+            testing::DenseGreedy(m.config, m.weights, second, 6, nullptr));
+  EXPECT_EQ(engine.outputs_["first"], testing::DenseGreedy(m.config, m.weights, first, 6, nullptr));
+}
+
 // Sensitivity: the same checkpoint run without the family's feature gives
 // other tokens, so the tests above would catch a runner that skipped it.
 TEST(ModelFamilies, EachFeatureChangesTheGreedyTokens) {
   const std::vector<std::int32_t> prompt = Prompt(24, 9);
-  for (const char* family : {"qwen2", "qwen3"}) {
-    const Checkpoint m = WriteAndLoad(family, "sightline-small");
+  for (const char* family : {"qwen2", "qwen3", "mistral"}) {
+    const Checkpoint m = WriteAndLoad(family, "sightline-small", 8);
     ModelConfig without = m.config;
     without.qkv_bias = without.qk_norm = false;
+    without.sliding_window = 0;
     const auto with_feature = testing::DenseGreedy(m.config, m.weights, prompt, 8, nullptr);
     const auto without_feature = testing::DenseGreedy(without, m.weights, prompt, 8, nullptr);
     EXPECT_NE(with_feature, without_feature) << family;
@@ -95,7 +127,7 @@ TEST(ModelFamilies, GreedyTokensEqualThePyTorchReference) {
     SCOPED_TRACE(family + " " + preset);
     ASSERT_EQ(k["seed"].get<std::uint64_t>(), kSeed);
     ASSERT_GT(k["min_margin"].get<double>(), 1e-3);
-    const Checkpoint m = WriteAndLoad(family, preset);
+    const Checkpoint m = WriteAndLoad(family, preset, k.value("sliding_window", 0));
     MiniEngine engine(Cpu(m.config, m.weights, 64, 16), 64, 16, /*budget=*/32);
     std::size_t i = 0;
     for (const json& p : k["prompts"]) {

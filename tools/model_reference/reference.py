@@ -22,9 +22,10 @@ import tempfile
 import torch
 
 SEED = 77
-CASES = [("llama", "sightline-small"), ("mistral", "sightline-small"),
-         ("qwen2", "sightline-small"), ("qwen2", "sightline-small-hd128"),
-         ("qwen3", "sightline-small"), ("qwen3", "sightline-small-hd128")]
+# (family, preset, sliding window written into config.json or None)
+CASES = [("llama", "sightline-small", None), ("mistral", "sightline-small", 12),
+         ("qwen2", "sightline-small", None), ("qwen2", "sightline-small-hd128", None),
+         ("qwen3", "sightline-small", None), ("qwen3", "sightline-small-hd128", None)]
 PROMPT_LENGTHS = [7, 19, 33, 48]
 GREEDY_TOKENS = 10
 
@@ -70,7 +71,12 @@ def forward(cfg, w, tokens):
     freqs = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
-    mask = torch.full((t, t), float("-inf"), dtype=torch.float64).triu(1)
+    # Causal; with a sliding window (Mistral) position i sees (i - W, i].
+    pos = torch.arange(t)
+    visible = pos[None, :] <= pos[:, None]
+    if cfg.get("sliding_window"):
+        visible &= pos[None, :] > pos[:, None] - cfg["sliding_window"]
+    mask = torch.zeros((t, t), dtype=torch.float64).masked_fill(~visible, float("-inf"))
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
@@ -113,12 +119,14 @@ def greedy(cfg, w, prompt, n):
 def main():
     sightline, out_path = sys.argv[1], sys.argv[2]
     cases = []
-    for family, preset in CASES:
+    for family, preset, window in CASES:
         with tempfile.TemporaryDirectory() as d:
             subprocess.run([sightline, "make-model", d, "--family", family, "--preset", preset,
                             "--seed", str(SEED)], check=True)
             with open(d + "/config.json") as f:
                 cfg = json.load(f)
+            if window:
+                cfg["sliding_window"] = window
             w = read_safetensors(d + "/model.safetensors")
         rng = random.Random(f"{family}-{preset}")
         prompts, case_margin = [], float("inf")
@@ -131,9 +139,12 @@ def main():
             prompts.append({"prompt": prompt, "greedy": tokens})
             case_margin = min(case_margin, margin)
         print(f"{family} {preset}: min margin {case_margin:.4f}", file=sys.stderr)
-        cases.append({"family": family, "preset": preset, "seed": SEED,
-                      "architecture": cfg["architectures"][0], "min_margin": case_margin,
-                      "prompts": prompts})
+        case = {"family": family, "preset": preset, "seed": SEED,
+                "architecture": cfg["architectures"][0], "min_margin": case_margin,
+                "prompts": prompts}
+        if window:
+            case["sliding_window"] = window
+        cases.append(case)
     with open(out_path, "w") as f:
         json.dump({"generated_by": "tools/model_reference/reference.py",
                    "torch": torch.__version__, "dtype": "float64", "cases": cases}, f, indent=1)

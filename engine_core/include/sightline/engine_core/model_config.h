@@ -28,8 +28,8 @@ struct ModelConfig {
   kernels::cpu::RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   // Mistral's sliding attention window in tokens; 0 = none (or one no sequence
-  // can reach). The runner has no windowed attention: the engine serves at
-  // most this many tokens per sequence, where full attention is the same.
+  // can reach). The CPU runner attends within it; on CUDA the engine serves
+  // at most this many tokens per sequence, where full attention is the same.
   int sliding_window = 0;
   // Qwen2: the q, k and v projections carry biases (o has none).
   bool qkv_bias = false;

@@ -44,7 +44,9 @@ void WriteKvCache(const float* k, const float* v, const std::int32_t* slot_mappi
 // Attention for a ragged batch over the paged cache. Sequence s owns query rows
 // [query_start[s], query_start[s+1]); its context holds context_len[s] tokens,
 // the last (query_start[s+1]-query_start[s]) of which are its queries (causal).
-// Query heads map to kv heads in groups (GQA).
+// Query heads map to kv heads in groups (GQA). With sliding_window W > 0 a
+// query at position p sees positions (p - W, p] only (transformers' and
+// vLLM's window: itself and the W - 1 before it).
 struct PagedAttentionArgs {
   const float* q;  // [tokens, num_heads, head_dim]
   const float* k_cache;
@@ -57,6 +59,7 @@ struct PagedAttentionArgs {
   int max_blocks_per_seq;
   float scale;
   float* out;  // [tokens, num_heads, head_dim]
+  int sliding_window = 0;  // 0: full causal attention
 };
 void PagedAttention(const PagedAttentionArgs& args);
 
