@@ -49,7 +49,9 @@ class CpuModelRunner final : public ModelRunner {
                          static_cast<std::size_t>(b.tokens[static_cast<std::size_t>(i)]) * hidden;
       std::copy(row, row + hidden, x_.begin() + static_cast<std::ptrdiff_t>(i * hidden));
     }
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    // YaRN scales cos and sin, so q.k by the factor's square.
+    const float rope_factor = ops::RopeAttentionFactor(c.rope_scaling);
+    const float scale = rope_factor * rope_factor / std::sqrt(static_cast<float>(c.head_dim));
     for (int l = 0; l < c.num_layers; ++l) {
       const LayerWeights& L = w_.layers[static_cast<std::size_t>(l)];
       // Attention block.

@@ -206,7 +206,9 @@ class CudaModelRunner final : public ModelRunner {
 
     Launch(ops::EmbeddingGather(embed_.get(), tokens_.get(), t, c_.hidden_size, x_.get()),
            "embedding");
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
+    // YaRN scales cos and sin, so q.k by the factor's square.
+    const float rope_factor = kernels::cpu::RopeAttentionFactor(c_.rope_scaling);
+    const float scale = rope_factor * rope_factor / std::sqrt(static_cast<float>(c_.head_dim));
     for (int l = 0; l < c_.num_layers; ++l) {
       Layer& L = layers_[static_cast<std::size_t>(l)];
       // The previous layer's MLP output joins the residual stream here, fused.

@@ -132,9 +132,35 @@ std::string SupportedArchitectures() {
   return list;
 }
 
+// The rope types this build computes, and the keys each takes (besides
+// type/rope_type and, in rope_parameters, rope_theta): required first, then
+// optional. transformers' modeling_rope_utils names them; anything else
+// (longrope, mscale, attention_factor, ...) is refused.
+struct RopeKind {
+  std::string_view name;
+  kernels::cpu::RopeType type;
+  std::vector<std::string_view> required, optional;
+};
+const std::vector<RopeKind>& RopeKinds() {
+  using kernels::cpu::RopeType;
+  static const std::vector<RopeKind> kinds = {
+      {"default", RopeType::kDefault, {}, {}},
+      {"llama3",
+       RopeType::kLlama3,
+       {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"},
+       {}},
+      {"linear", RopeType::kLinear, {"factor"}, {}},
+      {"dynamic", RopeType::kDynamic, {"factor"}, {}},
+      {"yarn",
+       RopeType::kYarn,
+       {"factor"},
+       {"original_max_position_embeddings", "beta_fast", "beta_slow"}},
+  };
+  return kinds;
+}
+
 // Reads rope_scaling (or rope_parameters: the newer transformers layout, which
-// also carries rope_theta) into `c`. Which keys each rope type takes follows
-// transformers' modeling_rope_utils; anything else is refused.
+// also carries rope_theta) into `c`.
 Status ReadRope(const json& r, const char* field, bool carries_theta, ModelConfig* c) {
   if (!r.is_object()) return Bad(std::string("'") + field + "' must be an object or null");
   const std::string f = field;
@@ -144,33 +170,52 @@ Status ReadRope(const json& r, const char* field, bool carries_theta, ModelConfi
     if (!r[k].is_string()) return Bad("'" + f + "." + k + "' must be a string");
     type = r[k].get<std::string>();
   }
+  const RopeKind* kind = nullptr;
+  std::string names;
+  for (const RopeKind& k : RopeKinds()) {
+    if (k.name == type) kind = &k;
+    names += (names.empty() ? "" : ", ") + std::string(k.name);
+  }
+  if (!kind)
+    return Bad("unsupported rope type '" + type + "' in '" + f + "' (supported: " + names + ")");
+  auto takes = [&](const std::string& k) {
+    return std::find(kind->required.begin(), kind->required.end(), k) != kind->required.end() ||
+           std::find(kind->optional.begin(), kind->optional.end(), k) != kind->optional.end();
+  };
   for (const auto& [k, v] : r.items()) {
     const bool common = k == "rope_type" || k == "type" || (carries_theta && k == "rope_theta");
-    const bool llama3 =
-        type == "llama3" && (k == "factor" || k == "low_freq_factor" || k == "high_freq_factor" ||
-                             k == "original_max_position_embeddings");
-    if (!common && !llama3)
+    if (!common && !takes(k))
       return Bad("'" + f + "." + k + "' is not supported for rope type '" + type + "'");
     if (k != "rope_type" && k != "type" && !v.is_number())
       return Bad("'" + f + "." + k + "' must be a number");
   }
+  for (std::string_view k : kind->required)
+    if (!r.contains(k))
+      return Bad("'" + f + "' of type " + type + " needs '" + std::string(k) + "'");
   if (carries_theta && r.contains("rope_theta")) c->rope_theta = r["rope_theta"].get<float>();
-  if (type == "default") return Status::Ok();
-  if (type != "llama3")
-    return Bad("unsupported rope type '" + type + "' in '" + f + "' (supported: default, llama3)");
-  for (const char* k :
-       {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
-    if (!r.contains(k)) return Bad("'" + f + "' of type llama3 needs '" + k + "'");
-  c->rope_scaling.factor = r["factor"].get<float>();
-  c->rope_scaling.low_freq_factor = r["low_freq_factor"].get<float>();
-  c->rope_scaling.high_freq_factor = r["high_freq_factor"].get<float>();
-  c->rope_scaling.original_max_position = r["original_max_position_embeddings"].get<int>();
-  if (!(c->rope_scaling.factor >= 1) ||
-      !(c->rope_scaling.high_freq_factor > c->rope_scaling.low_freq_factor) ||
-      c->rope_scaling.original_max_position <= 0)
-    return Bad("'" + f +
-               "': llama3 needs factor >= 1, high_freq_factor > low_freq_factor, "
-               "original_max_position_embeddings > 0");
+  kernels::cpu::RopeScaling& s = c->rope_scaling;
+  s = kernels::cpu::RopeScaling{};
+  s.type = kind->type;
+  if (kind->type == kernels::cpu::RopeType::kDefault) return Status::Ok();
+  s.factor = r["factor"].get<float>();
+  if (!(s.factor >= 1) || !std::isfinite(s.factor)) return Bad("'" + f + ".factor' must be >= 1");
+  // The context the scaling stretches: llama3 and yarn name it, dynamic
+  // stretches the model's own (vLLM passes max_position_embeddings).
+  s.original_max_position = r.value("original_max_position_embeddings", c->max_position_embeddings);
+  if (s.original_max_position <= 0)
+    return Bad("'" + f + ".original_max_position_embeddings' must be positive");
+  if (kind->type == kernels::cpu::RopeType::kLlama3) {
+    s.low_freq_factor = r["low_freq_factor"].get<float>();
+    s.high_freq_factor = r["high_freq_factor"].get<float>();
+    if (!(s.high_freq_factor > s.low_freq_factor) || !(s.low_freq_factor > 0))
+      return Bad("'" + f + "': llama3 needs high_freq_factor > low_freq_factor > 0");
+  }
+  if (kind->type == kernels::cpu::RopeType::kYarn) {
+    s.beta_fast = r.value("beta_fast", 32.0f);
+    s.beta_slow = r.value("beta_slow", 1.0f);
+    if (!(s.beta_fast > s.beta_slow) || !(s.beta_slow > 0))
+      return Bad("'" + f + "': yarn needs beta_fast > beta_slow > 0");
+  }
   return Status::Ok();
 }
 

@@ -359,13 +359,31 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
     config["max_window_layers"] = c.num_layers;
   }
   if (c.qk_norm) config["attention_bias"] = false;
-  if (c.rope_scaling.factor > 0)
-    config["rope_scaling"] = {
-        {"rope_type", "llama3"},
-        {"factor", c.rope_scaling.factor},
-        {"low_freq_factor", c.rope_scaling.low_freq_factor},
-        {"high_freq_factor", c.rope_scaling.high_freq_factor},
-        {"original_max_position_embeddings", c.rope_scaling.original_max_position}};
+  const kernels::cpu::RopeScaling& rope = c.rope_scaling;
+  switch (rope.type) {
+    case kernels::cpu::RopeType::kDefault:
+      break;
+    case kernels::cpu::RopeType::kLlama3:
+      config["rope_scaling"] = {{"rope_type", "llama3"},
+                                {"factor", rope.factor},
+                                {"low_freq_factor", rope.low_freq_factor},
+                                {"high_freq_factor", rope.high_freq_factor},
+                                {"original_max_position_embeddings", rope.original_max_position}};
+      break;
+    case kernels::cpu::RopeType::kLinear:
+    case kernels::cpu::RopeType::kDynamic:
+      config["rope_scaling"] = {
+          {"rope_type", rope.type == kernels::cpu::RopeType::kLinear ? "linear" : "dynamic"},
+          {"factor", rope.factor}};
+      break;
+    case kernels::cpu::RopeType::kYarn:
+      config["rope_scaling"] = {{"rope_type", "yarn"},
+                                {"factor", rope.factor},
+                                {"original_max_position_embeddings", rope.original_max_position},
+                                {"beta_fast", rope.beta_fast},
+                                {"beta_slow", rope.beta_slow}};
+      break;
+  }
   std::ofstream(dir + "/config.json") << config.dump(2) << "\n";
   // Byte-level tokenizer: token i < 256 is byte i; then BOS, EOS, PAD, UNK.
   std::ofstream(dir + "/tokenizer_config.json")

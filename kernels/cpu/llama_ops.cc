@@ -62,25 +62,73 @@ void Rope(float* x, const std::int32_t* positions, int tokens, int heads, int he
   }
 }
 
+namespace {
+
+// YaRN's correction range: the dimensions whose wavelength spans between
+// beta_fast and beta_slow rotations over the original context.
+double YarnCorrectionDim(double rotations, int dim, double base, int max_position) {
+  return dim * std::log(max_position / (rotations * 2 * std::numbers::pi)) / (2 * std::log(base));
+}
+
+}  // namespace
+
 std::vector<float> RopeInvFreq(int head_dim, float theta, const RopeScaling& scaling) {
-  std::vector<float> inv(static_cast<std::size_t>(head_dim / 2));
-  for (int i = 0; i < head_dim / 2; ++i) {
-    double f = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
-    if (scaling.factor > 0) {  // Llama 3.x frequency-dependent scaling
-      const double low_wavelen = scaling.original_max_position / scaling.low_freq_factor;
-      const double high_wavelen = scaling.original_max_position / scaling.high_freq_factor;
-      const double wavelen = 2 * std::numbers::pi / f;
-      if (wavelen > low_wavelen) {
+  const int half = head_dim / 2;
+  double base = theta;
+  if (scaling.type == RopeType::kDynamic) {
+    // base * ((factor * max_len / original) - (factor - 1)) ^ (d / (d - 2))
+    // with max_len = original * factor.
+    const double f = scaling.factor;
+    base *= std::pow(f * f - (f - 1), static_cast<double>(head_dim) / (head_dim - 2));
+  }
+  double yarn_low = 0, yarn_high = 0;
+  if (scaling.type == RopeType::kYarn) {
+    yarn_low = std::max(0.0, std::floor(YarnCorrectionDim(scaling.beta_fast, head_dim, base,
+                                                          scaling.original_max_position)));
+    yarn_high = std::min<double>(head_dim - 1,
+                                 std::ceil(YarnCorrectionDim(scaling.beta_slow, head_dim, base,
+                                                             scaling.original_max_position)));
+    if (yarn_low == yarn_high) yarn_high += 0.001;
+  }
+  std::vector<float> inv(static_cast<std::size_t>(half));
+  for (int i = 0; i < half; ++i) {
+    double f = std::pow(base, -2.0 * i / head_dim);
+    switch (scaling.type) {
+      case RopeType::kDefault:
+      case RopeType::kDynamic:
+        break;
+      case RopeType::kLinear:
         f /= scaling.factor;
-      } else if (wavelen >= high_wavelen) {
-        const double smooth = (scaling.original_max_position / wavelen - scaling.low_freq_factor) /
-                              (scaling.high_freq_factor - scaling.low_freq_factor);
-        f = (1 - smooth) * f / scaling.factor + smooth * f;
+        break;
+      case RopeType::kLlama3: {  // frequency-dependent scaling
+        const double low_wavelen = scaling.original_max_position / scaling.low_freq_factor;
+        const double high_wavelen = scaling.original_max_position / scaling.high_freq_factor;
+        const double wavelen = 2 * std::numbers::pi / f;
+        if (wavelen > low_wavelen) {
+          f /= scaling.factor;
+        } else if (wavelen >= high_wavelen) {
+          const double smooth =
+              (scaling.original_max_position / wavelen - scaling.low_freq_factor) /
+              (scaling.high_freq_factor - scaling.low_freq_factor);
+          f = (1 - smooth) * f / scaling.factor + smooth * f;
+        }
+        break;
+      }
+      case RopeType::kYarn: {  // extrapolate where the ramp is 0, interpolate where it is 1
+        const double ramp = std::clamp((i - yarn_low) / (yarn_high - yarn_low), 0.0, 1.0);
+        const double extrapolate = 1 - ramp;
+        f = f / scaling.factor * (1 - extrapolate) + f * extrapolate;
+        break;
       }
     }
     inv[static_cast<std::size_t>(i)] = static_cast<float>(f);
   }
   return inv;
+}
+
+float RopeAttentionFactor(const RopeScaling& scaling) {
+  if (scaling.type != RopeType::kYarn || scaling.factor <= 1) return 1.0f;
+  return static_cast<float>(0.1 * std::log(static_cast<double>(scaling.factor)) + 1.0);
 }
 
 void WriteKvCache(const float* k, const float* v, const std::int32_t* slot_mapping, int tokens,

@@ -45,14 +45,15 @@ void AddRows(Mat* x, const std::vector<float>& b) {
 
 void Rotary(Mat* x, int t, int heads, int dim, const ModelConfig& c) {
   const std::vector<float> inv = kernels::cpu::RopeInvFreq(dim, c.rope_theta, c.rope_scaling);
+  const double m = kernels::cpu::RopeAttentionFactor(c.rope_scaling);  // YaRN's
   for (int pos = 0; pos < t; ++pos)
     for (int h = 0; h < heads; ++h) {
       float* v = x->data() + (static_cast<std::size_t>(pos) * heads + h) * dim;
       for (int i = 0; i < dim / 2; ++i) {
         const double a = pos * static_cast<double>(inv[static_cast<std::size_t>(i)]);
         const double x1 = v[i], x2 = v[i + dim / 2];
-        v[i] = static_cast<float>(x1 * std::cos(a) - x2 * std::sin(a));
-        v[i + dim / 2] = static_cast<float>(x2 * std::cos(a) + x1 * std::sin(a));
+        v[i] = static_cast<float>(m * (x1 * std::cos(a) - x2 * std::sin(a)));
+        v[i + dim / 2] = static_cast<float>(m * (x2 * std::cos(a) + x1 * std::sin(a)));
       }
     }
 }

@@ -102,7 +102,7 @@ TEST(ModelConfigRope, BothLayoutsGiveTheSameParameters) {
   plain["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
   ASSERT_TRUE(Parse(plain, &a).ok());
   EXPECT_EQ(a.rope_theta, 1e6f);
-  EXPECT_EQ(a.rope_scaling.factor, 0.0f);
+  EXPECT_EQ(a.rope_scaling.type, kernels::cpu::RopeType::kDefault);
 }
 
 struct Refusal {
@@ -126,11 +126,20 @@ TEST(ModelConfigRefusals, EachUnsupportedFieldIsNamed) {
       {R"({"head_dim": "64"})", "'head_dim' must be an integer"},
       {R"({"num_key_value_heads": 3})", "multiple of num_key_value_heads"},
       {R"({"tie_word_embeddings": 1})", "'tie_word_embeddings' must be a boolean"},
-      {R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})",
-       "'rope_scaling.factor' is not supported for rope type 'yarn'"},
-      {R"({"rope_scaling": {"type": "linear"}})",
-       "unsupported rope type 'linear' in 'rope_scaling'"},
-      {R"({"rope_scaling": {"rope_type": "dynamic"}})", "unsupported rope type 'dynamic'"},
+      {R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "mscale": 1}})",
+       "'rope_scaling.mscale' is not supported for rope type 'yarn'"},
+      {R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "attention_factor": 1}})",
+       "'rope_scaling.attention_factor' is not supported"},
+      {R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "beta_fast": 1}})",
+       "yarn needs beta_fast > beta_slow > 0"},
+      {R"({"rope_scaling": {"type": "linear"}})", "'rope_scaling' of type linear needs 'factor'"},
+      {R"({"rope_scaling": {"rope_type": "dynamic", "factor": 2, "alpha": 1}})",
+       "'rope_scaling.alpha' is not supported for rope type 'dynamic'"},
+      {R"({"rope_scaling": {"rope_type": "linear", "factor": 0.5}})",
+       "'rope_scaling.factor' must be >= 1"},
+      {R"({"rope_scaling": {"rope_type": "su", "factor": 2}})",
+       "unsupported rope type 'su' in 'rope_scaling' (supported: default, llama3, linear, "
+       "dynamic, yarn)"},
       {R"({"rope_scaling": {"rope_type": 1}})", "'rope_scaling.rope_type' must be a string"},
       {R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}})", "needs 'low_freq_factor'"},
       {R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1,
@@ -138,14 +147,14 @@ TEST(ModelConfigRefusals, EachUnsupportedFieldIsNamed) {
        "'rope_scaling.beta' is not supported"},
       {R"({"rope_scaling": {"rope_type": "llama3", "factor": 0.5, "low_freq_factor": 1,
            "high_freq_factor": 4, "original_max_position_embeddings": 8192}})",
-       "llama3 needs factor >= 1"},
+       "'rope_scaling.factor' must be >= 1"},
       {R"({"rope_scaling": "llama3"})", "'rope_scaling' must be an object or null"},
       {R"({"rope_scaling": {"rope_type": "default"}, "rope_parameters": {"rope_type": "default"}})",
        "both 'rope_scaling' and 'rope_parameters'"},
       {R"({"rope_theta": 1e6, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}})",
        "'rope_theta' is set both"},
       {R"({"rope_parameters": {"rope_type": "longrope", "short_factor": [1]}})",
-       "'rope_parameters.short_factor' is not supported"},
+       "unsupported rope type 'longrope' in 'rope_parameters'"},
   };
   for (const Refusal& r : cases) {
     json j = Llama();

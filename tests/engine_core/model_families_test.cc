@@ -30,17 +30,23 @@ struct Checkpoint {
   ModelConfig config;
   ModelWeights weights;
 };
+// `config_patch` (a JSON merge patch) edits config.json before it is read:
+// a sliding window, a rope scaling.
 Checkpoint WriteAndLoad(const std::string& family, const std::string& preset,
-                        int sliding_window = 0) {
+                        const json& config_patch = json::object()) {
   Checkpoint out;
   ModelConfig c;
   EXPECT_TRUE(PresetModelConfig(preset, &c).ok());
   EXPECT_TRUE(ApplyFamily(family, &c).ok());
-  if (sliding_window > 0) c.sliding_window = sliding_window;  // Mistral's
   const std::string dir = (fs::temp_directory_path() / ("sightline-family-" + family + "-" +
                                                         preset + "-" + std::to_string(::getpid())))
                               .string();
   EXPECT_TRUE(WriteModelDirectory(dir, c, DummyWeights(c, kSeed), {}).ok());
+  if (!config_patch.empty()) {
+    json config = json::parse(std::ifstream(dir + "/config.json"));
+    config.merge_patch(config_patch);
+    std::ofstream(dir + "/config.json") << config.dump(2);
+  }
   Status s = LoadModelConfig(dir, &out.config);
   EXPECT_TRUE(s.ok()) << s.message();
   if (s.ok()) s = LoadSafetensorsWeights(dir, out.config, &out.weights);
@@ -71,7 +77,7 @@ TEST(ModelFamilies, Qwen3Head128MatchesTheDenseReferenceThroughTheScheduler) {
 // Mistral with a window of 8 tokens, shorter than every prompt but the
 // first: the window slides over prompts, chunks, preempted and cached blocks.
 TEST(ModelFamilies, MistralSlidingWindowMatchesTheDenseReferenceThroughTheScheduler) {
-  const Checkpoint m = WriteAndLoad("mistral", "sightline-small", 8);
+  const Checkpoint m = WriteAndLoad("mistral", "sightline-small", {{"sliding_window", 8}});
   ASSERT_EQ(m.config.sliding_window, 8);
   // 12 usable blocks of 4 tokens: a 16-token chunk and its window take up to
   // 7, so the four requests preempt each other (with 28 blocks, as for full
@@ -83,7 +89,7 @@ TEST(ModelFamilies, MistralSlidingWindowMatchesTheDenseReferenceThroughTheSchedu
 // cached: the 32 shared tokens hit although the blocks before the window
 // were freed long ago (and come back as the null block).
 TEST(ModelFamilies, MistralSlidingWindowPrefixHitsNeedOnlyTheWindow) {
-  const Checkpoint m = WriteAndLoad("mistral", "sightline-small", 8);
+  const Checkpoint m = WriteAndLoad("mistral", "sightline-small", {{"sliding_window", 8}});
   const std::vector<std::int32_t> first = Prompt(50, 4);
   std::vector<std::int32_t> second(first.begin(), first.begin() + 32);
   for (std::int32_t t : Prompt(9, 5)) second.push_back(t);
@@ -103,7 +109,9 @@ TEST(ModelFamilies, MistralSlidingWindowPrefixHitsNeedOnlyTheWindow) {
 TEST(ModelFamilies, EachFeatureChangesTheGreedyTokens) {
   const std::vector<std::int32_t> prompt = Prompt(24, 9);
   for (const char* family : {"qwen2", "qwen3", "mistral"}) {
-    const Checkpoint m = WriteAndLoad(family, "sightline-small", 8);
+    const Checkpoint m = WriteAndLoad(
+        family, "sightline-small",
+        family == std::string("mistral") ? json{{"sliding_window", 8}} : json::object());
     ModelConfig without = m.config;
     without.qkv_bias = without.qk_norm = false;
     without.sliding_window = 0;
@@ -114,7 +122,8 @@ TEST(ModelFamilies, EachFeatureChangesTheGreedyTokens) {
 }
 
 // The PyTorch reference (tools/model_reference/reference.py, run on the
-// directories `sightline make-model --family F --preset P --seed 77` writes):
+// directories `sightline make-model --family F --preset P --seed 77` writes,
+// config.json edited by each case's patch: a window, a rope scaling):
 // its greedy tokens for each prompt, and the smallest top-1 margin it saw
 // (float32 rounding in the runner cannot flip a decision that wide).
 TEST(ModelFamilies, GreedyTokensEqualThePyTorchReference) {
@@ -124,10 +133,10 @@ TEST(ModelFamilies, GreedyTokensEqualThePyTorchReference) {
   ASSERT_GE(ref["cases"].size(), 4u);
   for (const json& k : ref["cases"]) {
     const std::string family = k["family"], preset = k["preset"];
-    SCOPED_TRACE(family + " " + preset);
+    SCOPED_TRACE(family + " " + preset + " " + k["config_patch"].dump());
     ASSERT_EQ(k["seed"].get<std::uint64_t>(), kSeed);
     ASSERT_GT(k["min_margin"].get<double>(), 1e-3);
-    const Checkpoint m = WriteAndLoad(family, preset, k.value("sliding_window", 0));
+    const Checkpoint m = WriteAndLoad(family, preset, k["config_patch"]);
     MiniEngine engine(Cpu(m.config, m.weights, 64, 16), 64, 16, /*budget=*/32);
     std::size_t i = 0;
     for (const json& p : k["prompts"]) {
@@ -139,6 +148,20 @@ TEST(ModelFamilies, GreedyTokensEqualThePyTorchReference) {
     for (const json& p : k["prompts"]) {
       EXPECT_EQ(engine.outputs_["p" + std::to_string(i++)],
                 p["greedy"].get<std::vector<std::int32_t>>());
+    }
+    // A rope scaling must show: with the plain rope some prompt's tokens differ.
+    if (m.config.rope_scaling.type != kernels::cpu::RopeType::kDefault) {
+      ModelConfig plain = m.config;
+      plain.rope_scaling = {};
+      bool differs = false;
+      for (const json& p : k["prompts"]) {
+        const auto prompt = p["prompt"].get<std::vector<std::int32_t>>();
+        const auto greedy = p["greedy"].get<std::vector<std::int32_t>>();
+        differs = testing::DenseGreedy(plain, m.weights, prompt, static_cast<int>(greedy.size()),
+                                       nullptr) != greedy;
+        if (differs) break;
+      }
+      EXPECT_TRUE(differs) << "the rope scaling changes no token: the case tests nothing";
     }
   }
 }

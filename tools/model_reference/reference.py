@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Greedy tokens of random checkpoints from a PyTorch forward pass written from
 the transformers model definitions (LlamaForCausalLM, MistralForCausalLM,
-Qwen2ForCausalLM, Qwen3ForCausalLM), independently of Sightline's runner.
+Qwen2ForCausalLM, Qwen3ForCausalLM; default, linear, dynamic, llama3 and yarn
+rope), independently of Sightline's runner.
 
 It asks `sightline make-model` for each family's checkpoint (a real Hugging
 Face directory: config.json and safetensors), reads the files itself, runs
@@ -13,6 +14,7 @@ smallest top-1 margin to a JSON file that the engine tests compare against
       tests/engine_core/testdata/model_reference/families.json
 """
 import json
+import math
 import random
 import struct
 import subprocess
@@ -22,10 +24,28 @@ import tempfile
 import torch
 
 SEED = 77
-# (family, preset, sliding window written into config.json or None)
-CASES = [("llama", "sightline-small", None), ("mistral", "sightline-small", 12),
-         ("qwen2", "sightline-small", None), ("qwen2", "sightline-small-hd128", None),
-         ("qwen3", "sightline-small", None), ("qwen3", "sightline-small-hd128", None)]
+# (family, preset, a JSON merge patch (RFC 7386) applied to the config.json
+# make-model writes: how the cases get a sliding window or a rope scaling).
+CASES = [
+    ("llama", "sightline-small", {}),
+    ("mistral", "sightline-small", {"sliding_window": 12}),
+    ("qwen2", "sightline-small", {}),
+    ("qwen2", "sightline-small-hd128", {}),
+    ("qwen3", "sightline-small", {}),
+    ("qwen3", "sightline-small-hd128", {}),
+    ("llama", "sightline-small", {"rope_scaling": {"rope_type": "linear", "factor": 4.0}}),
+    ("llama", "sightline-small", {"rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}),
+    ("llama", "sightline-small-hd128",
+     {"rope_theta": 500000.0,
+      "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                       "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}),
+    ("qwen2", "sightline-small",
+     {"rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 512}}),
+    ("qwen3", "sightline-small-hd128",
+     {"rope_theta": None,
+      "rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 2.0,
+                          "beta_fast": 16.0, "beta_slow": 2.0}}),
+]
 PROMPT_LENGTHS = [7, 19, 33, 48]
 GREEDY_TOKENS = 10
 
@@ -48,6 +68,63 @@ def read_safetensors(path):
     return out
 
 
+def merge_patch(target, patch):
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, dict) and isinstance(target.get(k), dict):
+            merge_patch(target[k], v)
+        else:
+            target[k] = v
+    return target
+
+
+def rope_inv_freq(cfg, hd):
+    """Inverse frequencies and the cos/sin factor, as modeling_rope_utils
+    computes them (dynamic: vLLM's fixed base for max_position * factor)."""
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    theta = cfg.get("rope_theta", rope.get("rope_theta", 10000.0))
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    exponent = torch.arange(0, hd, 2, dtype=torch.float64) / hd
+    inv = 1.0 / theta ** exponent
+    factor = rope.get("factor", 1.0)
+    if kind == "default":
+        return inv, 1.0
+    if kind == "linear":
+        return inv / factor, 1.0
+    if kind == "dynamic":
+        max_len = cfg["max_position_embeddings"] * factor
+        base = theta * ((factor * max_len / cfg["max_position_embeddings"]) - (factor - 1)) ** (
+            hd / (hd - 2))
+        return 1.0 / base ** exponent, 1.0
+    if kind == "llama3":
+        old = rope["original_max_position_embeddings"]
+        low_wavelen = old / rope["low_freq_factor"]
+        high_wavelen = old / rope["high_freq_factor"]
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > low_wavelen, inv / factor, inv)
+        smooth = (old / wavelen - rope["low_freq_factor"]) / (
+            rope["high_freq_factor"] - rope["low_freq_factor"])
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+        return torch.where(medium, smoothed, scaled), 1.0
+    if kind == "yarn":
+        old = rope.get("original_max_position_embeddings", cfg["max_position_embeddings"])
+
+        def correction_dim(rotations):
+            return hd * math.log(old / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+        low = max(math.floor(correction_dim(rope.get("beta_fast", 32.0))), 0)
+        high = min(math.ceil(correction_dim(rope.get("beta_slow", 1.0))), hd - 1)
+        if low == high:
+            high += 0.001
+        ramp = ((torch.arange(hd // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        extrapolation = 1 - ramp
+        inv = inv / factor * (1 - extrapolation) + inv * extrapolation
+        return inv, (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+    raise ValueError(kind)
+
+
 def rms_norm(x, w, eps):  # LlamaRMSNorm / Qwen2RMSNorm / Qwen3RMSNorm
     var = x.pow(2).mean(-1, keepdim=True)
     return w * (x * torch.rsqrt(var + eps))
@@ -64,13 +141,14 @@ def forward(cfg, w, tokens):
     hidden, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     kv_heads = cfg["num_key_value_heads"]
     hd = cfg.get("head_dim") or hidden // heads
-    eps, theta = cfg["rms_norm_eps"], cfg["rope_theta"]
+    eps = cfg["rms_norm_eps"]
     t = len(tokens)
     x = w["model.embed_tokens.weight"][torch.tensor(tokens)]
-    inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    inv_freq, attention_factor = rope_inv_freq(cfg, hd)
     freqs = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
+    cos = (emb.cos() * attention_factor)[:, None, :]
+    sin = (emb.sin() * attention_factor)[:, None, :]
     # Causal; with a sliding window (Mistral) position i sees (i - W, i].
     pos = torch.arange(t)
     visible = pos[None, :] <= pos[:, None]
@@ -119,16 +197,15 @@ def greedy(cfg, w, prompt, n):
 def main():
     sightline, out_path = sys.argv[1], sys.argv[2]
     cases = []
-    for family, preset, window in CASES:
+    for family, preset, patch in CASES:
         with tempfile.TemporaryDirectory() as d:
             subprocess.run([sightline, "make-model", d, "--family", family, "--preset", preset,
                             "--seed", str(SEED)], check=True)
             with open(d + "/config.json") as f:
                 cfg = json.load(f)
-            if window:
-                cfg["sliding_window"] = window
+            merge_patch(cfg, json.loads(json.dumps(patch)))
             w = read_safetensors(d + "/model.safetensors")
-        rng = random.Random(f"{family}-{preset}")
+        rng = random.Random(f"{family}-{preset}-{json.dumps(patch, sort_keys=True)}")
         prompts, case_margin = [], float("inf")
         for length in PROMPT_LENGTHS:
             while True:  # a prompt whose continuation has no near-tie
@@ -138,13 +215,11 @@ def main():
                     break
             prompts.append({"prompt": prompt, "greedy": tokens})
             case_margin = min(case_margin, margin)
-        print(f"{family} {preset}: min margin {case_margin:.4f}", file=sys.stderr)
-        case = {"family": family, "preset": preset, "seed": SEED,
-                "architecture": cfg["architectures"][0], "min_margin": case_margin,
-                "prompts": prompts}
-        if window:
-            case["sliding_window"] = window
-        cases.append(case)
+        print(f"{family} {preset} {json.dumps(patch)}: min margin {case_margin:.4f}",
+              file=sys.stderr)
+        cases.append({"family": family, "preset": preset, "seed": SEED, "config_patch": patch,
+                      "architecture": cfg["architectures"][0], "min_margin": case_margin,
+                      "prompts": prompts})
     with open(out_path, "w") as f:
         json.dump({"generated_by": "tools/model_reference/reference.py",
                    "torch": torch.__version__, "dtype": "float64", "cases": cases}, f, indent=1)

@@ -27,14 +27,30 @@ void SiluMul(const float* gate, const float* up, std::size_t n, float* out);
 void Rope(float* x, const std::int32_t* positions, int tokens, int heads, int head_dim,
           const float* inv_freq);
 
-// Llama rope inverse frequencies theta^(-2i/d), with Llama-3 scaling when factor > 0.
+// Rope inverse frequencies theta^(-2i/d), scaled as the rope type says (the
+// formulas of vLLM's rotary embeddings, which match transformers' except
+// where rope_scaling.md says otherwise):
+//  * kLlama3: frequency-dependent division by `factor` (low/high_freq_factor
+//    over original_max_position);
+//  * kLinear: every frequency divided by `factor` (position interpolation);
+//  * kDynamic: NTK-aware, the base raised for a context of
+//    original_max_position * factor, fixed (vLLM's; transformers re-derives
+//    it from each forward pass's length);
+//  * kYarn: interpolation below, extrapolation above the correction range
+//    of beta_fast/beta_slow rotations over original_max_position; the rotary
+//    outputs are then scaled by YarnAttentionFactor (0.1 ln(factor) + 1).
+enum class RopeType { kDefault, kLlama3, kLinear, kDynamic, kYarn };
 struct RopeScaling {
-  float factor = 0;  // 0 = none
-  float low_freq_factor = 1;
-  float high_freq_factor = 4;
-  int original_max_position = 8192;
+  RopeType type = RopeType::kDefault;
+  float factor = 1;
+  float low_freq_factor = 1;            // kLlama3
+  float high_freq_factor = 4;           // kLlama3
+  int original_max_position = 0;        // kLlama3, kDynamic, kYarn
+  float beta_fast = 32, beta_slow = 1;  // kYarn
 };
 std::vector<float> RopeInvFreq(int head_dim, float theta, const RopeScaling& scaling);
+// What YaRN multiplies cos and sin by (so q.k by its square); 1 otherwise.
+float RopeAttentionFactor(const RopeScaling& scaling);
 
 // Writes new K/V rows into the paged cache [blocks, block_size, kv_heads, head_dim]:
 // row t goes to slot slot_mapping[t] (= block * block_size + offset).
@@ -58,7 +74,7 @@ struct PagedAttentionArgs {
   const std::int32_t* block_tables;  // [num_seqs, max_blocks_per_seq]
   int max_blocks_per_seq;
   float scale;
-  float* out;  // [tokens, num_heads, head_dim]
+  float* out;              // [tokens, num_heads, head_dim]
   int sliding_window = 0;  // 0: full causal attention
 };
 void PagedAttention(const PagedAttentionArgs& args);
