@@ -1,6 +1,8 @@
-// The Llama-family decoder (Llama, Mistral, Qwen2, Qwen3) on the CPU over the
+// The Llama-family decoder (Llama, Mistral, Mixtral, Qwen2, Qwen3) on the CPU over the
 // paged KV cache.
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "model_runner.h"
 #include "sightline/kernels/cpu_ops.h"
@@ -96,6 +98,11 @@ class CpuModelRunner final : public ModelRunner {
       for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += h_[i];
       // MLP block.
       ops::RmsNorm(x_.data(), L.post_norm.data(), c.rms_norm_eps, t, c.hidden_size, h_.data());
+      if (c.num_experts > 0) {
+        Experts(L, t);
+        for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += h_[i];
+        continue;
+      }
       ops::MatMulTransB(h_.data(), L.gate.data(), t, c.intermediate_size, c.hidden_size,
                         gate_.data());
       ops::MatMulTransB(h_.data(), L.up.data(), t, c.intermediate_size, c.hidden_size, up_.data());
@@ -121,6 +128,61 @@ class CpuModelRunner final : public ModelRunner {
   }
 
  private:
+  // Mixtral's sparse MLP on the normed rows h_, its output written back to
+  // h_: the router's softmax over experts per token, its top-k renormalised
+  // to sum to 1 (MixtralSparseMoeBlock); each expert runs once over the
+  // rows routed to it, and its output is added into theirs with its weight.
+  void Experts(const LayerWeights& L, int t) {
+    const ModelConfig& c = config_;
+    const int n_experts = c.num_experts, k = c.experts_per_token, hidden = c.hidden_size,
+              inter = c.intermediate_size;
+    router_.resize(static_cast<std::size_t>(t) * n_experts);
+    ops::MatMulTransB(h_.data(), L.router.data(), t, n_experts, hidden, router_.data());
+    routed_.assign(static_cast<std::size_t>(n_experts), {});
+    std::vector<int> order(static_cast<std::size_t>(n_experts));
+    for (int r = 0; r < t; ++r) {
+      float* p = router_.data() + static_cast<std::size_t>(r) * n_experts;
+      const float top = *std::max_element(p, p + n_experts);
+      float sum = 0;
+      for (int e = 0; e < n_experts; ++e) sum += (p[e] = std::exp(p[e] - top));
+      for (int e = 0; e < n_experts; ++e) p[e] /= sum;
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                        [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+      float picked = 0;
+      for (int i = 0; i < k; ++i) picked += p[order[static_cast<std::size_t>(i)]];
+      for (int i = 0; i < k; ++i) {
+        const int e = order[static_cast<std::size_t>(i)];
+        routed_[static_cast<std::size_t>(e)].push_back({r, p[e] / picked});
+      }
+    }
+    moe_out_.assign(static_cast<std::size_t>(t) * hidden, 0.0f);
+    for (int e = 0; e < n_experts; ++e) {
+      const auto& rows = routed_[static_cast<std::size_t>(e)];
+      if (rows.empty()) continue;
+      const ExpertWeights& E = L.experts[static_cast<std::size_t>(e)];
+      const int n = static_cast<int>(rows.size());
+      const auto H = static_cast<std::size_t>(hidden);
+      expert_in_.resize(static_cast<std::size_t>(n) * H);
+      for (int i = 0; i < n; ++i)
+        std::copy_n(
+            h_.begin() + static_cast<std::ptrdiff_t>(rows[static_cast<std::size_t>(i)].row * H), H,
+            expert_in_.begin() + static_cast<std::ptrdiff_t>(i * H));
+      ops::MatMulTransB(expert_in_.data(), E.gate.data(), n, inter, hidden, gate_.data());
+      ops::MatMulTransB(expert_in_.data(), E.up.data(), n, inter, hidden, up_.data());
+      ops::SiluMul(gate_.data(), up_.data(), static_cast<std::size_t>(n) * inter, gate_.data());
+      expert_out_.resize(static_cast<std::size_t>(n) * H);
+      ops::MatMulTransB(gate_.data(), E.down.data(), n, hidden, inter, expert_out_.data());
+      for (int i = 0; i < n; ++i) {
+        const auto& [row, weight] = rows[static_cast<std::size_t>(i)];
+        float* dst = moe_out_.data() + static_cast<std::size_t>(row) * H;
+        const float* src = expert_out_.data() + static_cast<std::size_t>(i) * H;
+        for (std::size_t d = 0; d < H; ++d) dst[d] += weight * src[d];
+      }
+    }
+    h_.swap(moe_out_);
+  }
+
   void Resize(int t) {
     const auto n = static_cast<std::size_t>(t);
     x_.resize(n * config_.hidden_size);
@@ -140,6 +202,14 @@ class CpuModelRunner final : public ModelRunner {
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [blocks, block_size, kv_size]
   // Activations, reused across steps.
   std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, selected_, logits_;
+  // The experts' scratch: router probabilities, rows routed to each expert
+  // with their weights, an expert's input and output rows, the sum.
+  struct Routed {
+    int row;
+    float weight;
+  };
+  std::vector<float> router_, expert_in_, expert_out_, moe_out_;
+  std::vector<std::vector<Routed>> routed_;
   std::vector<std::int32_t> order_;  // the sampler's scratch
 };
 

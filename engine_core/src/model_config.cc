@@ -22,77 +22,32 @@ Status Bad(const std::string& why) {
 // Every other key is either read below or refused: a key this parser does not
 // know may change the math, and running a checkpoint wrongly is worse than not
 // running it.
-constexpr std::string_view kInertKeys[] = {"_name_or_path",
-                                           "architectures",
-                                           "model_type",
-                                           "torch_dtype",
-                                           "dtype",
-                                           "transformers_version",
-                                           "bos_token_id",
-                                           "eos_token_id",
-                                           "pad_token_id",
-                                           "sep_token_id",
-                                           "decoder_start_token_id",
-                                           "use_cache",
-                                           "initializer_range",
-                                           "pretraining_tp",
-                                           "attention_dropout",
-                                           "hidden_dropout",
-                                           "tokenizer_class",
-                                           "return_dict",
-                                           "output_hidden_states",
-                                           "output_attentions",
-                                           "torchscript",
-                                           "use_bfloat16",
-                                           "is_encoder_decoder",
-                                           "is_decoder",
-                                           "add_cross_attention",
-                                           "tie_encoder_decoder",
-                                           "chunk_size_feed_forward",
-                                           "pruned_heads",
-                                           "id2label",
-                                           "label2id",
-                                           "problem_type",
-                                           "finetuning_task",
-                                           "prefix",
-                                           "task_specific_params",
-                                           "tf_legacy_loss",
-                                           "cross_attention_hidden_size",
-                                           "max_length",
-                                           "min_length",
-                                           "do_sample",
-                                           "early_stopping",
-                                           "num_beams",
-                                           "num_beam_groups",
-                                           "diversity_penalty",
-                                           "temperature",
-                                           "top_k",
-                                           "top_p",
-                                           "typical_p",
-                                           "repetition_penalty",
-                                           "length_penalty",
-                                           "no_repeat_ngram_size",
-                                           "encoder_no_repeat_ngram_size",
-                                           "bad_words_ids",
-                                           "num_return_sequences",
-                                           "output_scores",
-                                           "return_dict_in_generate",
-                                           "forced_bos_token_id",
-                                           "forced_eos_token_id",
-                                           "remove_invalid_values",
-                                           "exponential_decay_length_penalty",
-                                           "suppress_tokens",
-                                           "begin_suppress_tokens",
-                                           "output_router_logits"};
+constexpr std::string_view kInertKeys[] = {
+    "_name_or_path", "architectures", "model_type", "torch_dtype", "dtype", "transformers_version",
+    "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+    "use_cache", "initializer_range", "pretraining_tp", "attention_dropout", "hidden_dropout",
+    "tokenizer_class", "return_dict", "output_hidden_states", "output_attentions", "torchscript",
+    "use_bfloat16", "is_encoder_decoder", "is_decoder", "add_cross_attention",
+    "tie_encoder_decoder", "chunk_size_feed_forward", "pruned_heads", "id2label", "label2id",
+    "problem_type", "finetuning_task", "prefix", "task_specific_params", "tf_legacy_loss",
+    "cross_attention_hidden_size", "max_length", "min_length", "do_sample", "early_stopping",
+    "num_beams", "num_beam_groups", "diversity_penalty", "temperature", "top_k", "top_p",
+    "typical_p", "repetition_penalty", "length_penalty", "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "output_scores",
+    "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id",
+    "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens",
+    "begin_suppress_tokens", "output_router_logits",
+    // Mixtral's training-only router settings
+    "router_aux_loss_coef", "router_jitter_noise"};
 
 // The keys read below (besides the inert ones).
 constexpr std::string_view kReadKeys[] = {
-    "vocab_size",          "hidden_size",         "intermediate_size", "num_hidden_layers",
-    "num_attention_heads", "num_key_value_heads", "head_dim",          "max_position_embeddings",
-    "rms_norm_eps",        "rope_theta",          "rope_scaling",      "rope_parameters",
-    "tie_word_embeddings", "hidden_act",          "attention_bias",    "mlp_bias",
-    "sliding_window",      "use_sliding_window",  "max_window_layers", "layer_types",
-    "quantization_config"};
+    "vocab_size",          "hidden_size",         "intermediate_size",  "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "head_dim",           "max_position_embeddings",
+    "rms_norm_eps",        "rope_theta",          "rope_scaling",       "rope_parameters",
+    "tie_word_embeddings", "hidden_act",          "attention_bias",     "mlp_bias",
+    "sliding_window",      "use_sliding_window",  "max_window_layers",  "layer_types",
+    "num_local_experts",   "num_experts_per_tok", "quantization_config"};
 
 template <std::size_t N>
 bool In(const std::string_view (&keys)[N], std::string_view k) {
@@ -104,19 +59,27 @@ bool In(const std::string_view (&keys)[N], std::string_view k) {
 // the Llama decoder.
 struct Architecture {
   std::string_view name, model_type;
-  int num_kv_heads;    // 0: = num_attention_heads
-  int head_dim;        // 0: = hidden_size / num_attention_heads
-  int sliding_window;  // MistralConfig's default window; 0: none
+  int num_kv_heads;  // 0: = num_attention_heads
+  int head_dim;      // 0: = hidden_size / num_attention_heads
+  float rms_norm_eps, rope_theta;
+  // Mistral/Mixtral read sliding_window (every layer slides); this is its
+  // default (MistralConfig 4096, MixtralConfig none).
+  bool window_field;
+  int sliding_window;
   bool qkv_bias, qk_norm;
   // Qwen2/Qwen3 configs carry use_sliding_window, sliding_window,
   // max_window_layers and layer_types; sliding layers are refused.
   bool qwen_window_keys;
+  // Mixtral: sparse MoE MLPs (num_local_experts, default 8; top
+  // num_experts_per_tok, default 2, renormalised).
+  bool moe;
 };
 constexpr Architecture kArchitectures[] = {
-    {"LlamaForCausalLM", "llama", 0, 0, 0, false, false, false},
-    {"MistralForCausalLM", "mistral", 8, 0, 4096, false, false, false},
-    {"Qwen2ForCausalLM", "qwen2", 32, 0, 0, true, false, true},
-    {"Qwen3ForCausalLM", "qwen3", 32, 128, 0, false, true, true},
+    {"LlamaForCausalLM", "llama", 0, 0, 1e-6f, 1e4f, false, 0, false, false, false, false},
+    {"MistralForCausalLM", "mistral", 8, 0, 1e-6f, 1e4f, true, 4096, false, false, false, false},
+    {"MixtralForCausalLM", "mixtral", 8, 0, 1e-5f, 1e6f, true, 0, false, false, false, true},
+    {"Qwen2ForCausalLM", "qwen2", 32, 0, 1e-6f, 1e4f, false, 0, true, false, true, false},
+    {"Qwen3ForCausalLM", "qwen3", 32, 128, 1e-6f, 1e4f, false, 0, false, true, true, false},
 };
 
 const Architecture* FindArchitecture(std::string_view name) {
@@ -231,7 +194,7 @@ Status ReadWindow(const json& j, const Architecture& arch, ModelConfig* c) {
       return Bad("'" + std::string(k) + "' must be an integer or null");
     return Status::Ok();
   };
-  if (arch.sliding_window > 0) {  // Mistral
+  if (arch.window_field) {  // Mistral, Mixtral
     for (const char* k : {"use_sliding_window", "max_window_layers", "layer_types"})
       if (j.contains(k))
         return Bad("'" + std::string(k) + "' is not a field of " + c->architecture);
@@ -348,9 +311,21 @@ Status ParseModelConfig(std::string_view json_text, ModelConfig* out) {
   if (s.ok())
     s = opt_int("head_dim", arch->head_dim > 0 ? arch->head_dim : c.hidden_size / c.num_heads,
                 &c.head_dim);
-  // All four config classes default rms_norm_eps to 1e-6 and rope_theta to 1e4.
-  if (s.ok()) s = opt_float("rms_norm_eps", 1e-6f, &c.rms_norm_eps);
-  if (s.ok()) s = opt_float("rope_theta", 10000.0f, &c.rope_theta);
+  // 1e-6 and 1e4 but for Mixtral (1e-5 and 1e6).
+  if (s.ok()) s = opt_float("rms_norm_eps", arch->rms_norm_eps, &c.rms_norm_eps);
+  if (s.ok()) s = opt_float("rope_theta", arch->rope_theta, &c.rope_theta);
+  if (s.ok() && arch->moe) {
+    s = opt_int("num_local_experts", 8, &c.num_experts);
+    if (s.ok()) s = opt_int("num_experts_per_tok", 2, &c.experts_per_token);
+    if (s.ok() &&
+        !(c.num_experts >= 1 && c.experts_per_token >= 1 && c.experts_per_token <= c.num_experts))
+      return Bad("MoE needs 1 <= num_experts_per_tok <= num_local_experts");
+  } else if (s.ok()) {
+    for (const char* k : {"num_local_experts", "num_experts_per_tok"})
+      if (j.contains(k))
+        return Bad("'" + std::string(k) + "' is not a field of " + c.architecture +
+                   " (it has no experts)");
+  }
   if (s.ok() && arch->qkv_bias && j.contains("attention_bias"))
     return Bad("'attention_bias' is not a field of " + c.architecture +
                " (its q/k/v projections always have biases, its o projection none)");
@@ -447,6 +422,9 @@ Status ApplyFamily(std::string_view family, ModelConfig* config) {
   config->qk_norm = arch->qk_norm;
   config->sliding_window =
       arch->sliding_window < config->max_position_embeddings ? arch->sliding_window : 0;
+  // A small mixture for the random checkpoints (Mixtral itself has 8 of 2).
+  config->num_experts = arch->moe ? 4 : 0;
+  config->experts_per_token = arch->moe ? 2 : 0;
   return Status::Ok();
 }
 

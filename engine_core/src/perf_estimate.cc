@@ -1,5 +1,7 @@
 #include "perf_estimate.h"
 
+#include <algorithm>
+
 namespace sightline::engine {
 
 void BatchShape::Add(int num_tokens, int context_len, bool samples) {
@@ -28,6 +30,8 @@ PerfModel::PerfModel(const ModelConfig& m, ElementBytes bytes)
       kv_heads_(static_cast<std::uint64_t>(m.num_kv_heads)),
       head_dim_(static_cast<std::uint64_t>(m.head_dim)),
       intermediate_(static_cast<std::uint64_t>(m.intermediate_size)),
+      experts_(static_cast<std::uint64_t>(m.num_experts)),
+      experts_per_token_(static_cast<std::uint64_t>(m.experts_per_token)),
       vocab_(static_cast<std::uint64_t>(m.vocab_size)),
       bytes_(bytes) {}
 
@@ -42,22 +46,30 @@ PerfEstimate PerfModel::Estimate(const BatchShape& b) const {
   const auto a = static_cast<std::uint64_t>(bytes_.activations);
   const auto c = static_cast<std::uint64_t>(bytes_.kv);
 
+  // A mixture (Mixtral): each token runs k experts' MLPs (I wide per token:
+  // T*k rows), the router is a D x E product, and the weights read are those
+  // of the experts some token chose, at most min(E, T*k) of them.
+  const std::uint64_t rows = experts_ > 0 ? T * experts_per_token_ : T;
+  const std::uint64_t mats = experts_ > 0 ? std::min(experts_, T * experts_per_token_) : 1;
+
   // One decoder layer.
-  const std::uint64_t layer_flops = 2 * T * D * qkv                 // q, k, v projections
-                                    + 2 * 2 * q * b.attended_pairs  // QK^T and PV
-                                    + 2 * T * q * D                 // o projection
-                                    + 2 * 3 * T * D * I;            // gate, up, down
-  const std::uint64_t layer_read = T * D * a + D * qkv * w          // qkv: input, weights
-                                   + T * q * a + 2 * C * kv * c     // attention: Q, K and V
-                                   + T * q * a + q * D * w          // o: input, weights
-                                   + T * D * a + 2 * D * I * w      // gate/up: input, weights
-                                   + 2 * T * I * a                  // SiLU * up: both inputs
-                                   + T * I * a + D * I * w;         // down: input, weights
-  const std::uint64_t layer_write = T * qkv * a + 2 * T * kv * c    // q, k, v; new K and V
-                                    + T * q * a                     // attention output
-                                    + T * D * a                     // o output
-                                    + 2 * T * I * a + T * I * a     // gate/up outputs; SiLU * up
-                                    + T * D * a;                    // down output
+  const std::uint64_t layer_flops = 2 * T * D * qkv                       // q, k, v projections
+                                    + 2 * 2 * q * b.attended_pairs        // QK^T and PV
+                                    + 2 * T * q * D                       // o projection
+                                    + 2 * 3 * rows * D * I                // gate, up, down
+                                    + 2 * T * D * experts_;               // the router
+  const std::uint64_t layer_read = T * D * a + D * qkv * w                // qkv: input, weights
+                                   + T * q * a + 2 * C * kv * c           // attention: Q, K and V
+                                   + T * q * a + q * D * w                // o: input, weights
+                                   + rows * D * a + 2 * mats * D * I * w  // gate/up
+                                   + 2 * rows * I * a                     // SiLU * up: both inputs
+                                   + rows * I * a + mats * D * I * w      // down: input, weights
+                                   + D * experts_ * w;                    // the router's weights
+  const std::uint64_t layer_write = T * qkv * a + 2 * T * kv * c          // q, k, v; new K and V
+                                    + T * q * a                           // attention output
+                                    + T * D * a                           // o output
+                                    + 3 * rows * I * a  // gate/up outputs; SiLU * up
+                                    + rows * D * a;     // down output
   e.flops = layers_ * layer_flops;
   e.read_bytes = layers_ * layer_read;
   e.write_bytes = layers_ * layer_write;

@@ -80,7 +80,9 @@ class PerfModel {
   PerfEstimate Estimate(const BatchShape& batch) const;
 
  private:
-  std::uint64_t layers_, hidden_, heads_, kv_heads_, head_dim_, intermediate_, vocab_;
+  std::uint64_t layers_, hidden_, heads_, kv_heads_, head_dim_, intermediate_;
+  std::uint64_t experts_, experts_per_token_;  // 0 for a dense MLP
+  std::uint64_t vocab_;
   ElementBytes bytes_;
 };
 

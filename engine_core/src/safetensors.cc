@@ -218,7 +218,7 @@ Status Read(const std::map<std::string, TensorRef>& tensors, const std::string& 
 
 // The tensors of a model of `c` in checkpoint order: the Hugging Face name,
 // the shape, and where it lives in `w` (ModelWeights or const ModelWeights,
-// layers already sized). One table, so that reading and writing cannot
+// layers and experts already sized). One table, so that reading and writing cannot
 // disagree on a name or an order.
 template <typename W>
 auto TensorTable(const ModelConfig& c, W& w) {
@@ -249,9 +249,20 @@ auto TensorTable(const ModelConfig& c, W& w) {
     }
     t.push_back({p + "self_attn.o_proj.weight", {h, q}, &L.o});
     t.push_back({p + "post_attention_layernorm.weight", {h}, &L.post_norm});
-    t.push_back({p + "mlp.gate_proj.weight", {i, h}, &L.gate});
-    t.push_back({p + "mlp.up_proj.weight", {i, h}, &L.up});
-    t.push_back({p + "mlp.down_proj.weight", {h, i}, &L.down});
+    if (c.num_experts > 0) {  // Mixtral: w1 gate, w3 up, w2 down
+      t.push_back({p + "block_sparse_moe.gate.weight", {c.num_experts, h}, &L.router});
+      for (int e = 0; e < c.num_experts; ++e) {
+        auto& E = L.experts[static_cast<std::size_t>(e)];
+        const std::string x = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
+        t.push_back({x + "w1.weight", {i, h}, &E.gate});
+        t.push_back({x + "w2.weight", {h, i}, &E.down});
+        t.push_back({x + "w3.weight", {i, h}, &E.up});
+      }
+    } else {
+      t.push_back({p + "mlp.gate_proj.weight", {i, h}, &L.gate});
+      t.push_back({p + "mlp.up_proj.weight", {i, h}, &L.up});
+      t.push_back({p + "mlp.down_proj.weight", {h, i}, &L.down});
+    }
   }
   t.push_back({"model.norm.weight", {h}, &w.final_norm});
   if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {v, h}, &w.lm_head});
@@ -305,6 +316,7 @@ Status LoadSafetensorsWeights(const std::string& dir, const ModelConfig& c, Mode
   }
   ModelWeights w;
   w.layers.resize(static_cast<std::size_t>(c.num_layers));
+  for (LayerWeights& L : w.layers) L.experts.resize(static_cast<std::size_t>(c.num_experts));
   const auto table = TensorTable(c, w);
   for (const auto& t : table)
     if (Status s = Read(tensors, t.name, t.shape, t.data); !s.ok())
@@ -359,6 +371,11 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
     config["max_window_layers"] = c.num_layers;
   }
   if (c.qk_norm) config["attention_bias"] = false;
+  if (c.num_experts > 0) {
+    config["num_local_experts"] = c.num_experts;
+    config["num_experts_per_tok"] = c.experts_per_token;
+    config["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+  }
   const kernels::cpu::RopeScaling& rope = c.rope_scaling;
   switch (rope.type) {
     case kernels::cpu::RopeType::kDefault:

@@ -38,6 +38,14 @@ Mat Norm(const Mat& x, const std::vector<float>& w, float eps, int t, int d) {
   return y;
 }
 
+// down(silu(gate(x)) * up(x))
+Mat Mlp(const Mat& x, const Mat& gate, const Mat& up, const Mat& down, int t, int d, int inter) {
+  Mat g = Linear(x, gate, t, inter, d);
+  const Mat u = Linear(x, up, t, inter, d);
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  return Linear(g, down, t, d, inter);
+}
+
 // x[r, :] += b for every row r.
 void AddRows(Mat* x, const std::vector<float>& b) {
   for (std::size_t i = 0; i < x->size(); ++i) (*x)[i] += b[i % b.size()];
@@ -110,11 +118,46 @@ std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
     Mat o = Linear(att, L.o, t, d, c.q_size());
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     h = Norm(x, L.post_norm, c.rms_norm_eps, t, d);
-    Mat g = Linear(h, L.gate, t, c.intermediate_size, d),
-        u = Linear(h, L.up, t, c.intermediate_size, d);
-    for (std::size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-    Mat down = Linear(g, L.down, t, d, c.intermediate_size);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] += down[i];
+    if (c.num_experts == 0) {
+      const Mat down = Mlp(h, L.gate, L.up, L.down, t, d, c.intermediate_size);
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] += down[i];
+      continue;
+    }
+    // Mixtral, one token at a time: softmax over the router, the top k
+    // (highest first), their probabilities renormalised.
+    const Mat logits = Linear(h, L.router, t, c.num_experts, d);
+    for (int i = 0; i < t; ++i) {
+      std::vector<double> p(static_cast<std::size_t>(c.num_experts));
+      double mx = -1e300, sum = 0;
+      for (int e = 0; e < c.num_experts; ++e)
+        mx = std::max(mx,
+                      static_cast<double>(logits[static_cast<std::size_t>(i * c.num_experts + e)]));
+      for (int e = 0; e < c.num_experts; ++e)
+        sum += p[static_cast<std::size_t>(e)] =
+            std::exp(logits[static_cast<std::size_t>(i * c.num_experts + e)] - mx);
+      std::vector<bool> taken(p.size(), false);
+      std::vector<std::pair<int, double>> chosen;
+      double picked = 0;
+      for (int j = 0; j < c.experts_per_token; ++j) {
+        int best = -1;
+        for (int e = 0; e < c.num_experts; ++e)
+          if (!taken[static_cast<std::size_t>(e)] &&
+              (best < 0 || p[static_cast<std::size_t>(e)] > p[static_cast<std::size_t>(best)]))
+            best = e;
+        taken[static_cast<std::size_t>(best)] = true;
+        chosen.push_back({best, p[static_cast<std::size_t>(best)] / sum});
+        picked += p[static_cast<std::size_t>(best)] / sum;
+      }
+      const Mat row(h.begin() + static_cast<std::ptrdiff_t>(i) * d,
+                    h.begin() + static_cast<std::ptrdiff_t>(i + 1) * d);
+      for (const auto& [e, prob] : chosen) {
+        const ExpertWeights& E = L.experts[static_cast<std::size_t>(e)];
+        const Mat y = Mlp(row, E.gate, E.up, E.down, 1, d, c.intermediate_size);
+        for (int j = 0; j < d; ++j)
+          x[static_cast<std::size_t>(i) * d + j] +=
+              static_cast<float>(prob / picked * y[static_cast<std::size_t>(j)]);
+      }
+    }
   }
   Mat last(x.end() - d, x.end());
   last = Norm(last, w.final_norm, c.rms_norm_eps, 1, d);

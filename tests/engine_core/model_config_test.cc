@@ -258,7 +258,8 @@ TEST(ModelConfigQwen, WhatQwenCannotRunHereIsRefused) {
        "'layer_types' is not a field of MistralForCausalLM"},
       {R"({"architectures": ["qwen2"]})", "unsupported architecture 'qwen2'"},
       {R"({"architectures": ["Qwen2MoeForCausalLM"]})",
-       "supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"},
+       "supported: LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "
+       "Qwen3ForCausalLM"},
   };
   for (const auto& [patch, message] : cases) {
     json j = Llama();
@@ -267,6 +268,48 @@ TEST(ModelConfigQwen, WhatQwenCannotRunHereIsRefused) {
     const Status s = Parse(j, &c);
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << patch;
     EXPECT_NE(s.message().find(message), std::string::npos) << patch << "\n  got: " << s.message();
+  }
+}
+
+// Mixtral-8x7B-Instruct-v0.1's config.json, and MixtralConfig's defaults.
+TEST(ModelConfigMixtral, RealConfigAndClassDefaults) {
+  const json mixtral = json::parse(R"({"architectures": ["MixtralForCausalLM"],
+    "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+    "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+    "max_position_embeddings": 32768, "model_type": "mixtral", "num_attention_heads": 32,
+    "num_experts_per_tok": 2, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "num_local_experts": 8, "output_router_logits": false, "rms_norm_eps": 1e-05,
+    "rope_theta": 1000000.0, "router_aux_loss_coef": 0.02, "sliding_window": null,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.36.0.dev0",
+    "use_cache": true, "vocab_size": 32000})");
+  ModelConfig c;
+  Status s = Parse(mixtral, &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(c.num_experts, 8);
+  EXPECT_EQ(c.experts_per_token, 2);
+  EXPECT_EQ(c.sliding_window, 0);
+  json bare = Llama();
+  bare["architectures"] = {"MixtralForCausalLM"};
+  bare["num_attention_heads"] = 32;
+  ASSERT_TRUE(Parse(bare, &c).ok());
+  EXPECT_EQ(c.num_experts, 8);
+  EXPECT_EQ(c.experts_per_token, 2);
+  EXPECT_EQ(c.num_kv_heads, 8);
+  EXPECT_EQ(c.rms_norm_eps, 1e-5f);  // MixtralConfig's, unlike Mistral's 1e-6
+  EXPECT_EQ(c.rope_theta, 1e6f);
+  EXPECT_EQ(c.sliding_window, 0);  // MixtralConfig: none
+  bare["sliding_window"] = 1024;
+  ASSERT_TRUE(Parse(bare, &c).ok());
+  EXPECT_EQ(c.sliding_window, 1024);
+  for (const auto& [patch, message] : std::vector<std::pair<json, std::string>>{
+           {{{"num_experts_per_tok", 9}}, "1 <= num_experts_per_tok <= num_local_experts"},
+           {{{"num_local_experts", 0}}, "1 <= num_experts_per_tok <= num_local_experts"},
+           {{{"architectures", {"LlamaForCausalLM"}}, {"num_local_experts", 8}},
+            "'num_local_experts' is not a field of LlamaForCausalLM"}}) {
+    json j = bare;
+    j.merge_patch(patch);
+    s = Parse(j, &c);
+    EXPECT_NE(s.message().find(message), std::string::npos) << patch << ": " << s.message();
   }
 }
 
@@ -281,7 +324,7 @@ TEST(ModelFamilies, ApplyFamilySetsTheArchitectureAndItsFeatures) {
   EXPECT_TRUE(c.qk_norm);
   EXPECT_EQ(ModelTypeOf(c.architecture), "qwen3");
   const Status s = ApplyFamily("gemma", &c);
-  EXPECT_NE(s.message().find("families: llama, mistral, qwen2, qwen3"), std::string::npos)
+  EXPECT_NE(s.message().find("families: llama, mistral, mixtral, qwen2, qwen3"), std::string::npos)
       << s.message();
 }
 

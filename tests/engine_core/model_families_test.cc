@@ -1,10 +1,10 @@
 // The model families beyond Llama (Qwen2's q/k/v biases, Qwen3's per-head
-// q/k norms, Mistral's sliding window), end to end: a random checkpoint of the family written as a
-// real Hugging Face directory and loaded back, served by the engine's step loop through batching,
-// chunked prefill, preemption and prefix hits, against two references written independently of the
-// runner — the C++ dense forward pass (dense_reference.cc) and a PyTorch forward pass from the
-// transformers definitions (tools/model_reference/, outputs committed) —
-// and each feature shown to matter (the reference without it disagrees).
+// q/k norms, Mistral's sliding window, Mixtral's experts), end to end: a random checkpoint of the
+// family written as a real Hugging Face directory and loaded back, served by the engine's step loop
+// through batching, chunked prefill, preemption and prefix hits, against two references written
+// independently of the runner — the C++ dense forward pass (dense_reference.cc) and a PyTorch
+// forward pass from the transformers definitions (tools/model_reference/, outputs committed) — and
+// each feature shown to matter (the reference without it disagrees).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -104,17 +104,26 @@ TEST(ModelFamilies, MistralSlidingWindowPrefixHitsNeedOnlyTheWindow) {
   EXPECT_EQ(engine.outputs_["first"], testing::DenseGreedy(m.config, m.weights, first, 6, nullptr));
 }
 
+// Mixtral: 4 experts, 2 per token, through the scheduler.
+TEST(ModelFamilies, MixtralMatchesTheDenseReferenceThroughTheScheduler) {
+  const Checkpoint m = WriteAndLoad("mixtral", "sightline-small");
+  ASSERT_EQ(m.config.num_experts, 4);
+  ASSERT_EQ(m.weights.layers[0].experts.size(), 4u);
+  ExpectInvariance(Cpu, &m.config, &m.weights);
+}
+
 // Sensitivity: the same checkpoint run without the family's feature gives
 // other tokens, so the tests above would catch a runner that skipped it.
 TEST(ModelFamilies, EachFeatureChangesTheGreedyTokens) {
   const std::vector<std::int32_t> prompt = Prompt(24, 9);
-  for (const char* family : {"qwen2", "qwen3", "mistral"}) {
+  for (const char* family : {"qwen2", "qwen3", "mistral", "mixtral"}) {
     const Checkpoint m = WriteAndLoad(
         family, "sightline-small",
         family == std::string("mistral") ? json{{"sliding_window", 8}} : json::object());
     ModelConfig without = m.config;
     without.qkv_bias = without.qk_norm = false;
     without.sliding_window = 0;
+    if (without.num_experts > 0) without.experts_per_token = 1;  // top-1 routing instead
     const auto with_feature = testing::DenseGreedy(m.config, m.weights, prompt, 8, nullptr);
     const auto without_feature = testing::DenseGreedy(without, m.weights, prompt, 8, nullptr);
     EXPECT_NE(with_feature, without_feature) << family;

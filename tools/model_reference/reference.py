@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Greedy tokens of random checkpoints from a PyTorch forward pass written from
 the transformers model definitions (LlamaForCausalLM, MistralForCausalLM,
-Qwen2ForCausalLM, Qwen3ForCausalLM; default, linear, dynamic, llama3 and yarn
+MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM; default, linear, dynamic, llama3 and yarn
 rope), independently of Sightline's runner.
 
 It asks `sightline make-model` for each family's checkpoint (a real Hugging
@@ -33,6 +33,8 @@ CASES = [
     ("qwen2", "sightline-small-hd128", {}),
     ("qwen3", "sightline-small", {}),
     ("qwen3", "sightline-small-hd128", {}),
+    ("mixtral", "sightline-small", {}),
+    ("mixtral", "sightline-small-hd128", {"num_experts_per_tok": 1, "sliding_window": 16}),
     ("llama", "sightline-small", {"rope_scaling": {"rope_type": "linear", "factor": 4.0}}),
     ("llama", "sightline-small", {"rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}),
     ("llama", "sightline-small-hd128",
@@ -135,6 +137,23 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
+def sparse_moe(cfg, w, p, h):
+    """MixtralSparseMoeBlock: softmax router, top-k, renormalised weights."""
+    probs = torch.softmax(h @ w[p + "gate.weight"].T, dim=-1)
+    weights, chosen = torch.topk(probs, cfg["num_experts_per_tok"], dim=-1)
+    weights = weights / weights.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(h)
+    for e in range(cfg["num_local_experts"]):
+        rows, slot = torch.where(chosen == e)
+        if rows.numel() == 0:
+            continue
+        x = h[rows]
+        y = (torch.nn.functional.silu(x @ w[p + f"experts.{e}.w1.weight"].T) *
+             (x @ w[p + f"experts.{e}.w3.weight"].T)) @ w[p + f"experts.{e}.w2.weight"].T
+        out.index_add_(0, rows, y * weights[rows, slot, None])
+    return out
+
+
 def forward(cfg, w, tokens):
     """Logits at every position (transformers' eager attention path)."""
     arch = cfg["architectures"][0]
@@ -177,8 +196,11 @@ def forward(cfg, w, tokens):
         att = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v).reshape(t, heads * hd)
         x = x + att @ w[p + "self_attn.o_proj.weight"].T
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
-        gate, up = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
-        x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
+        if arch == "MixtralForCausalLM":
+            x = x + sparse_moe(cfg, w, p + "block_sparse_moe.", h)
+        else:
+            gate, up = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
+            x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
     x = rms_norm(x, w["model.norm.weight"], eps)
     head = w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
     return x @ head.T

@@ -36,6 +36,12 @@ struct ModelConfig {
   // Qwen3: q and k get a per-head RMSNorm (weights [head_dim], the model's
   // rms_norm_eps) after the projection, before the rotary embedding.
   bool qk_norm = false;
+  // Mixtral: each layer's MLP is num_experts SwiGLU experts of
+  // intermediate_size; a token goes to the experts_per_token with the
+  // highest router softmax, weighted by those probabilities renormalised to
+  // sum to 1. 0: a dense MLP.
+  int num_experts = 0;
+  int experts_per_token = 0;
   std::int32_t bos_token_id = -1;
   std::vector<std::int32_t> eos_token_ids;
 
@@ -44,15 +50,15 @@ struct ModelConfig {
 };
 
 // Parses a Hugging Face config.json; errors name the offending field.
-// Architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
-// Qwen3ForCausalLM, each with its transformers class defaults.
+// Architectures: LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM,
+// Qwen2ForCausalLM, Qwen3ForCausalLM, each with its transformers class defaults.
 Status ParseModelConfig(std::string_view json_text, ModelConfig* out);
 // Built-in presets for `--load-format dummy` without files: "sightline-tiny",
 // "sightline-small" (head_dim 64), "sightline-small-hd128".
 Status PresetModelConfig(std::string_view name, ModelConfig* out);
 
 // Model families by their short name (`sightline make-model --family`):
-// llama, mistral, qwen2, qwen3. ApplyFamily turns a config of any shape into
+// llama, mistral, mixtral (4 experts, 2 per token), qwen2, qwen3. ApplyFamily turns a config of any shape into
 // that family (architecture and its features), keeping the sizes.
 Status ApplyFamily(std::string_view family, ModelConfig* config);
 // The Hugging Face model_type of an architecture ("llama", "qwen2", ...).

@@ -1,5 +1,5 @@
-// ModelWeights: a Llama-family decoder's tensors (with the Qwen2 biases and
-// Qwen3 q/k norms when the config has them) in float32, row-major, with
+// ModelWeights: a Llama-family decoder's tensors (with the Qwen2 biases,
+// Qwen3 q/k norms and Mixtral experts when the config has them) in float32, row-major, with
 // PyTorch's [out, in] layout for linear layers.
 #pragma once
 
@@ -10,6 +10,11 @@
 
 namespace sightline::engine {
 
+struct ExpertWeights {
+  std::vector<float> gate, up;  // [intermediate, hidden]
+  std::vector<float> down;      // [hidden, intermediate]
+};
+
 struct LayerWeights {
   std::vector<float> input_norm;              // [hidden]
   std::vector<float> q, k, v;                 // [q_size|kv_size, hidden]
@@ -17,8 +22,10 @@ struct LayerWeights {
   std::vector<float> q_norm, k_norm;          // [head_dim]; empty unless config.qk_norm
   std::vector<float> o;                       // [hidden, q_size]
   std::vector<float> post_norm;               // [hidden]
-  std::vector<float> gate, up;                // [intermediate, hidden]
-  std::vector<float> down;                    // [hidden, intermediate]
+  std::vector<float> gate, up;                // [intermediate, hidden]; empty with experts
+  std::vector<float> down;                    // [hidden, intermediate]; empty with experts
+  std::vector<float> router;                  // [num_experts, hidden]; with experts only
+  std::vector<ExpertWeights> experts;         // config.num_experts of them, or none
 };
 
 struct ModelWeights {
