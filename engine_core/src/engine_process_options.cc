@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -56,12 +57,21 @@ Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvP
   // The CPU runner attends within Mistral's window; the CUDA kernels do not
   // yet, so there the engine serves at most the window (where full attention
   // is the same).
-  const int positions =
+  int positions =
       cuda && model.sliding_window > 0 ? model.sliding_window : model.max_position_embeddings;
+  // Phi-3's longrope switches to its long factors past the original context,
+  // which the runner does not do: it serves up to there.
+  const kernels::cpu::RopeScaling& rope = model.rope_scaling;
+  const bool longrope = rope.type == kernels::cpu::RopeType::kLongrope;
+  if (longrope) positions = std::min(positions, rope.original_max_position);
   if (o->max_model_len == 0) o->max_model_len = positions;
   if (o->max_model_len > model.max_position_embeddings)
     return invalid("--max-model-len " + std::to_string(o->max_model_len) + " exceeds the model's " +
                    std::to_string(model.max_position_embeddings) + " positions");
+  if (longrope && o->max_model_len > positions)
+    return invalid("--max-model-len " + std::to_string(o->max_model_len) +
+                   " exceeds original_max_position_embeddings " + std::to_string(positions) +
+                   ": longrope's long factors (past the original context) are not implemented");
   if (o->max_model_len > positions)
     return invalid("--max-model-len " + std::to_string(o->max_model_len) +
                    " exceeds the model's sliding_window " + std::to_string(positions) +

@@ -38,16 +38,37 @@ constexpr std::string_view kInertKeys[] = {
     "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens",
     "begin_suppress_tokens", "output_router_logits",
     // Mixtral's training-only router settings
-    "router_aux_loss_coef", "router_jitter_noise"};
+    "router_aux_loss_coef", "router_jitter_noise",
+    // Phi-3's dropouts, and the remote-code map of its older files (the
+    // architecture is built in)
+    "embd_pdrop", "resid_pdrop", "auto_map"};
 
 // The keys read below (besides the inert ones).
-constexpr std::string_view kReadKeys[] = {
-    "vocab_size",          "hidden_size",         "intermediate_size",  "num_hidden_layers",
-    "num_attention_heads", "num_key_value_heads", "head_dim",           "max_position_embeddings",
-    "rms_norm_eps",        "rope_theta",          "rope_scaling",       "rope_parameters",
-    "tie_word_embeddings", "hidden_act",          "attention_bias",     "mlp_bias",
-    "sliding_window",      "use_sliding_window",  "max_window_layers",  "layer_types",
-    "num_local_experts",   "num_experts_per_tok", "quantization_config"};
+constexpr std::string_view kReadKeys[] = {"vocab_size",
+                                          "hidden_size",
+                                          "intermediate_size",
+                                          "num_hidden_layers",
+                                          "num_attention_heads",
+                                          "num_key_value_heads",
+                                          "head_dim",
+                                          "max_position_embeddings",
+                                          "rms_norm_eps",
+                                          "rope_theta",
+                                          "rope_scaling",
+                                          "rope_parameters",
+                                          "tie_word_embeddings",
+                                          "hidden_act",
+                                          "attention_bias",
+                                          "mlp_bias",
+                                          "sliding_window",
+                                          "use_sliding_window",
+                                          "max_window_layers",
+                                          "layer_types",
+                                          "num_local_experts",
+                                          "num_experts_per_tok",
+                                          "quantization_config",
+                                          "original_max_position_embeddings",
+                                          "partial_rotary_factor"};
 
 template <std::size_t N>
 bool In(const std::string_view (&keys)[N], std::string_view k) {
@@ -73,13 +94,18 @@ struct Architecture {
   // Mixtral: sparse MoE MLPs (num_local_experts, default 8; top
   // num_experts_per_tok, default 2, renormalised).
   bool moe;
+  // Phi-3: the checkpoint fuses q/k/v (qkv_proj) and gate/up (gate_up_proj);
+  // the math is Llama's. Its config may carry original_max_position_embeddings.
+  bool fused;
 };
 constexpr Architecture kArchitectures[] = {
-    {"LlamaForCausalLM", "llama", 0, 0, 1e-6f, 1e4f, false, 0, false, false, false, false},
-    {"MistralForCausalLM", "mistral", 8, 0, 1e-6f, 1e4f, true, 4096, false, false, false, false},
-    {"MixtralForCausalLM", "mixtral", 8, 0, 1e-5f, 1e6f, true, 0, false, false, false, true},
-    {"Qwen2ForCausalLM", "qwen2", 32, 0, 1e-6f, 1e4f, false, 0, true, false, true, false},
-    {"Qwen3ForCausalLM", "qwen3", 32, 128, 1e-6f, 1e4f, false, 0, false, true, true, false},
+    {"LlamaForCausalLM", "llama", 0, 0, 1e-6f, 1e4f, false, 0, false, false, false, false, false},
+    {"MistralForCausalLM", "mistral", 8, 0, 1e-6f, 1e4f, true, 4096, false, false, false, false,
+     false},
+    {"MixtralForCausalLM", "mixtral", 8, 0, 1e-5f, 1e6f, true, 0, false, false, false, true, false},
+    {"Phi3ForCausalLM", "phi3", 0, 0, 1e-5f, 1e4f, true, 0, false, false, false, false, true},
+    {"Qwen2ForCausalLM", "qwen2", 32, 0, 1e-6f, 1e4f, false, 0, true, false, true, false, false},
+    {"Qwen3ForCausalLM", "qwen3", 32, 128, 1e-6f, 1e4f, false, 0, false, true, true, false, false},
 };
 
 const Architecture* FindArchitecture(std::string_view name) {
@@ -98,7 +124,7 @@ std::string SupportedArchitectures() {
 // The rope types this build computes, and the keys each takes (besides
 // type/rope_type and, in rope_parameters, rope_theta): required first, then
 // optional. transformers' modeling_rope_utils names them; anything else
-// (longrope, mscale, attention_factor, ...) is refused.
+// (mscale, attention_factor, ...) is refused.
 struct RopeKind {
   std::string_view name;
   kernels::cpu::RopeType type;
@@ -118,13 +144,18 @@ const std::vector<RopeKind>& RopeKinds() {
        RopeType::kYarn,
        {"factor"},
        {"original_max_position_embeddings", "beta_fast", "beta_slow"}},
+      // Phi-3's; "su" is its first name (transformers maps it to longrope).
+      {"longrope", RopeType::kLongrope, {"short_factor", "long_factor"}, {}},
+      {"su", RopeType::kLongrope, {"short_factor", "long_factor"}, {}},
   };
   return kinds;
 }
 
 // Reads rope_scaling (or rope_parameters: the newer transformers layout, which
-// also carries rope_theta) into `c`.
-Status ReadRope(const json& r, const char* field, bool carries_theta, ModelConfig* c) {
+// also carries rope_theta) into `c`. `original_max_position` is Phi-3's
+// top-level original_max_position_embeddings (0: none), which longrope reads.
+Status ReadRope(const json& r, const char* field, bool carries_theta, int original_max_position,
+                ModelConfig* c) {
   if (!r.is_object()) return Bad(std::string("'") + field + "' must be an object or null");
   const std::string f = field;
   std::string type = "default";
@@ -149,8 +180,16 @@ Status ReadRope(const json& r, const char* field, bool carries_theta, ModelConfi
     const bool common = k == "rope_type" || k == "type" || (carries_theta && k == "rope_theta");
     if (!common && !takes(k))
       return Bad("'" + f + "." + k + "' is not supported for rope type '" + type + "'");
-    if (k != "rope_type" && k != "type" && !v.is_number())
+    const bool factors = k == "short_factor" || k == "long_factor";
+    if (factors) {
+      if (!v.is_array() || v.size() != static_cast<std::size_t>(c->head_dim / 2) ||
+          !std::all_of(v.begin(), v.end(),
+                       [](const json& x) { return x.is_number() && x.get<double>() > 0; }))
+        return Bad("'" + f + "." + k + "' must list head_dim / 2 = " +
+                   std::to_string(c->head_dim / 2) + " positive numbers");
+    } else if (k != "rope_type" && k != "type" && !v.is_number()) {
       return Bad("'" + f + "." + k + "' must be a number");
+    }
   }
   for (std::string_view k : kind->required)
     if (!r.contains(k))
@@ -160,6 +199,21 @@ Status ReadRope(const json& r, const char* field, bool carries_theta, ModelConfi
   s = kernels::cpu::RopeScaling{};
   s.type = kind->type;
   if (kind->type == kernels::cpu::RopeType::kDefault) return Status::Ok();
+  if (kind->type == kernels::cpu::RopeType::kLongrope) {
+    // transformers: the context stretches from original_max_position_embeddings
+    // (when the config has it) to max_position_embeddings, and cos/sin are
+    // scaled by sqrt(1 + ln(factor) / ln(original)).
+    s.original_max_position =
+        original_max_position > 0 ? original_max_position : c->max_position_embeddings;
+    s.factor = static_cast<float>(c->max_position_embeddings) /
+               static_cast<float>(s.original_max_position);
+    s.short_factor = r["short_factor"].get<std::vector<float>>();
+    s.attention_factor =
+        s.factor <= 1 ? 1.0f
+                      : static_cast<float>(std::sqrt(1 + std::log(static_cast<double>(s.factor)) /
+                                                             std::log(s.original_max_position)));
+    return Status::Ok();
+  }
   s.factor = r["factor"].get<float>();
   if (!(s.factor >= 1) || !std::isfinite(s.factor)) return Bad("'" + f + ".factor' must be >= 1");
   // The context the scaling stretches: llama3 and yarn name it, dynamic
@@ -178,6 +232,7 @@ Status ReadRope(const json& r, const char* field, bool carries_theta, ModelConfi
     s.beta_slow = r.value("beta_slow", 1.0f);
     if (!(s.beta_fast > s.beta_slow) || !(s.beta_slow > 0))
       return Bad("'" + f + "': yarn needs beta_fast > beta_slow > 0");
+    s.attention_factor = static_cast<float>(0.1 * std::log(static_cast<double>(s.factor)) + 1.0);
   }
   return Status::Ok();
 }
@@ -262,6 +317,7 @@ Status ParseModelConfig(std::string_view json_text, ModelConfig* out) {
                "' (supported: " + SupportedArchitectures() + ")");
   c.qkv_bias = arch->qkv_bias;
   c.qk_norm = arch->qk_norm;
+  c.fused_projections = arch->fused;
   for (const auto& [k, v] : j.items()) {
     (void)v;
     if (!In(kInertKeys, k) && !In(kReadKeys, k))
@@ -343,15 +399,31 @@ Status ParseModelConfig(std::string_view json_text, ModelConfig* out) {
   }
   if (given("quantization_config"))
     return Bad("'quantization_config': quantized checkpoints are not supported");
+  int original_max_position = 0;  // Phi-3's, for longrope
+  if (given("original_max_position_embeddings")) {
+    if (!arch->fused)
+      return Bad("'original_max_position_embeddings' is not a field of " + c.architecture +
+                 " (at the top level; llama3 and yarn rope take it inside)");
+    if (!j["original_max_position_embeddings"].is_number_integer() ||
+        j["original_max_position_embeddings"].get<int>() <= 0)
+      return Bad("'original_max_position_embeddings' must be a positive integer");
+    original_max_position = j["original_max_position_embeddings"].get<int>();
+  }
+  if (given("partial_rotary_factor") &&
+      (!j["partial_rotary_factor"].is_number() || j["partial_rotary_factor"].get<double>() != 1.0))
+    return Bad(
+        "'partial_rotary_factor' other than 1 (rotating part of each head) is not supported");
   if (given("rope_scaling") && given("rope_parameters"))
     return Bad("both 'rope_scaling' and 'rope_parameters' are set; a config holds one of them");
   if (given("rope_parameters")) {
     if (j["rope_parameters"].is_object() && j["rope_parameters"].contains("rope_theta") &&
         given("rope_theta"))
       return Bad("'rope_theta' is set both at the top level and in 'rope_parameters'");
-    s = ReadRope(j["rope_parameters"], "rope_parameters", /*carries_theta=*/true, &c);
+    s = ReadRope(j["rope_parameters"], "rope_parameters", /*carries_theta=*/true,
+                 original_max_position, &c);
   } else if (given("rope_scaling")) {
-    s = ReadRope(j["rope_scaling"], "rope_scaling", /*carries_theta=*/false, &c);
+    s = ReadRope(j["rope_scaling"], "rope_scaling", /*carries_theta=*/false, original_max_position,
+                 &c);
   }
   if (!s.ok()) return s;
   if (s = ReadWindow(j, *arch, &c); !s.ok()) return s;
@@ -420,6 +492,7 @@ Status ApplyFamily(std::string_view family, ModelConfig* config) {
   config->architecture = std::string(arch->name);
   config->qkv_bias = arch->qkv_bias;
   config->qk_norm = arch->qk_norm;
+  config->fused_projections = arch->fused;
   config->sliding_window =
       arch->sliding_window < config->max_position_embeddings ? arch->sliding_window : 0;
   // A small mixture for the random checkpoints (Mixtral itself has 8 of 2).

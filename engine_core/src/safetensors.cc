@@ -235,9 +235,13 @@ auto TensorTable(const ModelConfig& c, W& w) {
     auto& L = w.layers[static_cast<std::size_t>(l)];
     const std::string p = "model.layers." + std::to_string(l) + ".";
     t.push_back({p + "input_layernorm.weight", {h}, &L.input_norm});
-    t.push_back({p + "self_attn.q_proj.weight", {q, h}, &L.q});
-    t.push_back({p + "self_attn.k_proj.weight", {kv, h}, &L.k});
-    t.push_back({p + "self_attn.v_proj.weight", {kv, h}, &L.v});
+    if (c.fused_projections) {  // Phi-3: q, k, v stacked (held in L.q until split)
+      t.push_back({p + "self_attn.qkv_proj.weight", {q + 2 * kv, h}, &L.q});
+    } else {
+      t.push_back({p + "self_attn.q_proj.weight", {q, h}, &L.q});
+      t.push_back({p + "self_attn.k_proj.weight", {kv, h}, &L.k});
+      t.push_back({p + "self_attn.v_proj.weight", {kv, h}, &L.v});
+    }
     if (c.qkv_bias) {
       t.push_back({p + "self_attn.q_proj.bias", {q}, &L.q_bias});
       t.push_back({p + "self_attn.k_proj.bias", {kv}, &L.k_bias});
@@ -258,6 +262,9 @@ auto TensorTable(const ModelConfig& c, W& w) {
         t.push_back({x + "w2.weight", {h, i}, &E.down});
         t.push_back({x + "w3.weight", {i, h}, &E.up});
       }
+    } else if (c.fused_projections) {  // Phi-3: gate then up (held in L.gate until split)
+      t.push_back({p + "mlp.gate_up_proj.weight", {2 * i, h}, &L.gate});
+      t.push_back({p + "mlp.down_proj.weight", {h, i}, &L.down});
     } else {
       t.push_back({p + "mlp.gate_proj.weight", {i, h}, &L.gate});
       t.push_back({p + "mlp.up_proj.weight", {i, h}, &L.up});
@@ -267,6 +274,35 @@ auto TensorTable(const ModelConfig& c, W& w) {
   t.push_back({"model.norm.weight", {h}, &w.final_norm});
   if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {v, h}, &w.lm_head});
   return t;
+}
+
+// Phi-3's fused layout, in L.q (q, k, v rows stacked) and L.gate (gate
+// rows, then up rows), split into the separate matrices the runner reads;
+// FuseProjections is the inverse (for writing).
+void SplitProjections(const ModelConfig& c, ModelWeights* w) {
+  const auto h = static_cast<std::size_t>(c.hidden_size), q = c.q_size() * h, kv = c.kv_size() * h,
+             i = static_cast<std::size_t>(c.intermediate_size) * h;
+  for (LayerWeights& L : w->layers) {
+    L.k.assign(L.q.begin() + static_cast<std::ptrdiff_t>(q),
+               L.q.begin() + static_cast<std::ptrdiff_t>(q + kv));
+    L.v.assign(L.q.begin() + static_cast<std::ptrdiff_t>(q + kv), L.q.end());
+    L.q.resize(q);
+    L.up.assign(L.gate.begin() + static_cast<std::ptrdiff_t>(i), L.gate.end());
+    L.gate.resize(i);
+  }
+}
+
+ModelWeights FuseProjections(const ModelWeights& w) {
+  ModelWeights fused = w;
+  for (LayerWeights& L : fused.layers) {
+    L.q.insert(L.q.end(), L.k.begin(), L.k.end());
+    L.q.insert(L.q.end(), L.v.begin(), L.v.end());
+    L.k.clear();
+    L.v.clear();
+    L.gate.insert(L.gate.end(), L.up.begin(), L.up.end());
+    L.up.clear();
+  }
+  return fused;
 }
 
 }  // namespace
@@ -321,6 +357,7 @@ Status LoadSafetensorsWeights(const std::string& dir, const ModelConfig& c, Mode
   for (const auto& t : table)
     if (Status s = Read(tensors, t.name, t.shape, t.data); !s.ok())
       return Status::InvalidArgument(dir + ": " + s.message());
+  if (c.fused_projections) SplitProjections(c, &w);
   // A tensor the model does not read (a bias, a q/k norm, an expert) means a
   // feature this runner does not implement: running without it would be wrong
   // silently. Two kinds carry nothing: the rotary inverse frequencies some
@@ -371,12 +408,18 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
     config["max_window_layers"] = c.num_layers;
   }
   if (c.qk_norm) config["attention_bias"] = false;
+  const kernels::cpu::RopeScaling& rope = c.rope_scaling;
+  if (c.fused_projections) {  // Phi-3
+    config["original_max_position_embeddings"] = rope.type == kernels::cpu::RopeType::kLongrope
+                                                     ? rope.original_max_position
+                                                     : c.max_position_embeddings;
+    config["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+  }
   if (c.num_experts > 0) {
     config["num_local_experts"] = c.num_experts;
     config["num_experts_per_tok"] = c.experts_per_token;
     config["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
   }
-  const kernels::cpu::RopeScaling& rope = c.rope_scaling;
   switch (rope.type) {
     case kernels::cpu::RopeType::kDefault:
       break;
@@ -392,6 +435,11 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
       config["rope_scaling"] = {
           {"rope_type", rope.type == kernels::cpu::RopeType::kLinear ? "linear" : "dynamic"},
           {"factor", rope.factor}};
+      break;
+    case kernels::cpu::RopeType::kLongrope:  // the long factors are never used here
+      config["rope_scaling"] = {{"rope_type", "longrope"},
+                                {"short_factor", rope.short_factor},
+                                {"long_factor", rope.short_factor}};
       break;
     case kernels::cpu::RopeType::kYarn:
       config["rope_scaling"] = {{"rope_type", "yarn"},
@@ -410,7 +458,8 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
              .dump(2)
       << "\n";
 
-  const auto table = TensorTable(c, w);
+  const ModelWeights fused = c.fused_projections ? FuseProjections(w) : ModelWeights{};
+  const auto table = TensorTable(c, c.fused_projections ? fused : w);
   const int shards = std::max(1, o.shards);
   json weight_map = json::object();
   for (int s = 0; s < shards; ++s) {

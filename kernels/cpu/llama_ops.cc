@@ -100,6 +100,9 @@ std::vector<float> RopeInvFreq(int head_dim, float theta, const RopeScaling& sca
       case RopeType::kLinear:
         f /= scaling.factor;
         break;
+      case RopeType::kLongrope:
+        f /= scaling.short_factor[static_cast<std::size_t>(i)];
+        break;
       case RopeType::kLlama3: {  // frequency-dependent scaling
         const double low_wavelen = scaling.original_max_position / scaling.low_freq_factor;
         const double high_wavelen = scaling.original_max_position / scaling.high_freq_factor;
@@ -124,11 +127,6 @@ std::vector<float> RopeInvFreq(int head_dim, float theta, const RopeScaling& sca
     inv[static_cast<std::size_t>(i)] = static_cast<float>(f);
   }
   return inv;
-}
-
-float RopeAttentionFactor(const RopeScaling& scaling) {
-  if (scaling.type != RopeType::kYarn || scaling.factor <= 1) return 1.0f;
-  return static_cast<float>(0.1 * std::log(static_cast<double>(scaling.factor)) + 1.0);
 }
 
 void WriteKvCache(const float* k, const float* v, const std::int32_t* slot_mapping, int tokens,

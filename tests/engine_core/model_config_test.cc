@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "sightline/engine_core/engine_process.h"
@@ -137,9 +139,9 @@ TEST(ModelConfigRefusals, EachUnsupportedFieldIsNamed) {
        "'rope_scaling.alpha' is not supported for rope type 'dynamic'"},
       {R"({"rope_scaling": {"rope_type": "linear", "factor": 0.5}})",
        "'rope_scaling.factor' must be >= 1"},
-      {R"({"rope_scaling": {"rope_type": "su", "factor": 2}})",
-       "unsupported rope type 'su' in 'rope_scaling' (supported: default, llama3, linear, "
-       "dynamic, yarn)"},
+      {R"({"rope_scaling": {"rope_type": "mrope", "factor": 2}})",
+       "unsupported rope type 'mrope' in 'rope_scaling' (supported: default, llama3, linear, "
+       "dynamic, yarn, longrope, su)"},
       {R"({"rope_scaling": {"rope_type": 1}})", "'rope_scaling.rope_type' must be a string"},
       {R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}})", "needs 'low_freq_factor'"},
       {R"({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1,
@@ -154,7 +156,10 @@ TEST(ModelConfigRefusals, EachUnsupportedFieldIsNamed) {
       {R"({"rope_theta": 1e6, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}})",
        "'rope_theta' is set both"},
       {R"({"rope_parameters": {"rope_type": "longrope", "short_factor": [1]}})",
-       "unsupported rope type 'longrope' in 'rope_parameters'"},
+       "'rope_parameters.short_factor' must list head_dim / 2 = 32 positive numbers"},
+      {R"({"original_max_position_embeddings": 4096})",
+       "'original_max_position_embeddings' is not a field of LlamaForCausalLM"},
+      {R"({"partial_rotary_factor": 0.75})", "'partial_rotary_factor' other than 1"},
   };
   for (const Refusal& r : cases) {
     json j = Llama();
@@ -258,7 +263,8 @@ TEST(ModelConfigQwen, WhatQwenCannotRunHereIsRefused) {
        "'layer_types' is not a field of MistralForCausalLM"},
       {R"({"architectures": ["qwen2"]})", "unsupported architecture 'qwen2'"},
       {R"({"architectures": ["Qwen2MoeForCausalLM"]})",
-       "supported: LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "
+       "supported: LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Phi3ForCausalLM, "
+       "Qwen2ForCausalLM, "
        "Qwen3ForCausalLM"},
   };
   for (const auto& [patch, message] : cases) {
@@ -313,6 +319,50 @@ TEST(ModelConfigMixtral, RealConfigAndClassDefaults) {
   }
 }
 
+// Phi-3-mini-4k-instruct's config.json (its sliding window read, its remote
+// code map and dropouts inert), and a longrope config (Phi-3.5-mini's shape):
+// cos/sin scaled by sqrt(1 + ln(32) / ln(4096)), the engine serving up to the
+// original 4096 positions.
+TEST(ModelConfigPhi3, RealConfigAndLongrope) {
+  json phi3 = json::parse(R"({"architectures": ["Phi3ForCausalLM"], "attention_dropout": 0.0,
+    "auto_map": {"AutoConfig": "configuration_phi3.Phi3Config"}, "bos_token_id": 1,
+    "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072,
+    "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 4096,
+    "model_type": "phi3", "num_attention_heads": 32, "num_hidden_layers": 32,
+    "num_key_value_heads": 32, "original_max_position_embeddings": 4096, "pad_token_id": 32000,
+    "resid_pdrop": 0.0, "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 10000.0,
+    "sliding_window": 2047, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    "transformers_version": "4.40.2", "use_cache": true, "attention_bias": false,
+    "vocab_size": 32064})");
+  ModelConfig c;
+  Status s = Parse(phi3, &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(c.fused_projections);
+  EXPECT_EQ(c.sliding_window, 2047);
+  EXPECT_EQ(c.head_dim, 96);
+  phi3["max_position_embeddings"] = 131072;
+  phi3["sliding_window"] = 262144;
+  phi3["rope_scaling"] = {{"type", "longrope"},
+                          {"short_factor", std::vector<double>(48, 1.05)},
+                          {"long_factor", std::vector<double>(48, 4.0)}};
+  s = Parse(phi3, &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(c.rope_scaling.type, kernels::cpu::RopeType::kLongrope);
+  EXPECT_EQ(c.rope_scaling.original_max_position, 4096);
+  EXPECT_NEAR(c.rope_scaling.attention_factor, std::sqrt(1 + std::log(32.0) / std::log(4096.0)),
+              1e-6);
+  EngineProcessOptions o;
+  o.device = "cpu";
+  o.kv_cache_memory = 4ull << 30;  // room for 8192 tokens of 32 layers x 3072
+  KvPlan plan;
+  s = CheckEngineOptions(c, &o, &plan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(o.max_model_len, 4096);
+  o.max_model_len = 8192;
+  s = CheckEngineOptions(c, &o, &plan);
+  EXPECT_NE(s.message().find("longrope's long factors"), std::string::npos) << s.message();
+}
+
 TEST(ModelFamilies, ApplyFamilySetsTheArchitectureAndItsFeatures) {
   ModelConfig c;
   ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
@@ -324,7 +374,8 @@ TEST(ModelFamilies, ApplyFamilySetsTheArchitectureAndItsFeatures) {
   EXPECT_TRUE(c.qk_norm);
   EXPECT_EQ(ModelTypeOf(c.architecture), "qwen3");
   const Status s = ApplyFamily("gemma", &c);
-  EXPECT_NE(s.message().find("families: llama, mistral, mixtral, qwen2, qwen3"), std::string::npos)
+  EXPECT_NE(s.message().find("families: llama, mistral, mixtral, phi3, qwen2, qwen3"),
+            std::string::npos)
       << s.message();
 }
 

@@ -66,11 +66,12 @@ TEST(CpuKernels, RmsNormSiluAndRope) {
 }
 
 TEST(CpuKernels, Llama3RopeScaling) {
-  const ops::RopeScaling s{.type = ops::RopeType::kLlama3,
-                           .factor = 8,
-                           .low_freq_factor = 1,
-                           .high_freq_factor = 4,
-                           .original_max_position = 8192};
+  ops::RopeScaling s;
+  s.type = ops::RopeType::kLlama3;
+  s.factor = 8;
+  s.low_freq_factor = 1;
+  s.high_freq_factor = 4;
+  s.original_max_position = 8192;
   const auto plain = ops::RopeInvFreq(128, 500000, {});
   const auto scaled = ops::RopeInvFreq(128, 500000, s);
   EXPECT_EQ(scaled[0], plain[0]);                 // high frequency: unchanged

@@ -107,11 +107,12 @@ TEST(CudaKernels, RopeAtSmallAndLargePositions) {
   std::mt19937 rng(3);
   for (const int head_dim : {64, 128}) {
     const int tokens = 9, heads = 5;
-    const cpu::RopeScaling llama3{.type = cpu::RopeType::kLlama3,
-                                  .factor = 8.0f,
-                                  .low_freq_factor = 1.0f,
-                                  .high_freq_factor = 4.0f,
-                                  .original_max_position = 8192};
+    cpu::RopeScaling llama3;
+    llama3.type = cpu::RopeType::kLlama3;
+    llama3.factor = 8.0f;
+    llama3.low_freq_factor = 1.0f;
+    llama3.high_freq_factor = 4.0f;
+    llama3.original_max_position = 8192;
     const auto inv = cpu::RopeInvFreq(head_dim, 500000.0f, llama3);
     const std::vector<std::int32_t> pos = {0, 1, 2, 15, 16, 1000, 8191, 65535, 131071};
     auto x = Random(static_cast<std::size_t>(tokens) * heads * head_dim, rng);

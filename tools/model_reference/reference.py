@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Greedy tokens of random checkpoints from a PyTorch forward pass written from
 the transformers model definitions (LlamaForCausalLM, MistralForCausalLM,
-MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM; default, linear, dynamic, llama3 and yarn
-rope), independently of Sightline's runner.
+MixtralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM;
+default, linear, dynamic, llama3, yarn and longrope rope), independently of
+Sightline's runner.
 
 It asks `sightline make-model` for each family's checkpoint (a real Hugging
 Face directory: config.json and safetensors), reads the files itself, runs
@@ -35,6 +36,12 @@ CASES = [
     ("qwen3", "sightline-small-hd128", {}),
     ("mixtral", "sightline-small", {}),
     ("mixtral", "sightline-small-hd128", {"num_experts_per_tok": 1, "sliding_window": 16}),
+    ("phi3", "sightline-small", {}),
+    ("phi3", "sightline-small-hd128",
+     {"sliding_window": 16, "max_position_embeddings": 8192,
+      "original_max_position_embeddings": 2048,
+      "rope_scaling": {"type": "longrope", "short_factor": [round(1.0 + 0.05 * i, 2) for i in range(64)],
+                       "long_factor": [4.0] * 64}}),
     ("llama", "sightline-small", {"rope_scaling": {"rope_type": "linear", "factor": 4.0}}),
     ("llama", "sightline-small", {"rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}),
     ("llama", "sightline-small-hd128",
@@ -99,6 +106,12 @@ def rope_inv_freq(cfg, hd):
         base = theta * ((factor * max_len / cfg["max_position_embeddings"]) - (factor - 1)) ** (
             hd / (hd - 2))
         return 1.0 / base ** exponent, 1.0
+    if kind in ("longrope", "su"):  # Phi-3, within the original context: short factors
+        old = cfg.get("original_max_position_embeddings", cfg["max_position_embeddings"])
+        scale = cfg["max_position_embeddings"] / old
+        factor = 1.0 if scale <= 1 else math.sqrt(1 + math.log(scale) / math.log(old))
+        short = torch.tensor(rope["short_factor"], dtype=torch.float64)
+        return 1.0 / (short * theta ** exponent), factor
     if kind == "llama3":
         old = rope["original_max_position_embeddings"]
         low_wavelen = old / rope["low_freq_factor"]
@@ -179,6 +192,12 @@ def forward(cfg, w, tokens):
         h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
 
         def proj(name, n):
+            if arch == "Phi3ForCausalLM":  # qkv_proj: q, k, v rows stacked
+                qkv = w[p + "self_attn.qkv_proj.weight"]
+                q_rows, kv_rows = heads * hd, kv_heads * hd
+                begin = {"q": 0, "k": q_rows, "v": q_rows + kv_rows}[name]
+                rows = q_rows if name == "q" else kv_rows
+                return (h @ qkv[begin:begin + rows].T).view(t, n, hd)
             y = h @ w[p + f"self_attn.{name}_proj.weight"].T
             if arch == "Qwen2ForCausalLM":  # q/k/v biases, none on o
                 y = y + w[p + f"self_attn.{name}_proj.bias"]
@@ -198,6 +217,9 @@ def forward(cfg, w, tokens):
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
         if arch == "MixtralForCausalLM":
             x = x + sparse_moe(cfg, w, p + "block_sparse_moe.", h)
+        elif arch == "Phi3ForCausalLM":  # gate_up_proj: gate, then up
+            gate, up = (h @ w[p + "mlp.gate_up_proj.weight"].T).chunk(2, dim=-1)
+            x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
         else:
             gate, up = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
             x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T

@@ -42,6 +42,8 @@ struct ModelConfig {
   // sum to 1. 0: a dense MLP.
   int num_experts = 0;
   int experts_per_token = 0;
+  // Phi-3's checkpoint layout: qkv_proj and gate_up_proj, split at load.
+  bool fused_projections = false;
   std::int32_t bos_token_id = -1;
   std::vector<std::int32_t> eos_token_ids;
 
@@ -51,15 +53,15 @@ struct ModelConfig {
 
 // Parses a Hugging Face config.json; errors name the offending field.
 // Architectures: LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM,
-// Qwen2ForCausalLM, Qwen3ForCausalLM, each with its transformers class defaults.
+// Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, each with its transformers class defaults.
 Status ParseModelConfig(std::string_view json_text, ModelConfig* out);
 // Built-in presets for `--load-format dummy` without files: "sightline-tiny",
 // "sightline-small" (head_dim 64), "sightline-small-hd128".
 Status PresetModelConfig(std::string_view name, ModelConfig* out);
 
 // Model families by their short name (`sightline make-model --family`):
-// llama, mistral, mixtral (4 experts, 2 per token), qwen2, qwen3. ApplyFamily turns a config of any shape into
-// that family (architecture and its features), keeping the sizes.
+// llama, mistral, mixtral (4 experts, 2 per token), phi3, qwen2, qwen3. ApplyFamily turns a config
+// of any shape into that family (architecture and its features), keeping the sizes.
 Status ApplyFamily(std::string_view family, ModelConfig* config);
 // The Hugging Face model_type of an architecture ("llama", "qwen2", ...).
 std::string ModelTypeOf(const std::string& architecture);

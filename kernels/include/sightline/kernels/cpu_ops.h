@@ -37,9 +37,13 @@ void Rope(float* x, const std::int32_t* positions, int tokens, int heads, int he
 //    original_max_position * factor, fixed (vLLM's; transformers re-derives
 //    it from each forward pass's length);
 //  * kYarn: interpolation below, extrapolation above the correction range
-//    of beta_fast/beta_slow rotations over original_max_position; the rotary
-//    outputs are then scaled by YarnAttentionFactor (0.1 ln(factor) + 1).
-enum class RopeType { kDefault, kLlama3, kLinear, kDynamic, kYarn };
+//    of beta_fast/beta_slow rotations over original_max_position;
+//  * kLongrope (Phi-3 "su"/"longrope"): frequency i divided by
+//    short_factor[i] (the long factors, for positions past
+//    original_max_position, are not implemented: the engine serves only up
+//    to there).
+// YaRN and longrope scale the rotary outputs by attention_factor.
+enum class RopeType { kDefault, kLlama3, kLinear, kDynamic, kYarn, kLongrope };
 struct RopeScaling {
   RopeType type = RopeType::kDefault;
   float factor = 1;
@@ -47,10 +51,12 @@ struct RopeScaling {
   float high_freq_factor = 4;           // kLlama3
   int original_max_position = 0;        // kLlama3, kDynamic, kYarn
   float beta_fast = 32, beta_slow = 1;  // kYarn
+  std::vector<float> short_factor;      // kLongrope: head_dim / 2 of them
+  float attention_factor = 1;           // kYarn, kLongrope: cos and sin times this
 };
 std::vector<float> RopeInvFreq(int head_dim, float theta, const RopeScaling& scaling);
-// What YaRN multiplies cos and sin by (so q.k by its square); 1 otherwise.
-float RopeAttentionFactor(const RopeScaling& scaling);
+// What cos and sin are multiplied by (so q.k by its square): attention_factor.
+inline float RopeAttentionFactor(const RopeScaling& scaling) { return scaling.attention_factor; }
 
 // Writes new K/V rows into the paged cache [blocks, block_size, kv_heads, head_dim]:
 // row t goes to slot slot_mapping[t] (= block * block_size + offset).
