@@ -20,7 +20,21 @@ class CpuModelRunner final : public ModelRunner {
       : config_(std::move(config)),
         w_(std::move(weights)),
         block_size_(block_size),
-        inv_freq_(ops::RopeInvFreq(config_.head_dim, config_.rope_theta, config_.rope_scaling)) {
+        inv_freq_(ops::RopeInvFreq(config_.head_dim, config_.rope_theta, config_.rope_scaling)),
+        // Gemma 3's sliding layers: their own base, no scaling.
+        local_inv_freq_(config_.rope_local_theta > 0
+                            ? ops::RopeInvFreq(config_.head_dim, config_.rope_local_theta, {})
+                            : inv_freq_) {
+    if (config_.gemma) {  // its norms scale by (1 + w): the runner keeps 1 + w
+      auto plus_one = [](std::vector<float>& w) {
+        for (float& x : w) x += 1.0f;
+      };
+      for (LayerWeights& L : w_.layers)
+        for (auto* norm :
+             {&L.input_norm, &L.post_norm, &L.attn_out_norm, &L.mlp_out_norm, &L.q_norm, &L.k_norm})
+          plus_one(*norm);
+      plus_one(w_.final_norm);
+    }
     const std::size_t per_layer =
         static_cast<std::size_t>(num_blocks) * block_size * config_.kv_size();
     k_cache_.assign(static_cast<std::size_t>(config_.num_layers), std::vector<float>(per_layer));
@@ -51,9 +65,16 @@ class CpuModelRunner final : public ModelRunner {
                          static_cast<std::size_t>(b.tokens[static_cast<std::size_t>(i)]) * hidden;
       std::copy(row, row + hidden, x_.begin() + static_cast<std::ptrdiff_t>(i * hidden));
     }
-    // YaRN scales cos and sin, so q.k by the factor's square.
+    if (c.gemma) {  // embeddings scaled by sqrt(hidden_size)
+      const float normalizer = std::sqrt(static_cast<float>(c.hidden_size));
+      for (float& v : x_) v *= normalizer;
+    }
+    // YaRN and longrope scale cos and sin, so q.k by the factor's square;
+    // Gemma scales by query_pre_attn_scalar^-1/2 instead of head_dim's.
     const float rope_factor = ops::RopeAttentionFactor(c.rope_scaling);
-    const float scale = rope_factor * rope_factor / std::sqrt(static_cast<float>(c.head_dim));
+    const float base_scale =
+        1.0f / std::sqrt(c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar
+                                                     : static_cast<float>(c.head_dim));
     for (int l = 0; l < c.num_layers; ++l) {
       const LayerWeights& L = w_.layers[static_cast<std::size_t>(l)];
       // Attention block.
@@ -72,8 +93,12 @@ class CpuModelRunner final : public ModelRunner {
         ops::RmsNorm(k_.data(), L.k_norm.data(), c.rms_norm_eps, t * c.num_kv_heads, c.head_dim,
                      k_.data());
       }
-      ops::Rope(q_.data(), b.positions.data(), t, c.num_heads, c.head_dim, inv_freq_.data());
-      ops::Rope(k_.data(), b.positions.data(), t, c.num_kv_heads, c.head_dim, inv_freq_.data());
+      const bool slides = c.LayerSlides(l);
+      const bool local_rope = slides && c.rope_local_theta > 0;
+      const float* inv = local_rope ? local_inv_freq_.data() : inv_freq_.data();
+      const float factor = local_rope ? 1.0f : rope_factor;
+      ops::Rope(q_.data(), b.positions.data(), t, c.num_heads, c.head_dim, inv);
+      ops::Rope(k_.data(), b.positions.data(), t, c.num_kv_heads, c.head_dim, inv);
       auto& kc = k_cache_[static_cast<std::size_t>(l)];
       auto& vc = v_cache_[static_cast<std::size_t>(l)];
       ops::WriteKvCache(k_.data(), v_.data(), b.slot_mapping.data(), t, c.kv_size(), kc.data(),
@@ -90,26 +115,35 @@ class CpuModelRunner final : public ModelRunner {
                                    b.context_len.data(),
                                    b.block_tables.data(),
                                    b.max_blocks_per_seq,
-                                   scale,
+                                   factor * factor * base_scale,
                                    attn_.data(),
-                                   c.sliding_window};
+                                   slides ? c.sliding_window : 0,
+                                   c.attn_softcap};
       ops::PagedAttention(args);
       ops::MatMulTransB(attn_.data(), L.o.data(), t, c.hidden_size, c.q_size(), h_.data());
+      if (c.gemma)  // sandwich norm on the attention's output
+        ops::RmsNorm(h_.data(), L.attn_out_norm.data(), c.rms_norm_eps, t, c.hidden_size,
+                     h_.data());
       for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += h_[i];
-      // MLP block.
+      // MLP block (the output in h_).
       ops::RmsNorm(x_.data(), L.post_norm.data(), c.rms_norm_eps, t, c.hidden_size, h_.data());
       if (c.num_experts > 0) {
         Experts(L, t);
-        for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += h_[i];
-        continue;
+      } else {
+        ops::MatMulTransB(h_.data(), L.gate.data(), t, c.intermediate_size, c.hidden_size,
+                          gate_.data());
+        ops::MatMulTransB(h_.data(), L.up.data(), t, c.intermediate_size, c.hidden_size,
+                          up_.data());
+        const std::size_t n = static_cast<std::size_t>(t) * c.intermediate_size;
+        if (c.gemma)
+          ops::GeluTanhMul(gate_.data(), up_.data(), n, gate_.data());
+        else
+          ops::SiluMul(gate_.data(), up_.data(), n, gate_.data());
+        ops::MatMulTransB(gate_.data(), L.down.data(), t, c.hidden_size, c.intermediate_size,
+                          h_.data());
       }
-      ops::MatMulTransB(h_.data(), L.gate.data(), t, c.intermediate_size, c.hidden_size,
-                        gate_.data());
-      ops::MatMulTransB(h_.data(), L.up.data(), t, c.intermediate_size, c.hidden_size, up_.data());
-      ops::SiluMul(gate_.data(), up_.data(), static_cast<std::size_t>(t) * c.intermediate_size,
-                   gate_.data());
-      ops::MatMulTransB(gate_.data(), L.down.data(), t, c.hidden_size, c.intermediate_size,
-                        h_.data());
+      if (c.gemma)  // and on the MLP's
+        ops::RmsNorm(h_.data(), L.mlp_out_norm.data(), c.rms_norm_eps, t, c.hidden_size, h_.data());
       for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += h_[i];
     }
     // Final norm and projection, only for the rows that sample.
@@ -125,6 +159,7 @@ class CpuModelRunner final : public ModelRunner {
     if (rows > 0)
       ops::MatMulTransB(selected_.data(), w_.output_projection().data(), rows, c.vocab_size,
                         c.hidden_size, logits->data());
+    if (c.final_softcap > 0) ops::SoftCap(logits->data(), logits->size(), c.final_softcap);
   }
 
  private:
@@ -198,7 +233,7 @@ class CpuModelRunner final : public ModelRunner {
   ModelConfig config_;
   ModelWeights w_;
   int block_size_;
-  std::vector<float> inv_freq_;
+  std::vector<float> inv_freq_, local_inv_freq_;
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [blocks, block_size, kv_size]
   // Activations, reused across steps.
   std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, selected_, logits_;

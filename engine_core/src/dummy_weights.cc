@@ -25,7 +25,10 @@ ModelWeights DummyWeights(const ModelConfig& c, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   ModelWeights w;
   const auto h = static_cast<std::size_t>(c.hidden_size);
-  w.embed = Uniform(rng, static_cast<std::size_t>(c.vocab_size) * h, std::sqrt(3.0));
+  // Gemma multiplies embeddings by sqrt(hidden): stored that much smaller, as
+  // its real ones are, they reach the first layer with unit variance.
+  w.embed = Uniform(rng, static_cast<std::size_t>(c.vocab_size) * h,
+                    std::sqrt(3.0) / (c.gemma ? std::sqrt(static_cast<double>(h)) : 1.0));
   for (int l = 0; l < c.num_layers; ++l) {
     LayerWeights L;
     L.input_norm.assign(h, 1.0f);
@@ -50,6 +53,10 @@ ModelWeights DummyWeights(const ModelConfig& c, std::uint64_t seed) {
       L.up = Linear(rng, c.intermediate_size, c.hidden_size);
       L.down = Linear(rng, c.hidden_size, c.intermediate_size);
     }
+    if (c.gemma) {  // offsets from 1, spread so that (1 + w) and w differ visibly
+      for (auto* norm : {&L.input_norm, &L.post_norm, &L.attn_out_norm, &L.mlp_out_norm})
+        *norm = Uniform(rng, h, 0.5);
+    }
     // Biases and q/k norm weights of the size real checkpoints have (Qwen2's
     // k biases reach several units), so that leaving them out shows.
     if (c.qkv_bias) {
@@ -60,12 +67,14 @@ ModelWeights DummyWeights(const ModelConfig& c, std::uint64_t seed) {
     if (c.qk_norm) {
       for (auto* norm : {&L.q_norm, &L.k_norm}) {
         *norm = Uniform(rng, static_cast<std::size_t>(c.head_dim), 0.5);
-        for (float& x : *norm) x += 1.0f;
+        if (!c.gemma)
+          for (float& x : *norm) x += 1.0f;
       }
     }
     w.layers.push_back(std::move(L));
   }
   w.final_norm.assign(h, 1.0f);
+  if (c.gemma) w.final_norm = Uniform(rng, h, 0.5);
   if (!c.tie_word_embeddings) w.lm_head = Linear(rng, c.vocab_size, c.hidden_size);
   return w;
 }

@@ -12,7 +12,7 @@ EngineCore::EngineCore(const EngineCoreConfig& config, std::unique_ptr<ModelRunn
       clock_(clock),
       // runner_ is initialised first (declaration order): the model's window.
       kv_(config.num_blocks, config.block_size, config.enable_prefix_caching,
-          runner_->config().sliding_window),
+          runner_->config().KvSlidingWindow()),
       scheduler_(config.scheduler, &kv_, clock),
       seeds_(config.seed) {
   if (metrics_ && config.kv_cache_metrics) {

@@ -1,5 +1,7 @@
 #include "sightline/engine_core/model_config.h"
 
+#include "rope_config.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -41,34 +43,22 @@ constexpr std::string_view kInertKeys[] = {
     "router_aux_loss_coef", "router_jitter_noise",
     // Phi-3's dropouts, and the remote-code map of its older files (the
     // architecture is built in)
-    "embd_pdrop", "resid_pdrop", "auto_map"};
+    "embd_pdrop", "resid_pdrop", "auto_map",
+    // Gemma's KV-cache class hint for transformers' generate()
+    "cache_implementation"};
 
 // The keys read below (besides the inert ones).
-constexpr std::string_view kReadKeys[] = {"vocab_size",
-                                          "hidden_size",
-                                          "intermediate_size",
-                                          "num_hidden_layers",
-                                          "num_attention_heads",
-                                          "num_key_value_heads",
-                                          "head_dim",
-                                          "max_position_embeddings",
-                                          "rms_norm_eps",
-                                          "rope_theta",
-                                          "rope_scaling",
-                                          "rope_parameters",
-                                          "tie_word_embeddings",
-                                          "hidden_act",
-                                          "attention_bias",
-                                          "mlp_bias",
-                                          "sliding_window",
-                                          "use_sliding_window",
-                                          "max_window_layers",
-                                          "layer_types",
-                                          "num_local_experts",
-                                          "num_experts_per_tok",
-                                          "quantization_config",
-                                          "original_max_position_embeddings",
-                                          "partial_rotary_factor"};
+constexpr std::string_view kReadKeys[] = {
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_theta",
+    "rope_scaling", "rope_parameters", "tie_word_embeddings", "hidden_act", "attention_bias",
+    "mlp_bias", "sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
+    "num_local_experts", "num_experts_per_tok", "quantization_config",
+    "original_max_position_embeddings", "partial_rotary_factor",
+    // Gemma 2/3
+    "hidden_activation", "attn_logit_softcapping", "final_logit_softcapping",
+    "query_pre_attn_scalar", "rope_local_base_freq", "sliding_window_pattern",
+    "use_bidirectional_attention"};
 
 template <std::size_t N>
 bool In(const std::string_view (&keys)[N], std::string_view k) {
@@ -97,15 +87,28 @@ struct Architecture {
   // Phi-3: the checkpoint fuses q/k/v (qkv_proj) and gate/up (gate_up_proj);
   // the math is Llama's. Its config may carry original_max_position_embeddings.
   bool fused;
+  // Gemma 2 or 3 (0: not Gemma): ModelConfig::gemma, soft-capping, the
+  // query_pre_attn_scalar, alternating sliding layers (Gemma 3: with their
+  // own rope base), read by ReadGemma.
+  int gemma;
 };
 constexpr Architecture kArchitectures[] = {
-    {"LlamaForCausalLM", "llama", 0, 0, 1e-6f, 1e4f, false, 0, false, false, false, false, false},
+    // name, model_type, kv heads, head_dim, eps, theta, window field, window,
+    // qkv bias, q/k norm, Qwen window keys, MoE, fused, Gemma
+    {"LlamaForCausalLM", "llama", 0, 0, 1e-6f, 1e4f, false, 0, false, false, false, false, false,
+     0},
     {"MistralForCausalLM", "mistral", 8, 0, 1e-6f, 1e4f, true, 4096, false, false, false, false,
-     false},
-    {"MixtralForCausalLM", "mixtral", 8, 0, 1e-5f, 1e6f, true, 0, false, false, false, true, false},
-    {"Phi3ForCausalLM", "phi3", 0, 0, 1e-5f, 1e4f, true, 0, false, false, false, false, true},
-    {"Qwen2ForCausalLM", "qwen2", 32, 0, 1e-6f, 1e4f, false, 0, true, false, true, false, false},
-    {"Qwen3ForCausalLM", "qwen3", 32, 128, 1e-6f, 1e4f, false, 0, false, true, true, false, false},
+     false, 0},
+    {"MixtralForCausalLM", "mixtral", 8, 0, 1e-5f, 1e6f, true, 0, false, false, false, true, false,
+     0},
+    {"Phi3ForCausalLM", "phi3", 0, 0, 1e-5f, 1e4f, true, 0, false, false, false, false, true, 0},
+    {"Qwen2ForCausalLM", "qwen2", 32, 0, 1e-6f, 1e4f, false, 0, true, false, true, false, false, 0},
+    {"Qwen3ForCausalLM", "qwen3", 32, 128, 1e-6f, 1e4f, false, 0, false, true, true, false, false,
+     0},
+    {"Gemma2ForCausalLM", "gemma2", 4, 256, 1e-6f, 1e4f, false, 4096, false, false, false, false,
+     false, 2},
+    {"Gemma3ForCausalLM", "gemma3_text", 4, 256, 1e-6f, 1e6f, false, 4096, false, true, false,
+     false, false, 3},
 };
 
 const Architecture* FindArchitecture(std::string_view name) {
@@ -121,119 +124,69 @@ std::string SupportedArchitectures() {
   return list;
 }
 
-// The rope types this build computes, and the keys each takes (besides
-// type/rope_type and, in rope_parameters, rope_theta): required first, then
-// optional. transformers' modeling_rope_utils names them; anything else
-// (mscale, attention_factor, ...) is refused.
-struct RopeKind {
-  std::string_view name;
-  kernels::cpu::RopeType type;
-  std::vector<std::string_view> required, optional;
-};
-const std::vector<RopeKind>& RopeKinds() {
-  using kernels::cpu::RopeType;
-  static const std::vector<RopeKind> kinds = {
-      {"default", RopeType::kDefault, {}, {}},
-      {"llama3",
-       RopeType::kLlama3,
-       {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"},
-       {}},
-      {"linear", RopeType::kLinear, {"factor"}, {}},
-      {"dynamic", RopeType::kDynamic, {"factor"}, {}},
-      {"yarn",
-       RopeType::kYarn,
-       {"factor"},
-       {"original_max_position_embeddings", "beta_fast", "beta_slow"}},
-      // Phi-3's; "su" is its first name (transformers maps it to longrope).
-      {"longrope", RopeType::kLongrope, {"short_factor", "long_factor"}, {}},
-      {"su", RopeType::kLongrope, {"short_factor", "long_factor"}, {}},
+// Gemma 2/3 (Gemma2Config, Gemma3TextConfig): GELU-tanh, soft-capping
+// (Gemma 2: 50 on attention scores, 30 on logits; Gemma 3: none), the
+// attention scale from query_pre_attn_scalar (256), a sliding window (4096)
+// on some layers: layer_types when given, else Gemma 2's even layers and
+// Gemma 3's all but every sliding_window_pattern-th (6); Gemma 3's sliding
+// layers rotate with rope_local_base_freq (1e4), unscaled.
+Status ReadGemma(const json& j, const Architecture& arch, ModelConfig* c) {
+  auto given = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
+  c->gemma = true;
+  if (!given("tie_word_embeddings")) c->tie_word_embeddings = true;  // Gemma's default
+  for (const char* k : {"hidden_activation", "hidden_act"})
+    if (given(k) && j[k] != "gelu_pytorch_tanh")
+      return Bad("'" + std::string(k) + "' " + j[k].dump() + " is not supported for " +
+                 c->architecture + " (supported: gelu_pytorch_tanh)");
+  auto number = [&](const char* k, float fallback, float* dst, bool null_is_zero) -> Status {
+    if (!j.contains(k)) return (*dst = fallback), Status::Ok();
+    if (j[k].is_null() && null_is_zero) return (*dst = 0), Status::Ok();
+    if (!j[k].is_number() || !(j[k].get<double>() > 0))
+      return Bad("'" + std::string(k) + "' must be a positive number" +
+                 (null_is_zero ? " or null" : ""));
+    *dst = j[k].get<float>();
+    return Status::Ok();
   };
-  return kinds;
-}
-
-// Reads rope_scaling (or rope_parameters: the newer transformers layout, which
-// also carries rope_theta) into `c`. `original_max_position` is Phi-3's
-// top-level original_max_position_embeddings (0: none), which longrope reads.
-Status ReadRope(const json& r, const char* field, bool carries_theta, int original_max_position,
-                ModelConfig* c) {
-  if (!r.is_object()) return Bad(std::string("'") + field + "' must be an object or null");
-  const std::string f = field;
-  std::string type = "default";
-  for (const char* k : {"type", "rope_type"}) {  // rope_type wins: transformers' order
-    if (!r.contains(k)) continue;
-    if (!r[k].is_string()) return Bad("'" + f + "." + k + "' must be a string");
-    type = r[k].get<std::string>();
+  const bool two = arch.gemma == 2;
+  Status s = number("attn_logit_softcapping", two ? 50.0f : 0.0f, &c->attn_softcap, true);
+  if (s.ok()) s = number("final_logit_softcapping", two ? 30.0f : 0.0f, &c->final_softcap, true);
+  if (s.ok()) s = number("query_pre_attn_scalar", 256.0f, &c->query_pre_attn_scalar, false);
+  if (s.ok() && !two) s = number("rope_local_base_freq", 10000.0f, &c->rope_local_theta, false);
+  if (!s.ok()) return s;
+  if (two && (j.contains("rope_local_base_freq") || j.contains("sliding_window_pattern")))
+    return Bad("'rope_local_base_freq' and 'sliding_window_pattern' are not fields of " +
+               c->architecture);
+  if (given("use_bidirectional_attention") && j["use_bidirectional_attention"] != false)
+    return Bad("'use_bidirectional_attention' (an encoder) is not supported");
+  if (!j.contains("sliding_window")) {
+    c->sliding_window = arch.sliding_window;
+  } else if (given("sliding_window")) {
+    if (!j["sliding_window"].is_number_integer())
+      return Bad("'sliding_window' must be an integer or null");
+    c->sliding_window = j["sliding_window"].get<int>();
   }
-  const RopeKind* kind = nullptr;
-  std::string names;
-  for (const RopeKind& k : RopeKinds()) {
-    if (k.name == type) kind = &k;
-    names += (names.empty() ? "" : ", ") + std::string(k.name);
-  }
-  if (!kind)
-    return Bad("unsupported rope type '" + type + "' in '" + f + "' (supported: " + names + ")");
-  auto takes = [&](const std::string& k) {
-    return std::find(kind->required.begin(), kind->required.end(), k) != kind->required.end() ||
-           std::find(kind->optional.begin(), kind->optional.end(), k) != kind->optional.end();
-  };
-  for (const auto& [k, v] : r.items()) {
-    const bool common = k == "rope_type" || k == "type" || (carries_theta && k == "rope_theta");
-    if (!common && !takes(k))
-      return Bad("'" + f + "." + k + "' is not supported for rope type '" + type + "'");
-    const bool factors = k == "short_factor" || k == "long_factor";
-    if (factors) {
-      if (!v.is_array() || v.size() != static_cast<std::size_t>(c->head_dim / 2) ||
-          !std::all_of(v.begin(), v.end(),
-                       [](const json& x) { return x.is_number() && x.get<double>() > 0; }))
-        return Bad("'" + f + "." + k + "' must list head_dim / 2 = " +
-                   std::to_string(c->head_dim / 2) + " positive numbers");
-    } else if (k != "rope_type" && k != "type" && !v.is_number()) {
-      return Bad("'" + f + "." + k + "' must be a number");
+  c->sliding_layers.assign(static_cast<std::size_t>(c->num_layers), false);
+  if (given("layer_types")) {
+    const json& t = j["layer_types"];
+    if (!t.is_array() || t.size() != static_cast<std::size_t>(c->num_layers))
+      return Bad("'layer_types' must list one type per layer");
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      if (t[i] != "sliding_attention" && t[i] != "full_attention")
+        return Bad("'layer_types' entry " + t[i].dump() +
+                   " is not supported (supported: \"sliding_attention\", \"full_attention\")");
+      c->sliding_layers[i] = t[i] == "sliding_attention";
     }
-  }
-  for (std::string_view k : kind->required)
-    if (!r.contains(k))
-      return Bad("'" + f + "' of type " + type + " needs '" + std::string(k) + "'");
-  if (carries_theta && r.contains("rope_theta")) c->rope_theta = r["rope_theta"].get<float>();
-  kernels::cpu::RopeScaling& s = c->rope_scaling;
-  s = kernels::cpu::RopeScaling{};
-  s.type = kind->type;
-  if (kind->type == kernels::cpu::RopeType::kDefault) return Status::Ok();
-  if (kind->type == kernels::cpu::RopeType::kLongrope) {
-    // transformers: the context stretches from original_max_position_embeddings
-    // (when the config has it) to max_position_embeddings, and cos/sin are
-    // scaled by sqrt(1 + ln(factor) / ln(original)).
-    s.original_max_position =
-        original_max_position > 0 ? original_max_position : c->max_position_embeddings;
-    s.factor = static_cast<float>(c->max_position_embeddings) /
-               static_cast<float>(s.original_max_position);
-    s.short_factor = r["short_factor"].get<std::vector<float>>();
-    s.attention_factor =
-        s.factor <= 1 ? 1.0f
-                      : static_cast<float>(std::sqrt(1 + std::log(static_cast<double>(s.factor)) /
-                                                             std::log(s.original_max_position)));
     return Status::Ok();
   }
-  s.factor = r["factor"].get<float>();
-  if (!(s.factor >= 1) || !std::isfinite(s.factor)) return Bad("'" + f + ".factor' must be >= 1");
-  // The context the scaling stretches: llama3 and yarn name it, dynamic
-  // stretches the model's own (vLLM passes max_position_embeddings).
-  s.original_max_position = r.value("original_max_position_embeddings", c->max_position_embeddings);
-  if (s.original_max_position <= 0)
-    return Bad("'" + f + ".original_max_position_embeddings' must be positive");
-  if (kind->type == kernels::cpu::RopeType::kLlama3) {
-    s.low_freq_factor = r["low_freq_factor"].get<float>();
-    s.high_freq_factor = r["high_freq_factor"].get<float>();
-    if (!(s.high_freq_factor > s.low_freq_factor) || !(s.low_freq_factor > 0))
-      return Bad("'" + f + "': llama3 needs high_freq_factor > low_freq_factor > 0");
+  int pattern = 6;
+  if (!two && given("sliding_window_pattern")) {
+    if (!j["sliding_window_pattern"].is_number_integer() ||
+        j["sliding_window_pattern"].get<int>() <= 0)
+      return Bad("'sliding_window_pattern' must be a positive integer");
+    pattern = j["sliding_window_pattern"].get<int>();
   }
-  if (kind->type == kernels::cpu::RopeType::kYarn) {
-    s.beta_fast = r.value("beta_fast", 32.0f);
-    s.beta_slow = r.value("beta_slow", 1.0f);
-    if (!(s.beta_fast > s.beta_slow) || !(s.beta_slow > 0))
-      return Bad("'" + f + "': yarn needs beta_fast > beta_slow > 0");
-    s.attention_factor = static_cast<float>(0.1 * std::log(static_cast<double>(s.factor)) + 1.0);
-  }
+  for (int l = 0; l < c->num_layers; ++l)
+    c->sliding_layers[static_cast<std::size_t>(l)] = two ? l % 2 == 0 : (l + 1) % pattern != 0;
   return Status::Ok();
 }
 
@@ -249,6 +202,7 @@ Status ReadWindow(const json& j, const Architecture& arch, ModelConfig* c) {
       return Bad("'" + std::string(k) + "' must be an integer or null");
     return Status::Ok();
   };
+  if (arch.gemma > 0) return ReadGemma(j, arch, c);
   if (arch.window_field) {  // Mistral, Mixtral
     for (const char* k : {"use_sliding_window", "max_window_layers", "layer_types"})
       if (j.contains(k))
@@ -393,7 +347,7 @@ Status ParseModelConfig(std::string_view json_text, ModelConfig* out) {
       return Bad("'tie_word_embeddings' must be a boolean");
     c.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
   }
-  if (given("hidden_act")) {
+  if (given("hidden_act") && !arch->gemma) {
     if (!j["hidden_act"].is_string() || j["hidden_act"].get<std::string>() != "silu")
       return Bad("'hidden_act' " + j["hidden_act"].dump() + " is not supported (supported: silu)");
   }
@@ -493,6 +447,15 @@ Status ApplyFamily(std::string_view family, ModelConfig* config) {
   config->qkv_bias = arch->qkv_bias;
   config->qk_norm = arch->qk_norm;
   config->fused_projections = arch->fused;
+  config->gemma = arch->gemma > 0;
+  if (arch->gemma > 0) {  // the config class defaults (see ReadGemma)
+    config->attn_softcap = arch->gemma == 2 ? 50.0f : 0.0f;
+    config->final_softcap = arch->gemma == 2 ? 30.0f : 0.0f;
+    config->query_pre_attn_scalar = 256;
+    config->rope_local_theta = arch->gemma == 3 ? 10000.0f : 0.0f;
+    // Untied, unlike real Gemma: a random tied model only echoes its input
+    // (the scaled embedding dominates the residual stream), testing nothing.
+  }
   config->sliding_window =
       arch->sliding_window < config->max_position_embeddings ? arch->sliding_window : 0;
   // A small mixture for the random checkpoints (Mixtral itself has 8 of 2).

@@ -252,7 +252,13 @@ auto TensorTable(const ModelConfig& c, W& w) {
       t.push_back({p + "self_attn.k_norm.weight", {hd}, &L.k_norm});
     }
     t.push_back({p + "self_attn.o_proj.weight", {h, q}, &L.o});
-    t.push_back({p + "post_attention_layernorm.weight", {h}, &L.post_norm});
+    if (c.gemma) {  // post_attention_layernorm is the attention output's norm
+      t.push_back({p + "post_attention_layernorm.weight", {h}, &L.attn_out_norm});
+      t.push_back({p + "pre_feedforward_layernorm.weight", {h}, &L.post_norm});
+      t.push_back({p + "post_feedforward_layernorm.weight", {h}, &L.mlp_out_norm});
+    } else {
+      t.push_back({p + "post_attention_layernorm.weight", {h}, &L.post_norm});
+    }
     if (c.num_experts > 0) {  // Mixtral: w1 gate, w3 up, w2 down
       t.push_back({p + "block_sparse_moe.gate.weight", {c.num_experts, h}, &L.router});
       for (int e = 0; e < c.num_experts; ++e) {
@@ -414,6 +420,20 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
                                                      ? rope.original_max_position
                                                      : c.max_position_embeddings;
     config["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+  }
+  if (c.gemma) {
+    config["hidden_activation"] = "gelu_pytorch_tanh";
+    config["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
+    config["attn_logit_softcapping"] = c.attn_softcap > 0 ? json(c.attn_softcap) : json(nullptr);
+    config["final_logit_softcapping"] = c.final_softcap > 0 ? json(c.final_softcap) : json(nullptr);
+    config["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+    if (!c.sliding_layers.empty()) {
+      json types = json::array();
+      for (bool sliding : c.sliding_layers)
+        types.push_back(sliding ? "sliding_attention" : "full_attention");
+      config["layer_types"] = types;
+    }
+    if (c.rope_local_theta > 0) config["rope_local_base_freq"] = c.rope_local_theta;
   }
   if (c.num_experts > 0) {
     config["num_local_experts"] = c.num_experts;

@@ -45,6 +45,18 @@ void SiluMul(const float* gate, const float* up, std::size_t n, float* out) {
   for (std::size_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void GeluTanhMul(const float* gate, const float* up, std::size_t n, float* out) {
+  const float k = std::sqrt(2.0f / std::numbers::pi_v<float>);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(k * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
+void SoftCap(float* x, std::size_t n, float cap) {
+  for (std::size_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 void Rope(float* x, const std::int32_t* positions, int tokens, int heads, int head_dim,
           const float* inv_freq) {
   const int half = head_dim / 2;
@@ -160,7 +172,9 @@ void AttendRow(const PagedAttentionArgs& a, int seq, int row, int head,
     const float* k = a.k_cache + slot_of(p) * kv_row + static_cast<std::size_t>(kvh) * a.head_dim;
     float dot = 0;
     for (int d = 0; d < a.head_dim; ++d) dot += q[d] * k[d];
-    scores[static_cast<std::size_t>(p - first)] = dot * a.scale;
+    float score = dot * a.scale;
+    if (a.softcap > 0) score = a.softcap * std::tanh(score / a.softcap);
+    scores[static_cast<std::size_t>(p - first)] = score;
     max_score = std::max(max_score, scores[static_cast<std::size_t>(p - first)]);
   }
   float denom = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 namespace sightline::engine::testing {
 
@@ -23,7 +24,8 @@ Mat Linear(const Mat& x, const Mat& w, int t, int n, int k) {
   return y;
 }
 
-Mat Norm(const Mat& x, const std::vector<float>& w, float eps, int t, int d) {
+// x / rms(x) * (offset + w): Gemma's weights are offsets from 1.
+Mat Norm(const Mat& x, const std::vector<float>& w, float eps, int t, int d, double offset = 0) {
   Mat y(x.size());
   for (int i = 0; i < t; ++i) {
     double ss = 0;
@@ -33,16 +35,24 @@ Mat Norm(const Mat& x, const std::vector<float>& w, float eps, int t, int d) {
     const double inv = 1.0 / std::sqrt(ss / d + eps);
     for (int j = 0; j < d; ++j)
       y[static_cast<std::size_t>(i) * d + j] = static_cast<float>(
-          x[static_cast<std::size_t>(i) * d + j] * inv * w[static_cast<std::size_t>(j)]);
+          x[static_cast<std::size_t>(i) * d + j] * inv * (offset + w[static_cast<std::size_t>(j)]));
   }
   return y;
 }
 
-// down(silu(gate(x)) * up(x))
-Mat Mlp(const Mat& x, const Mat& gate, const Mat& up, const Mat& down, int t, int d, int inter) {
+// down(act(gate(x)) * up(x)), act SiLU or (Gemma) GELU's tanh approximation.
+Mat Mlp(const Mat& x, const Mat& gate, const Mat& up, const Mat& down, int t, int d, int inter,
+        bool gelu = false) {
   Mat g = Linear(x, gate, t, inter, d);
   const Mat u = Linear(x, up, t, inter, d);
-  for (std::size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const double z = g[i];
+    const double act =
+        gelu ? 0.5 * z *
+                   (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (z + 0.044715 * z * z * z)))
+             : z / (1 + std::exp(-z));
+    g[i] = static_cast<float>(act * u[i]);
+  }
   return Linear(g, down, t, d, inter);
 }
 
@@ -51,9 +61,10 @@ void AddRows(Mat* x, const std::vector<float>& b) {
   for (std::size_t i = 0; i < x->size(); ++i) (*x)[i] += b[i % b.size()];
 }
 
-void Rotary(Mat* x, int t, int heads, int dim, const ModelConfig& c) {
-  const std::vector<float> inv = kernels::cpu::RopeInvFreq(dim, c.rope_theta, c.rope_scaling);
-  const double m = kernels::cpu::RopeAttentionFactor(c.rope_scaling);  // YaRN's
+void Rotary(Mat* x, int t, int heads, int dim, float theta,
+            const kernels::cpu::RopeScaling& scaling) {
+  const std::vector<float> inv = kernels::cpu::RopeInvFreq(dim, theta, scaling);
+  const double m = kernels::cpu::RopeAttentionFactor(scaling);  // YaRN's, longrope's
   for (int pos = 0; pos < t; ++pos)
     for (int h = 0; h < heads; ++h) {
       float* v = x->data() + (static_cast<std::size_t>(pos) * heads + h) * dim;
@@ -76,8 +87,14 @@ std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
     std::copy_n(
         w.embed.begin() + static_cast<std::ptrdiff_t>(tokens[static_cast<std::size_t>(i)]) * d, d,
         x.begin() + static_cast<std::ptrdiff_t>(i) * d);
-  for (const LayerWeights& L : w.layers) {
-    Mat h = Norm(x, L.input_norm, c.rms_norm_eps, t, d);
+  const double offset = c.gemma ? 1 : 0;
+  if (c.gemma)
+    for (float& e : x) e = static_cast<float>(e * std::sqrt(static_cast<double>(d)));
+  const double scale = 1 / std::sqrt(c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar
+                                                                 : static_cast<double>(hd));
+  for (int layer = 0; layer < c.num_layers; ++layer) {
+    const LayerWeights& L = w.layers[static_cast<std::size_t>(layer)];
+    Mat h = Norm(x, L.input_norm, c.rms_norm_eps, t, d, offset);
     Mat q = Linear(h, L.q, t, c.q_size(), d), k = Linear(h, L.k, t, c.kv_size(), d),
         v = Linear(h, L.v, t, c.kv_size(), d);
     if (c.qkv_bias) {
@@ -86,17 +103,23 @@ std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
       AddRows(&v, L.v_bias);
     }
     if (c.qk_norm) {  // per head: rows of head_dim
-      q = Norm(q, L.q_norm, c.rms_norm_eps, t * c.num_heads, hd);
-      k = Norm(k, L.k_norm, c.rms_norm_eps, t * c.num_kv_heads, hd);
+      q = Norm(q, L.q_norm, c.rms_norm_eps, t * c.num_heads, hd, offset);
+      k = Norm(k, L.k_norm, c.rms_norm_eps, t * c.num_kv_heads, hd, offset);
     }
-    Rotary(&q, t, c.num_heads, hd, c);
-    Rotary(&k, t, c.num_kv_heads, hd, c);
+    // Gemma 3's sliding layers rotate with their own base, unscaled.
+    const bool slides = c.sliding_window > 0 && (c.sliding_layers.empty() ||
+                                                 c.sliding_layers[static_cast<std::size_t>(layer)]);
+    const bool local = slides && c.rope_local_theta > 0;
+    const float theta = local ? c.rope_local_theta : c.rope_theta;
+    const kernels::cpu::RopeScaling rope = local ? kernels::cpu::RopeScaling{} : c.rope_scaling;
+    Rotary(&q, t, c.num_heads, hd, theta, rope);
+    Rotary(&k, t, c.num_kv_heads, hd, theta, rope);
     Mat att(static_cast<std::size_t>(t) * c.q_size(), 0.0f);
     for (int i = 0; i < t; ++i)
       for (int head = 0; head < c.num_heads; ++head) {
         const int kvh = head / (c.num_heads / c.num_kv_heads);
-        // Mistral's window: position i sees (i - W, i].
-        const int first = c.sliding_window > 0 ? std::max(0, i - c.sliding_window + 1) : 0;
+        // A window (Mistral's, Gemma's sliding layers): position i sees (i - W, i].
+        const int first = slides ? std::max(0, i - c.sliding_window + 1) : 0;
         std::vector<double> s(static_cast<std::size_t>(i) + 1, -INFINITY);
         double mx = -1e300, sum = 0;
         for (int j = first; j <= i; ++j) {
@@ -105,7 +128,9 @@ std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
             dot += static_cast<double>(
                        q[(static_cast<std::size_t>(i) * c.num_heads + head) * hd + e]) *
                    k[(static_cast<std::size_t>(j) * c.num_kv_heads + kvh) * hd + e];
-          s[static_cast<std::size_t>(j)] = dot / std::sqrt(static_cast<double>(hd));
+          double score = dot * scale;
+          if (c.attn_softcap > 0) score = c.attn_softcap * std::tanh(score / c.attn_softcap);
+          s[static_cast<std::size_t>(j)] = score;
           mx = std::max(mx, s[static_cast<std::size_t>(j)]);
         }
         for (double& e : s) sum += (e = std::exp(e - mx));
@@ -116,10 +141,12 @@ std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
                 v[(static_cast<std::size_t>(j) * c.num_kv_heads + kvh) * hd + e]);
       }
     Mat o = Linear(att, L.o, t, d, c.q_size());
+    if (c.gemma) o = Norm(o, L.attn_out_norm, c.rms_norm_eps, t, d, offset);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-    h = Norm(x, L.post_norm, c.rms_norm_eps, t, d);
+    h = Norm(x, L.post_norm, c.rms_norm_eps, t, d, offset);
     if (c.num_experts == 0) {
-      const Mat down = Mlp(h, L.gate, L.up, L.down, t, d, c.intermediate_size);
+      Mat down = Mlp(h, L.gate, L.up, L.down, t, d, c.intermediate_size, c.gemma);
+      if (c.gemma) down = Norm(down, L.mlp_out_norm, c.rms_norm_eps, t, d, offset);
       for (std::size_t i = 0; i < x.size(); ++i) x[i] += down[i];
       continue;
     }
@@ -160,8 +187,11 @@ std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
     }
   }
   Mat last(x.end() - d, x.end());
-  last = Norm(last, w.final_norm, c.rms_norm_eps, 1, d);
-  return Linear(last, w.output_projection(), 1, c.vocab_size, d);
+  last = Norm(last, w.final_norm, c.rms_norm_eps, 1, d, offset);
+  Mat logits = Linear(last, w.output_projection(), 1, c.vocab_size, d);
+  if (c.final_softcap > 0)
+    for (float& l : logits) l = c.final_softcap * std::tanh(l / c.final_softcap);
+  return logits;
 }
 
 std::vector<std::int32_t> DenseGreedy(const ModelConfig& c, const ModelWeights& w,

@@ -27,7 +27,7 @@ namespace sightline::engine {
 class MiniEngine {
  public:
   MiniEngine(std::unique_ptr<ModelRunner> runner, int num_blocks, int block_size, int budget)
-      : kv_(num_blocks, block_size, true, runner->config().sliding_window),
+      : kv_(num_blocks, block_size, true, runner->config().KvSlidingWindow()),
         runner_(std::move(runner)),
         block_size_(block_size) {
     SchedulerConfig sc;

@@ -264,8 +264,7 @@ TEST(ModelConfigQwen, WhatQwenCannotRunHereIsRefused) {
       {R"({"architectures": ["qwen2"]})", "unsupported architecture 'qwen2'"},
       {R"({"architectures": ["Qwen2MoeForCausalLM"]})",
        "supported: LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Phi3ForCausalLM, "
-       "Qwen2ForCausalLM, "
-       "Qwen3ForCausalLM"},
+       "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM"},
   };
   for (const auto& [patch, message] : cases) {
     json j = Llama();
@@ -363,6 +362,62 @@ TEST(ModelConfigPhi3, RealConfigAndLongrope) {
   EXPECT_NE(s.message().find("longrope's long factors"), std::string::npos) << s.message();
 }
 
+// gemma-2-2b's and gemma-3-1b-it's config.json files, field for field.
+TEST(ModelConfigGemma, RealGemma2AndGemma3Configs) {
+  const json gemma2 = json::parse(R"({"architectures": ["Gemma2ForCausalLM"],
+    "attention_bias": false, "attention_dropout": 0.0, "attn_logit_softcapping": 50.0,
+    "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": [1, 107],
+    "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304, "initializer_range": 0.02,
+    "intermediate_size": 9216, "max_position_embeddings": 8192, "model_type": "gemma2",
+    "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4,
+    "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06,
+    "rope_theta": 10000.0, "sliding_window": 4096, "torch_dtype": "float32",
+    "transformers_version": "4.42.4", "use_cache": true, "vocab_size": 256000})");
+  ModelConfig c;
+  Status s = Parse(gemma2, &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(c.gemma);
+  EXPECT_TRUE(c.tie_word_embeddings);  // Gemma2Config's default
+  EXPECT_EQ(c.attn_softcap, 50.0f);
+  EXPECT_EQ(c.final_softcap, 30.0f);
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_TRUE(c.LayerSlides(0));
+  EXPECT_FALSE(c.LayerSlides(1));
+  EXPECT_EQ(c.KvSlidingWindow(), 0);  // global layers keep every block
+  const json gemma3 = json::parse(R"({"architectures": ["Gemma3ForCausalLM"],
+    "attention_bias": false, "attention_dropout": 0.0, "attn_logit_softcapping": null,
+    "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": [1, 106],
+    "final_logit_softcapping": null, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+    "hidden_size": 1152, "initializer_range": 0.02, "intermediate_size": 6912,
+    "max_position_embeddings": 32768, "model_type": "gemma3_text", "num_attention_heads": 4,
+    "num_hidden_layers": 26, "num_key_value_heads": 1, "pad_token_id": 0,
+    "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000,
+    "rope_scaling": null, "rope_theta": 1000000, "sliding_window": 512,
+    "sliding_window_pattern": 6, "torch_dtype": "bfloat16",
+    "transformers_version": "4.50.0.dev0", "use_cache": true, "vocab_size": 262144})");
+  s = Parse(gemma3, &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.attn_softcap, 0.0f);
+  EXPECT_EQ(c.rope_local_theta, 10000.0f);
+  EXPECT_EQ(c.rope_theta, 1e6f);
+  EXPECT_TRUE(c.LayerSlides(4));
+  EXPECT_FALSE(c.LayerSlides(5));  // every 6th is global
+  for (const auto& [patch, message] : std::vector<std::pair<json, std::string>>{
+           {{{"hidden_activation", "gelu"}}, "'hidden_activation' \"gelu\" is not supported"},
+           {{{"layer_types", {"chunked_attention"}}}, "one type per layer"},
+           {{{"use_bidirectional_attention", true}}, "'use_bidirectional_attention'"},
+           {{{"query_pre_attn_scalar", 0}}, "'query_pre_attn_scalar' must be a positive number"},
+           {{{"architectures", {"Gemma3ForConditionalGeneration"}}},
+            "unsupported architecture 'Gemma3ForConditionalGeneration'"}}) {
+    json j = gemma3;
+    j.merge_patch(patch);
+    s = Parse(j, &c);
+    EXPECT_NE(s.message().find(message), std::string::npos) << patch << ": " << s.message();
+  }
+}
+
 TEST(ModelFamilies, ApplyFamilySetsTheArchitectureAndItsFeatures) {
   ModelConfig c;
   ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
@@ -374,7 +429,8 @@ TEST(ModelFamilies, ApplyFamilySetsTheArchitectureAndItsFeatures) {
   EXPECT_TRUE(c.qk_norm);
   EXPECT_EQ(ModelTypeOf(c.architecture), "qwen3");
   const Status s = ApplyFamily("gemma", &c);
-  EXPECT_NE(s.message().find("families: llama, mistral, mixtral, phi3, qwen2, qwen3"),
+  EXPECT_NE(s.message().find(
+                "families: llama, mistral, mixtral, phi3, qwen2, qwen3, gemma2, gemma3_text"),
             std::string::npos)
       << s.message();
 }

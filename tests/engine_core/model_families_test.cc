@@ -1,10 +1,11 @@
 // The model families beyond Llama (Qwen2's q/k/v biases, Qwen3's per-head
-// q/k norms, Mistral's sliding window, Mixtral's experts), end to end: a random checkpoint of the
-// family written as a real Hugging Face directory and loaded back, served by the engine's step loop
-// through batching, chunked prefill, preemption and prefix hits, against two references written
-// independently of the runner — the C++ dense forward pass (dense_reference.cc) and a PyTorch
-// forward pass from the transformers definitions (tools/model_reference/, outputs committed) — and
-// each feature shown to matter (the reference without it disagrees).
+// q/k norms, Mistral's sliding window, Mixtral's experts, Phi-3's fused
+// layout, Gemma 2/3's norms, soft-capping and alternating layers), end to end: a random checkpoint
+// of the family written as a real Hugging Face directory and loaded back, served by the engine's
+// step loop through batching, chunked prefill, preemption and prefix hits, against two references
+// written independently of the runner — the C++ dense forward pass (dense_reference.cc) and a
+// PyTorch forward pass from the transformers definitions (tools/model_reference/, outputs
+// committed) — and each feature shown to matter (the reference without it disagrees).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -110,6 +111,57 @@ TEST(ModelFamilies, MixtralMatchesTheDenseReferenceThroughTheScheduler) {
   ASSERT_EQ(m.config.num_experts, 4);
   ASSERT_EQ(m.weights.layers[0].experts.size(), 4u);
   ExpectInvariance(Cpu, &m.config, &m.weights);
+}
+
+// Gemma 3: (1 + w) norms, q/k norms, GELU-tanh, scaled embeddings, sliding
+// layers 0 and 2 (window 8) with their own rope base, layer 1 global with a
+// linear rope scaling; only whole-model windows free KV blocks, so the pool
+// behaves as for full attention.
+TEST(ModelFamilies, Gemma3MatchesTheDenseReferenceThroughTheScheduler) {
+  const Checkpoint m = WriteAndLoad("gemma3_text", "sightline-small",
+                                    {{"sliding_window", 8},
+                                     {"sliding_window_pattern", 2},
+                                     {"rope_scaling", {{"rope_type", "linear"}, {"factor", 4.0}}}});
+  ASSERT_EQ(m.config.sliding_layers, (std::vector<bool>{true, false, true}));
+  ASSERT_EQ(m.config.KvSlidingWindow(), 0);
+  ExpectInvariance(Cpu, &m.config, &m.weights);
+}
+
+// Gemma 2's attention soft-capping (at 0.1, which the scores of a random model reach) and its
+// alternating window each change tokens; its final soft-capping bounds the
+// logits (a monotonic map: the argmax stays); Gemma 3's local rope base
+// changes tokens.
+TEST(ModelFamilies, GemmaFeaturesEachShow) {
+  const std::vector<std::int32_t> prompt = Prompt(24, 9);
+  const Checkpoint g2 = WriteAndLoad("gemma2", "sightline-small",
+                                     {{"sliding_window", 8}, {"attn_logit_softcapping", 0.1}});
+  const auto tokens = testing::DenseGreedy(g2.config, g2.weights, prompt, 8, nullptr);
+  ModelConfig no_cap = g2.config;
+  no_cap.attn_softcap = 0;
+  ModelConfig no_window = g2.config;
+  no_window.sliding_window = 0;
+  EXPECT_NE(testing::DenseGreedy(no_cap, g2.weights, prompt, 8, nullptr), tokens);
+  EXPECT_NE(testing::DenseGreedy(no_window, g2.weights, prompt, 8, nullptr), tokens);
+  constexpr float kCap = 0.2f;
+  for (const float cap : {0.0f, kCap}) {
+    ModelConfig c = g2.config;
+    c.final_softcap = cap;
+    auto runner = Cpu(c, g2.weights, 64, 16);
+    std::vector<float> margins;
+    ArgmaxAtEveryPosition(*runner, prompt, 16, &margins);
+    const float widest = *std::max_element(margins.begin(), margins.end());
+    if (cap > 0)
+      EXPECT_LT(widest, 2 * kCap);  // logits within (-cap, cap)
+    else
+      EXPECT_GT(widest, 2 * kCap);  // uncapped they spread wider
+  }
+  const Checkpoint g3 = WriteAndLoad("gemma3_text", "sightline-small",
+                                     {{"sliding_window", 8}, {"sliding_window_pattern", 2}});
+  ModelConfig global_rope = g3.config;
+  global_rope.rope_theta = 1e6f;
+  global_rope.rope_local_theta = 0;  // every layer at the global base
+  EXPECT_NE(testing::DenseGreedy(global_rope, g3.weights, prompt, 8, nullptr),
+            testing::DenseGreedy(g3.config, g3.weights, prompt, 8, nullptr));
 }
 
 // Sensitivity: the same checkpoint run without the family's feature gives

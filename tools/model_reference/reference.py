@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Greedy tokens of random checkpoints from a PyTorch forward pass written from
 the transformers model definitions (LlamaForCausalLM, MistralForCausalLM,
-MixtralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM;
+MixtralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+Gemma2ForCausalLM, Gemma3ForCausalLM;
 default, linear, dynamic, llama3, yarn and longrope rope), independently of
 Sightline's runner.
 
@@ -42,6 +43,10 @@ CASES = [
       "original_max_position_embeddings": 2048,
       "rope_scaling": {"type": "longrope", "short_factor": [round(1.0 + 0.05 * i, 2) for i in range(64)],
                        "long_factor": [4.0] * 64}}),
+    ("gemma2", "sightline-small", {"sliding_window": 12, "attn_logit_softcapping": 0.1}),
+    ("gemma3_text", "sightline-small-hd128",
+     {"sliding_window": 10, "sliding_window_pattern": 2,
+      "rope_scaling": {"rope_type": "linear", "factor": 8.0}}),
     ("llama", "sightline-small", {"rope_scaling": {"rope_type": "linear", "factor": 4.0}}),
     ("llama", "sightline-small", {"rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}),
     ("llama", "sightline-small-hd128",
@@ -167,29 +172,68 @@ def sparse_moe(cfg, w, p, h):
     return out
 
 
+def gemma_sliding_layers(cfg):
+    """Gemma2: even layers slide; Gemma 3: all but every pattern-th."""
+    if "layer_types" in cfg:
+        return [t == "sliding_attention" for t in cfg["layer_types"]]
+    n = cfg["num_hidden_layers"]
+    if cfg["architectures"][0] == "Gemma2ForCausalLM":
+        return [l % 2 == 0 for l in range(n)]
+    pattern = cfg.get("sliding_window_pattern", 6)
+    return [(l + 1) % pattern != 0 for l in range(n)]
+
+
 def forward(cfg, w, tokens):
     """Logits at every position (transformers' eager attention path)."""
     arch = cfg["architectures"][0]
+    gemma = arch in ("Gemma2ForCausalLM", "Gemma3ForCausalLM")
     hidden, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     kv_heads = cfg["num_key_value_heads"]
     hd = cfg.get("head_dim") or hidden // heads
     eps = cfg["rms_norm_eps"]
     t = len(tokens)
     x = w["model.embed_tokens.weight"][torch.tensor(tokens)]
-    inv_freq, attention_factor = rope_inv_freq(cfg, hd)
-    freqs = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
-    emb = torch.cat((freqs, freqs), dim=-1)
-    cos = (emb.cos() * attention_factor)[:, None, :]
-    sin = (emb.sin() * attention_factor)[:, None, :]
-    # Causal; with a sliding window (Mistral) position i sees (i - W, i].
+    if gemma:  # the normalizer
+        x = x * hidden ** 0.5
+
+    def norm(v, name):  # Gemma's RMSNorm scales by (1 + w)
+        return rms_norm(v, (1.0 + w[name]) if gemma else w[name], eps)
+
+    def rotary(config):
+        inv_freq, attention_factor = rope_inv_freq(config, hd)
+        freqs = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return ((emb.cos() * attention_factor)[:, None, :],
+                (emb.sin() * attention_factor)[:, None, :])
+
+    cos, sin = rotary(cfg)
+    local_cos, local_sin = cos, sin
+    if arch == "Gemma3ForCausalLM":  # sliding layers: rope_local_base_freq, unscaled
+        local = {"rope_theta": cfg.get("rope_local_base_freq", 10000.0),
+                 "max_position_embeddings": cfg["max_position_embeddings"]}
+        local_cos, local_sin = rotary(local)
+    sliding = gemma_sliding_layers(cfg) if gemma else [True] * cfg["num_hidden_layers"]
+    scale = cfg.get("query_pre_attn_scalar", 256) ** -0.5 if gemma else hd ** -0.5
+    if arch == "Gemma2ForCausalLM":
+        attn_cap = cfg.get("attn_logit_softcapping", 50.0)
+        final_cap = cfg.get("final_logit_softcapping", 30.0)
+    else:
+        attn_cap = cfg.get("attn_logit_softcapping")
+        final_cap = cfg.get("final_logit_softcapping")
+    # Causal; with a sliding window position i sees (i - W, i].
     pos = torch.arange(t)
-    visible = pos[None, :] <= pos[:, None]
+    causal = pos[None, :] <= pos[:, None]
+    windowed = causal.clone()
     if cfg.get("sliding_window"):
-        visible &= pos[None, :] > pos[:, None] - cfg["sliding_window"]
-    mask = torch.zeros((t, t), dtype=torch.float64).masked_fill(~visible, float("-inf"))
+        windowed &= pos[None, :] > pos[:, None] - cfg["sliding_window"]
+
+    def mask_of(visible):
+        return torch.zeros((t, t), dtype=torch.float64).masked_fill(~visible, float("-inf"))
+
+    full_mask, window_mask = mask_of(causal), mask_of(windowed)
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
-        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        h = norm(x, p + "input_layernorm.weight")
 
         def proj(name, n):
             if arch == "Phi3ForCausalLM":  # qkv_proj: q, k, v rows stacked
@@ -204,17 +248,30 @@ def forward(cfg, w, tokens):
             return y.view(t, n, hd)
 
         q, k, v = proj("q", heads), proj("k", kv_heads), proj("v", kv_heads)
-        if arch == "Qwen3ForCausalLM":  # per-head norms before the rotation
-            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
-            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        if arch in ("Qwen3ForCausalLM", "Gemma3ForCausalLM"):  # per-head norms, then rope
+            q = norm(q, p + "self_attn.q_norm.weight")
+            k = norm(k, p + "self_attn.k_norm.weight")
+        c, s_ = (local_cos, local_sin) if sliding[l] else (cos, sin)
+        q = q * c + rotate_half(q) * s_
+        k = k * c + rotate_half(k) * s_
         k = k.repeat_interleave(heads // kv_heads, dim=1)  # repeat_kv
         v = v.repeat_interleave(heads // kv_heads, dim=1)
-        scores = torch.einsum("qhd,khd->hqk", q, k) * hd ** -0.5 + mask
+        scores = torch.einsum("qhd,khd->hqk", q, k) * scale
+        if attn_cap:
+            scores = torch.tanh(scores / attn_cap) * attn_cap
+        scores = scores + (window_mask if sliding[l] else full_mask)
         att = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v).reshape(t, heads * hd)
-        x = x + att @ w[p + "self_attn.o_proj.weight"].T
-        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        out = att @ w[p + "self_attn.o_proj.weight"].T
+        if gemma:
+            x = x + norm(out, p + "post_attention_layernorm.weight")
+            h = norm(x, p + "pre_feedforward_layernorm.weight")
+            gate, up = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
+            mlp = (torch.nn.functional.gelu(gate, approximate="tanh") * up) @ \
+                w[p + "mlp.down_proj.weight"].T
+            x = x + norm(mlp, p + "post_feedforward_layernorm.weight")
+            continue
+        x = x + out
+        h = norm(x, p + "post_attention_layernorm.weight")
         if arch == "MixtralForCausalLM":
             x = x + sparse_moe(cfg, w, p + "block_sparse_moe.", h)
         elif arch == "Phi3ForCausalLM":  # gate_up_proj: gate, then up
@@ -223,9 +280,12 @@ def forward(cfg, w, tokens):
         else:
             gate, up = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
             x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
-    x = rms_norm(x, w["model.norm.weight"], eps)
+    x = norm(x, "model.norm.weight")
     head = w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
-    return x @ head.T
+    logits = x @ head.T
+    if final_cap:
+        logits = torch.tanh(logits / final_cap) * final_cap
+    return logits
 
 
 def greedy(cfg, w, prompt, n):

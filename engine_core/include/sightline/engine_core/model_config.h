@@ -44,6 +44,28 @@ struct ModelConfig {
   int experts_per_token = 0;
   // Phi-3's checkpoint layout: qkv_proj and gate_up_proj, split at load.
   bool fused_projections = false;
+  // Gemma 2/3: RMSNorm weights are offsets (x / rms * (1 + w)); norms also
+  // after attention and after the MLP (sandwich); embeddings scaled by
+  // sqrt(hidden_size); GELU (tanh approximation) in the MLP.
+  bool gemma = false;
+  float attn_softcap = 0;           // scores -> cap * tanh(scores / cap); 0: none
+  float final_softcap = 0;          // the same on the logits
+  float query_pre_attn_scalar = 0;  // attention scale scalar^-1/2; 0: head_dim
+  // Which layers attend within sliding_window (Gemma alternates); empty:
+  // all of them when sliding_window > 0.
+  std::vector<bool> sliding_layers;
+  float rope_local_theta = 0;  // Gemma 3: the sliding layers' rope base (unscaled); 0: rope_theta
+
+  bool LayerSlides(int layer) const {
+    return sliding_window > 0 &&
+           (sliding_layers.empty() || sliding_layers[static_cast<std::size_t>(layer)]);
+  }
+  // The window the KV cache may free blocks by: only when every layer slides.
+  int KvSlidingWindow() const {
+    for (int l = 0; l < num_layers; ++l)
+      if (!LayerSlides(l)) return 0;
+    return sliding_window;
+  }
   std::int32_t bos_token_id = -1;
   std::vector<std::int32_t> eos_token_ids;
 
@@ -53,14 +75,16 @@ struct ModelConfig {
 
 // Parses a Hugging Face config.json; errors name the offending field.
 // Architectures: LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM,
-// Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, each with its transformers class defaults.
+// Gemma2ForCausalLM, Gemma3ForCausalLM (text), Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+// each with its transformers class defaults.
 Status ParseModelConfig(std::string_view json_text, ModelConfig* out);
 // Built-in presets for `--load-format dummy` without files: "sightline-tiny",
 // "sightline-small" (head_dim 64), "sightline-small-hd128".
 Status PresetModelConfig(std::string_view name, ModelConfig* out);
 
 // Model families by their short name (`sightline make-model --family`):
-// llama, mistral, mixtral (4 experts, 2 per token), phi3, qwen2, qwen3. ApplyFamily turns a config
+// llama, mistral, mixtral (4 experts, 2 per token), phi3, qwen2, qwen3, gemma2,
+// gemma3_text. ApplyFamily turns a config
 // of any shape into that family (architecture and its features), keeping the sizes.
 Status ApplyFamily(std::string_view family, ModelConfig* config);
 // The Hugging Face model_type of an architecture ("llama", "qwen2", ...).

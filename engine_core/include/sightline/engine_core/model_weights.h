@@ -1,5 +1,6 @@
 // ModelWeights: a Llama-family decoder's tensors (with the Qwen2 biases,
-// Qwen3 q/k norms and Mixtral experts when the config has them) in float32, row-major, with
+// Qwen3 q/k norms, Mixtral experts and Gemma norms when the config has them;
+// Gemma's norm weights as stored, offsets from 1) in float32, row-major, with
 // PyTorch's [out, in] layout for linear layers.
 #pragma once
 
@@ -21,11 +22,13 @@ struct LayerWeights {
   std::vector<float> q_bias, k_bias, v_bias;  // [q_size|kv_size]; empty unless config.qkv_bias
   std::vector<float> q_norm, k_norm;          // [head_dim]; empty unless config.qk_norm
   std::vector<float> o;                       // [hidden, q_size]
-  std::vector<float> post_norm;               // [hidden]
-  std::vector<float> gate, up;                // [intermediate, hidden]; empty with experts
-  std::vector<float> down;                    // [hidden, intermediate]; empty with experts
-  std::vector<float> router;                  // [num_experts, hidden]; with experts only
-  std::vector<ExpertWeights> experts;         // config.num_experts of them, or none
+  std::vector<float> post_norm;               // [hidden]: the MLP's input norm
+  // Gemma's sandwich norms, on the attention's and the MLP's outputs.
+  std::vector<float> attn_out_norm, mlp_out_norm;  // [hidden]; empty unless config.gemma
+  std::vector<float> gate, up;                     // [intermediate, hidden]; empty with experts
+  std::vector<float> down;                         // [hidden, intermediate]; empty with experts
+  std::vector<float> router;                       // [num_experts, hidden]; with experts only
+  std::vector<ExpertWeights> experts;              // config.num_experts of them, or none
 };
 
 struct ModelWeights {

@@ -22,6 +22,13 @@ void AddBias(float* x, const float* bias, int rows, int n);
 // out[i] = silu(gate[i]) * up[i]
 void SiluMul(const float* gate, const float* up, std::size_t n, float* out);
 
+// out[i] = gelu_tanh(gate[i]) * up[i], GELU's tanh approximation (PyTorch's
+// gelu(approximate="tanh"), Gemma's gelu_pytorch_tanh). out may be gate.
+void GeluTanhMul(const float* gate, const float* up, std::size_t n, float* out);
+
+// x[i] = cap * tanh(x[i] / cap) (Gemma 2's logit soft-capping).
+void SoftCap(float* x, std::size_t n, float cap);
+
 // Rotary embedding, "rotate half" layout (pairs i and i + head_dim/2), in place on
 // x[tokens, heads, head_dim] at the given positions, with per-pair inverse frequencies.
 void Rope(float* x, const std::int32_t* positions, int tokens, int heads, int head_dim,
@@ -56,7 +63,9 @@ struct RopeScaling {
 };
 std::vector<float> RopeInvFreq(int head_dim, float theta, const RopeScaling& scaling);
 // What cos and sin are multiplied by (so q.k by its square): attention_factor.
-inline float RopeAttentionFactor(const RopeScaling& scaling) { return scaling.attention_factor; }
+inline float RopeAttentionFactor(const RopeScaling& scaling) {
+  return scaling.attention_factor;
+}
 
 // Writes new K/V rows into the paged cache [blocks, block_size, kv_heads, head_dim]:
 // row t goes to slot slot_mapping[t] (= block * block_size + offset).
@@ -82,6 +91,7 @@ struct PagedAttentionArgs {
   float scale;
   float* out;              // [tokens, num_heads, head_dim]
   int sliding_window = 0;  // 0: full causal attention
+  float softcap = 0;       // scores -> softcap * tanh(scores / softcap); 0: none
 };
 void PagedAttention(const PagedAttentionArgs& args);
 
