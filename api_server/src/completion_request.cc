@@ -6,6 +6,7 @@
 #include "chat_render.h"
 #include "chat_tools.h"
 #include "json_body.h"
+#include "sightline/api_server/detokenizer.h"
 
 namespace sightline::api {
 
@@ -17,7 +18,6 @@ enum class Kind { kCompletions, kChat, kResponses };
 
 constexpr std::int64_t kMaxCount = 1'000'000'000;  // max_tokens, min_tokens, top_k
 constexpr const char* kUnsupported = "is unsupported";
-constexpr const char* kNoLogprobs = "is unsupported: logprobs are not supported yet";
 
 bool Refuse(BodyError* e, std::string param, std::string message, int status = 400) {
   e->status = status;
@@ -73,14 +73,21 @@ bool ReadPrompt(const Fields& f, const ParseContext& ctx, CompletionParams* p, B
   if (prompt->is_string()) {
     p->prompts.push_back(
         ctx.tokenizer->Encode(prompt->get_ref<const std::string&>(), p->add_special_tokens));
+    if (p->echo) p->prompt_texts.push_back(prompt->get<std::string>());
     return true;
   }
   if (!prompt->is_array() || prompt->empty())
     return Refuse(e, "prompt",
                   "'prompt' must be a string, a list of token ids, or a list of those");
+  // Echo shows a prompt given as ids decoded as the output is.
+  auto echo_ids = [&] {
+    if (p->echo) p->prompt_texts.push_back(LossyUtf8(ctx.tokenizer->Decode(p->prompts.back(), p->decode)));
+  };
   if ((*prompt)[0].is_number()) {
     p->prompts.emplace_back();
-    return TokenIds(*prompt, "prompt", vocab, &p->prompts.back(), e);
+    if (!TokenIds(*prompt, "prompt", vocab, &p->prompts.back(), e)) return false;
+    echo_ids();
+    return true;
   }
   // Counted before any is tokenized: a million tiny prompts cost nothing.
   if (prompt->size() * p->n > kMaxChoices) return TooManyChoices(prompt->size(), p->n, e);
@@ -88,13 +95,17 @@ bool ReadPrompt(const Fields& f, const ParseContext& ctx, CompletionParams* p, B
     const json& one = (*prompt)[i];
     const std::string name = "prompt[" + std::to_string(i) + "]";
     p->prompts.emplace_back();
-    if (one.is_string())
+    if (one.is_string()) {
       p->prompts.back() =
           ctx.tokenizer->Encode(one.get_ref<const std::string&>(), p->add_special_tokens);
-    else if (!one.is_array())
+      if (p->echo) p->prompt_texts.push_back(one.get<std::string>());
+    } else if (!one.is_array()) {
       return Refuse(e, name, "each prompt must be a string or a list of token ids");
-    else if (!TokenIds(one, name, vocab, &p->prompts.back(), e))
+    } else if (!TokenIds(one, name, vocab, &p->prompts.back(), e)) {
       return false;
+    } else {
+      echo_ids();
+    }
   }
   return true;
 }
@@ -178,10 +189,15 @@ bool TextFormat(const Fields& parent, const char* key, BodyError* e) {
 // Features this server does not implement are accepted only with their
 // neutral value, so that none is accepted and then silently ignored.
 bool RefuseUnimplemented(const Fields& f, Kind kind, std::uint32_t n, BodyError* e) {
-  for (const char* key : {"echo", "use_beam_search", "background"}) {
+  for (const char* key : {"use_beam_search", "background"}) {
     bool on = false;
     if (!f.Bool(key, &on)) return false;
     if (on) return f.Fail(key, kUnsupported);
+  }
+  if (kind != Kind::kCompletions) {  // a chat's echo (of its last message) is not implemented
+    bool on = false;
+    if (!f.Bool("echo", &on)) return false;
+    if (on) return f.Fail("echo", kUnsupported);
   }
   // vLLM's extensions this server does not implement (yet).
   for (const char* key : {"include_stop_str_in_output"}) {
@@ -219,28 +235,65 @@ bool RefuseUnimplemented(const Fields& f, Kind kind, std::uint32_t n, BodyError*
   if (!f.Integer("best_of", 1, static_cast<std::int64_t>(kMaxChoices), &best_of)) return false;
   if (best_of < n) return f.Fail("best_of", "must be at least 'n'");
   if (best_of > n) return f.Fail("best_of", kUnsupported);
-  // Completions ask for logprobs with an integer (0 included: the sampled
-  // token's), chat with true; false and null ask for none.
-  if (const json* logprobs = f.Find("logprobs")) {
-    if (logprobs->is_boolean()) {
-      if (logprobs->get<bool>()) return f.Fail("logprobs", kNoLogprobs);
-    } else if (kind == Kind::kCompletions && logprobs->is_number()) {
-      return f.Fail("logprobs", kNoLogprobs);
-    } else {
-      return f.Fail("logprobs",
-                    kind == Kind::kCompletions ? "must be an integer" : "must be a boolean");
-    }
-  }
-  std::int64_t top_logprobs = 0;
-  if (!f.Integer("top_logprobs", 0, 20, &top_logprobs)) return false;
-  if (top_logprobs > 0) return f.Fail("top_logprobs", kNoLogprobs);
-  std::int64_t prompt_logprobs = 0;
-  if (!f.Integer("prompt_logprobs", 0, kMaxCount, &prompt_logprobs)) return false;
-  if (f.Find("prompt_logprobs")) return f.Fail("prompt_logprobs", kNoLogprobs);
   if (kind != Kind::kResponses) return TextFormat(f, "response_format", e);
   if (!f.Object("text")) return false;
   const json* text = f.Find("text");
   return !text || TextFormat(Fields(*text, "text", e), "format", e);
+}
+
+// How many top logprobs `key` asks for, within the engine's --max-logprobs
+// (vLLM's 400 above it), and only from an engine whose runner computes them.
+bool LogprobsCount(const Fields& f, const char* key, const ParseContext& ctx, std::int32_t* out) {
+  std::int64_t k = 0;
+  if (!f.Integer(key, 0, kMaxCount, &k)) return false;
+  if (!f.Find(key) || f.Find(key)->is_null()) return true;
+  if (!ctx.engine->logprobs_supported)
+    return f.Fail(key, "is unsupported: this engine's model runner (CUDA) computes no logprobs yet");
+  if (k > ctx.engine->max_logprobs)
+    return f.Fail(key, "asks for " + std::to_string(k) + " logprobs; at most " +
+                           std::to_string(ctx.engine->max_logprobs) + " (--max-logprobs)");
+  *out = static_cast<std::int32_t>(k);
+  return true;
+}
+
+// Logprobs, as each endpoint asks for them: completions `logprobs: k` (0:
+// the sampled token's alone; false or null: none), chat `logprobs: true`
+// with `top_logprobs: k`, and vLLM's `prompt_logprobs: k` (not streamed, as
+// in vLLM). /v1/responses has none. With echo, completions' logprobs score
+// the prompt too.
+bool ReadLogprobs(const Fields& f, Kind kind, const ParseContext& ctx, CompletionParams* p) {
+  if (kind == Kind::kResponses) {
+    std::int64_t top = 0;
+    if (!f.Integer("top_logprobs", 0, 20, &top)) return false;
+    if (top > 0) return f.Fail("top_logprobs", "is unsupported on /v1/responses");
+    if (f.Find("prompt_logprobs")) return f.Fail("prompt_logprobs", kUnsupported);
+    return true;
+  }
+  const json* logprobs = f.Find("logprobs");
+  if (kind == Kind::kCompletions) {
+    if (logprobs && logprobs->is_boolean()) {
+      if (logprobs->get<bool>()) return f.Fail("logprobs", "must be an integer");
+    } else if (!LogprobsCount(f, "logprobs", ctx, &p->logprobs)) {
+      return false;
+    }
+    if (const json* top = f.Find("top_logprobs"); top && !top->is_null())
+      return f.Fail("top_logprobs", "is a chat field; completions take 'logprobs': k");
+  } else {
+    bool on = false;
+    if (!f.Bool("logprobs", &on)) return false;
+    std::int32_t top = 0;
+    if (!LogprobsCount(f, "top_logprobs", ctx, &top)) return false;
+    if (top > 0 && !on) return f.Fail("top_logprobs", "needs 'logprobs' to be true");
+    if (on && !ctx.engine->logprobs_supported)
+      return f.Fail("logprobs", "is unsupported: this engine's model runner (CUDA) computes no "
+                                "logprobs yet");
+    p->logprobs = on ? top : -1;
+  }
+  if (!LogprobsCount(f, "prompt_logprobs", ctx, &p->prompt_logprobs)) return false;
+  if (p->stream && p->prompt_logprobs >= 0)
+    return f.Fail("prompt_logprobs", "is not available when 'stream' is true");
+  if (p->echo && p->prompt_logprobs < 0) p->prompt_logprobs = p->logprobs;
+  return true;
 }
 
 // `stop` and `stop_token_ids`, within the caps that bound per-token work.
@@ -296,7 +349,7 @@ bool ReadGeneration(const json& j, std::string_view body, Kind kind, const Parse
       !f.Bool("spaces_between_special_tokens", &p->decode.spaces_between_special_tokens))
     return false;
   if (kind == Kind::kCompletions) {
-    if (!ReadPrompt(f, ctx, p, e)) return false;
+    if (!f.Bool("echo", &p->echo) || !ReadPrompt(f, ctx, p, e)) return false;
   } else {
     std::vector<ChatMessage> messages;
     ChatInput chat;
@@ -322,10 +375,14 @@ bool ReadGeneration(const json& j, std::string_view body, Kind kind, const Parse
                         : kind == Kind::kChat && f.Find("max_completion_tokens")
                             ? "max_completion_tokens"
                             : "max_tokens";
-  if (!f.Integer(max_key, 1, kMaxCount, &p->max_tokens) ||
+  if (!f.Integer(max_key, p->echo ? 0 : 1, kMaxCount, &p->max_tokens) ||
       (kind == Kind::kChat && !f.Integer("max_tokens", 1, kMaxCount, &unused)))
     return false;
   p->max_tokens_set = f.Find(max_key) != nullptr;
+  if (p->max_tokens == 0) {  // echo alone (vLLM's way): one token, dropped
+    p->score_only = true;
+    p->max_tokens = 1;
+  }
   std::int64_t seed = 0;
   if (!f.Number("temperature", 0, 100, &p->temperature) || !f.Number("top_p", 1e-9, 1, &p->top_p) ||
       !f.Number("min_p", 0, 1, &p->min_p) || !f.Integer("top_k", -1, kMaxCount, &p->top_k) ||
@@ -336,7 +393,8 @@ bool ReadGeneration(const json& j, std::string_view body, Kind kind, const Parse
       !f.Integer("priority", -kMaxCount, kMaxCount, &p->priority) ||
       !f.Integer("seed", std::numeric_limits<std::int64_t>::min(),
                  std::numeric_limits<std::int64_t>::max(), &seed) ||
-      !f.Bool("ignore_eos", &p->ignore_eos) || !f.Bool("stream", &p->stream))
+      !f.Bool("ignore_eos", &p->ignore_eos) || !f.Bool("stream", &p->stream) ||
+      !ReadLogprobs(f, kind, ctx, p))
     return false;
   if (p->top_k < 0) p->top_k = 0;  // -1 means off, as in vLLM
   if (f.Find("seed")) {

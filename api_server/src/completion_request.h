@@ -31,6 +31,12 @@ struct CompletionParams : ipc::SamplingParamsT {
   bool stream = false, include_usage = false;
   std::vector<std::string> stop;
   std::string cache_salt;
+  // Completions' echo: each prompt's text (as given, or its ids decoded)
+  // comes before its choices' text. With max_tokens 0 (`score_only`) the
+  // engine is asked for one token, which is dropped: the prompt alone is
+  // returned, with its logprobs when asked for (vLLM's way).
+  bool echo = false, score_only = false;
+  std::vector<std::string> prompt_texts;  // with echo, one per prompt
   // How the prompt was encoded (completions default true, chat false, as
   // vLLM) and how output ids become text (both default true).
   bool add_special_tokens = true;

@@ -138,6 +138,8 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
       info.vocab_size = r->vocab_size();
       if (r->eos_token_ids())
         info.eos_token_ids.assign(r->eos_token_ids()->begin(), r->eos_token_ids()->end());
+      info.logprobs_supported = r->logprobs_supported();
+      info.max_logprobs = r->max_logprobs();
       ready = true;
       ready_cv.notify_all();
       break;

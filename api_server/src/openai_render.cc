@@ -35,9 +35,9 @@ const char* OpenAiRenderer::Object(bool chunk) const {
 }
 
 json OpenAiRenderer::Chunk(std::uint32_t index, const std::string& delta, const char* finish,
-                           bool role, bool content) const {
+                           bool role, bool content, json logprobs) const {
   json choice = {{"index", index},
-                 {"logprobs", nullptr},
+                 {"logprobs", std::move(logprobs)},
                  {"finish_reason", finish[0] ? json(finish) : json(nullptr)}};
   if (options_.chat) {
     choice["delta"] = json::object();
@@ -121,29 +121,67 @@ OpenAiRenderer::Last OpenAiRenderer::Finished(const FinishedRequest& first,
     json all = json::array();
     for (std::size_t i = 0; i < choices_.size(); ++i) {
       const Choice& c = choices_[i];
-      json choice = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", c.finish}};
-      if (options_.chat)
+      json logprobs = nullptr;
+      if (options_.logprobs)
+        logprobs = options_.chat ? ChatLogprobs(c.logprobs) : CompletionLogprobs(c.logprobs, 0);
+      json choice = {{"index", i}, {"logprobs", std::move(logprobs)}, {"finish_reason", c.finish}};
+      if (options_.chat) {
         choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-      else
+      } else {
         choice["text"] = c.text;
+        if (!c.prompt_logprobs.is_null()) choice["prompt_logprobs"] = c.prompt_logprobs;
+      }
       all.push_back(std::move(choice));
     }
     body = {
         {"id", options_.id},       {"object", Object(false)}, {"created", options_.created},
         {"model", options_.model}, {"choices", all},          {"usage", Usage(completion_tokens)}};
+    if (options_.chat && !choices_.empty() && !choices_[0].prompt_logprobs.is_null())
+      body["prompt_logprobs"] = choices_[0].prompt_logprobs;  // one conversation: n alike
   }
   if (options_.per_request_metrics) body["metrics"] = metrics;
   last.body.body = body.dump();
   return last;
 }
 
-void OpenAiRenderer::Text(std::uint32_t index, const std::string& delta, bool new_token) {
+json OpenAiRenderer::StreamLogprobs(Choice& c, const std::vector<LogprobEntry>& entries) const {
+  if (options_.chat) return ChatLogprobs(entries);
+  json out = CompletionLogprobs(entries, c.text_offset);
+  for (const LogprobEntry& e : entries) c.text_offset += CodePoints(e.text);
+  return out;
+}
+
+void OpenAiRenderer::Echo(std::uint32_t index, const std::string& prompt_text,
+                          std::vector<LogprobEntry> entries) {
+  Choice& c = choices_.at(index);
+  if (!options_.stream) {
+    c.text += prompt_text;
+    if (options_.logprobs) c.logprobs.insert(c.logprobs.end(), entries.begin(), entries.end());
+    return;
+  }
+  json logprobs = options_.logprobs ? StreamLogprobs(c, entries) : json(nullptr);
+  Write("data: " + Chunk(index, prompt_text, "", false, true, std::move(logprobs)).dump() + "\n\n");
+}
+
+void OpenAiRenderer::PromptLogprobsField(std::uint32_t index, json list) {
+  choices_.at(index).prompt_logprobs = std::move(list);
+}
+
+void OpenAiRenderer::Text(std::uint32_t index, const std::string& delta, bool new_token,
+                          const LogprobEntry* logprobs) {
   Choice& c = choices_.at(index);
   // Responses' output_text.delta events carry text only.
   const bool responses = options_.responses;
+  if (logprobs && !options_.logprobs) logprobs = nullptr;
+  if (logprobs && !options_.stream) c.logprobs.push_back(*logprobs);
   if (delta.empty() && (!new_token || !options_.stream || responses)) return;
   if (!options_.stream || responses) c.text += delta;  // Responses repeat it at the end
   if (!options_.stream) return;
+  if (logprobs && !responses)  // a chunk of its own: the template has no logprobs
+    return Write("data: " +
+                 Chunk(index, delta, "", false, /*content=*/true, StreamLogprobs(c, {*logprobs}))
+                     .dump() +
+                 "\n\n");
   const std::string text = EventTemplate::Quote(delta);
   if (responses) {
     if (delta_template_.empty() &&

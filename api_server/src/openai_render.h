@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "event_template.h"
+#include "logprobs_format.h"
 #include "responses_format.h"
 #include "sightline/api_server/http_server.h"
 #include "sightline/api_server/request_metrics.h"
@@ -32,6 +33,7 @@ struct RenderOptions {
   bool per_request_metrics = false;
   std::uint64_t prompt_tokens = 0;  // of every prompt, each once whatever n is
   std::size_t choices = 0;          // prompts x n, in OpenAI's order
+  bool logprobs = false;            // each choice shows its tokens' logprobs
 };
 
 // METRICS.md §8 from one choice's timestamps; a field is null when its
@@ -54,7 +56,17 @@ class OpenAiRenderer {
   // delta for a new token is a chunk even when its text is empty (held back
   // by the detokenizer or a possible stop string), as in vLLM: one chunk per
   // output. An empty delta that is not a token (a flush) sends nothing.
-  void Text(std::uint32_t choice, const std::string& delta, bool new_token = false);
+  // `logprobs` (with RenderOptions::logprobs) is that token's.
+  void Text(std::uint32_t choice, const std::string& delta, bool new_token = false,
+            const LogprobEntry* logprobs = nullptr);
+  // Completions' echo: the prompt's text before the choice's own, with the
+  // prompt's logprobs (`entries`, the first unscored) when the choice shows
+  // logprobs. Streamed as one chunk.
+  void Echo(std::uint32_t choice, const std::string& prompt_text,
+            std::vector<LogprobEntry> entries);
+  // vLLM's prompt_logprobs field (PromptLogprobs' list), in the body only:
+  // on each completions choice, once at the top of a chat completion.
+  void PromptLogprobsField(std::uint32_t choice, nlohmann::json list);
   // The closing chunk of one choice (chat and completions streams), which
   // ended with `finish`; a choice that ends before any output still opens
   // with its role.
@@ -82,14 +94,20 @@ class OpenAiRenderer {
     std::string text;     // the answer, kept when the end repeats it (bodies, Responses events)
     std::string finish;   // set by EndChoice
     EventTemplate chunk;  // this choice's text chunk (chat, completions), made when first needed
+    std::vector<LogprobEntry> logprobs;  // kept for the body
+    std::uint64_t text_offset = 0;       // of the next token's logprobs (completions streams)
+    nlohmann::json prompt_logprobs;      // null: none
   };
+  // A token's (or the echo's) logprobs object for a stream chunk.
+  nlohmann::json StreamLogprobs(Choice& c, const std::vector<LogprobEntry>& entries) const;
 
   const char* Object(bool chunk) const;
   // A chat chunk's delta has "content" when it is the role chunk, when
   // `content` (a token's chunk, even of empty text), or when `delta` is not
   // empty; a choice's closing chunk has an empty delta.
   nlohmann::json Chunk(std::uint32_t choice, const std::string& delta, const char* finish,
-                       bool role = false, bool content = false) const;
+                       bool role = false, bool content = false,
+                       nlohmann::json logprobs = nullptr) const;
   nlohmann::json Usage(std::uint64_t completion_tokens) const;
   // Per-request metrics exist for one prompt and n = 1 only (METRICS.md §8).
   nlohmann::json Metrics(const FinishedRequest& first) const;

@@ -40,6 +40,7 @@ RenderOptions MakeRenderOptions(const OutputProcessor::Options& o, const Complet
   r.per_request_metrics = o.per_request_metrics;
   for (const auto& prompt : p.prompts) r.prompt_tokens += prompt.size();
   r.choices = p.prompts.size() * p.n;
+  r.logprobs = p.logprobs >= 0;
   return r;
 }
 
@@ -66,6 +67,7 @@ OutputProcessor::OutputProcessor(Options options, CompletionParams params,
                                  std::function<void()> on_complete)
     : options_(std::move(options)),
       params_(std::move(params)),
+      tokenizer_(tokenizer),
       engine_(engine),
       metrics_(metrics),
       on_complete_(std::move(on_complete)),
@@ -170,6 +172,7 @@ void OutputProcessor::ApplyOutput(Choice& c, const RequestDelta& d) {
     c.first_output = false;
     if (const auto* ps = o->prefill_stats()) c.stats.cached_tokens = ps->num_cached_tokens();
     metrics_->OnFirstOutput(c.stats.engine, c.stats.prompt_tokens, c.stats.cached_tokens);
+    ShowPrompt(c, o);
   }
   const std::uint32_t n = o->new_token_ids() ? o->new_token_ids()->size() : 0;
   if (n > 0) {
@@ -187,13 +190,19 @@ void OutputProcessor::ApplyOutput(Choice& c, const RequestDelta& d) {
     // last: as vLLM, it counts as generated but its text is not output, which
     // matters once skip_special_tokens=false would show "</s>".
     const bool stop_token = o->finish_reason() == ipc::FinishReason::Stop;
-    for (std::uint32_t i = 0; i < n; ++i) {
+    // With max_tokens 0 (echo alone) the one token the engine sampled is
+    // counted (as in vLLM) but not shown.
+    for (std::uint32_t i = 0; i < n && !params_.score_only; ++i) {
+      LogprobEntry lp;
+      const bool has_lp = params_.logprobs >= 0 && o->logprobs() && i < o->logprobs()->size();
+      if (has_lp) lp = DecodeLogprobs(*o->logprobs()->Get(i), *tokenizer_);
       if (stop_token && i + 1 == n) {
-        renderer_.Text(c.index, "", /*new_token=*/true);  // the chunk a token gets, as before
+        // The chunk a token gets, as before (and its logprobs).
+        renderer_.Text(c.index, "", /*new_token=*/true, has_lp ? &lp : nullptr);
         break;
       }
       StopMatcher::Result r = c.stops.Feed(c.detok.Add(o->new_token_ids()->Get(i)));
-      renderer_.Text(c.index, r.text, /*new_token=*/true);
+      renderer_.Text(c.index, r.text, /*new_token=*/true, has_lp ? &lp : nullptr);
       if (r.stopped) {  // a stop string: this choice's engine request ends here
         engine_->Abort({c.engine_id});
         return FinishChoice(c, "stop", false);
@@ -204,6 +213,20 @@ void OutputProcessor::ApplyOutput(Choice& c, const RequestDelta& d) {
     renderer_.Text(c.index, c.stops.Feed(c.detok.Flush()).text);
     FinishChoice(c, FinishName(o->finish_reason()), false);
   }
+}
+
+void OutputProcessor::ShowPrompt(Choice& c, const ipc::RequestOutput* o) {
+  if (params_.prompt_logprobs < 0 && !params_.echo) return;
+  const std::vector<std::int32_t>& prompt = params_.prompts.at(c.index / params_.n);
+  std::vector<LogprobEntry> entries;
+  if (params_.prompt_logprobs >= 0) {
+    entries.push_back(UnscoredEntry(prompt.at(0), *tokenizer_));
+    if (o->prompt_logprobs())
+      for (const ipc::TokenLogprobs* l : *o->prompt_logprobs())
+        entries.push_back(DecodeLogprobs(*l, *tokenizer_));
+    renderer_.PromptLogprobsField(c.index, PromptLogprobs(entries));
+  }
+  if (params_.echo) renderer_.Echo(c.index, params_.prompt_texts.at(c.index / params_.n), std::move(entries));
 }
 
 void OutputProcessor::FinishChoice(Choice& c, const char* reason, bool client_gone) {

@@ -77,6 +77,8 @@ class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
   struct Choice;
 
   void ApplyOutput(Choice& c, const RequestDelta& d);
+  // At a choice's first output: vLLM's prompt_logprobs field and the echo.
+  void ShowPrompt(Choice& c, const ipc::RequestOutput* o);
   // Finishes choice `c` once with `reason`; the last one completes the
   // request. `client_gone` when nothing more can be sent.
   void FinishChoice(Choice& c, const char* reason, bool client_gone);
@@ -91,6 +93,7 @@ class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
   std::mutex mu_;
   const Options options_;
   const CompletionParams params_;
+  const Tokenizer* const tokenizer_;
   EngineClient* const engine_;
   RequestMetrics* const metrics_;
   const std::function<void()> on_complete_;

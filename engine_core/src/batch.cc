@@ -27,7 +27,22 @@ BatchInput BuildBatch(const SchedulerOutput& out, int block_size) {
                                    : 0);  // the null block pads the table
     if (s.samples) b.logits_rows.push_back(b.query_start.back() - 1);
   }
+  // Then the scored prompt positions, after every sampling row.
+  for (std::size_t i = 0; i < out.scheduled.size(); ++i) {
+    const ScheduledRequest& s = out.scheduled[i];
+    const auto [begin, end] = PromptScoreRange(s);
+    for (int p = begin; p < end; ++p)
+      b.logits_rows.push_back(b.query_start[i] + (p - s.first_position));
+  }
   return b;
+}
+
+std::pair<int, int> PromptScoreRange(const ScheduledRequest& s) {
+  const Request& r = *s.request;
+  if (r.sampling.prompt_logprobs < 0) return {0, 0};
+  const int begin = std::max(s.first_position, r.num_prompt_scored);
+  const int end = std::min(s.first_position + s.num_tokens, r.num_prompt_tokens - 1);
+  return {begin, std::max(begin, end)};
 }
 
 }  // namespace sightline::engine

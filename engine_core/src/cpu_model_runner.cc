@@ -43,16 +43,35 @@ class CpuModelRunner final : public ModelRunner {
 
   const ModelConfig& config() const override { return config_; }
 
-  void Execute(const BatchInput& b, const SamplingBatch& sampling,
-               std::vector<std::int32_t>* tokens) override {
+  bool SupportsLogprobs() const override { return true; }
+
+  void Execute(const BatchInput& b, const SamplingBatch& sampling, SampleResult* out) override {
     ComputeLogits(b, &logits_);
     const int vocab = config_.vocab_size;
-    tokens->resize(sampling.rows.size());
-    for (std::size_t r = 0; r < sampling.rows.size(); ++r) {
+    const std::size_t rows = sampling.rows.size();
+    out->tokens.resize(rows);
+    const bool any_logprobs =
+        !sampling.scores.empty() ||
+        std::any_of(sampling.num_logprobs.begin(), sampling.num_logprobs.end(),
+                    [](std::int32_t k) { return k >= 0; });
+    out->logprobs.resize(any_logprobs ? rows + sampling.scores.size() : 0);
+    for (std::size_t r = 0; r < rows; ++r) {
       float* row = logits_.data() + r * static_cast<std::size_t>(vocab);
+      const std::int32_t k = r < sampling.num_logprobs.size() ? sampling.num_logprobs[r] : -1;
+      // Raw logprobs: the logits before the penalties change them.
+      if (k >= 0) raw_.assign(row, row + vocab);
       kernels::cpu::ApplyPenalties(row, vocab, sampling.rows[r], sampling.penalties.data());
-      (*tokens)[r] = kernels::cpu::SampleRow(row, vocab, sampling.rows[r], &order_);
+      out->tokens[r] = kernels::cpu::SampleRow(row, vocab, sampling.rows[r], &order_);
+      if (any_logprobs) out->logprobs[r].token = -1;
+      if (k >= 0)
+        kernels::cpu::ComputeLogprobs(raw_.data(), vocab, out->tokens[r], k, &order_,
+                                      &out->logprobs[r]);
     }
+    for (std::size_t j = 0; j < sampling.scores.size(); ++j)
+      kernels::cpu::ComputeLogprobs(logits_.data() + (rows + j) * static_cast<std::size_t>(vocab),
+                                    vocab, sampling.scores[j].token,
+                                    sampling.scores[j].num_logprobs, &order_,
+                                    &out->logprobs[rows + j]);
   }
 
   void ComputeLogits(const BatchInput& b, std::vector<float>* logits) override {
@@ -236,7 +255,7 @@ class CpuModelRunner final : public ModelRunner {
   std::vector<float> inv_freq_, local_inv_freq_;
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [blocks, block_size, kv_size]
   // Activations, reused across steps.
-  std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, selected_, logits_;
+  std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, selected_, logits_, raw_;
   // The experts' scratch: router probabilities, rows routed to each expert
   // with their weights, an expert's input and output rows, the sum.
   struct Routed {

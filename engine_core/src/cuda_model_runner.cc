@@ -161,9 +161,12 @@ class CudaModelRunner final : public ModelRunner {
     return Status::Ok();
   }
 
-  void Execute(const BatchInput& b, const SamplingBatch& sampling,
-               std::vector<std::int32_t>* tokens) override {
+  // Logprobs are not computed here yet (SupportsLogprobs is false): the
+  // engine refuses requests for them, so `sampling` never has scores.
+  void Execute(const BatchInput& b, const SamplingBatch& sampling, SampleResult* out) override {
     const int rows = Forward(b);
+    std::vector<std::int32_t>* tokens = &out->tokens;
+    out->logprobs.clear();
     tokens->resize(static_cast<std::size_t>(rows));
     if (rows == 0) return;
     Check(static_cast<cudaError_t>(sampler_.Sample(logits_.get(), c_.vocab_size, sampling.rows,

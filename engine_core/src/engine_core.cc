@@ -37,6 +37,14 @@ Status EngineCore::AddRequest(std::unique_ptr<Request> r) {
     if (t < 0 || t >= runner_->config().vocab_size)
       return Status::InvalidArgument("token id " + std::to_string(t) +
                                      " is outside the vocabulary");
+  for (const std::int32_t k : {r->sampling.logprobs, r->sampling.prompt_logprobs}) {
+    if (k < 0) continue;
+    if (!runner_->SupportsLogprobs())
+      return Status::InvalidArgument("logprobs are not supported by this model runner");
+    if (k > config_.max_logprobs)
+      return Status::InvalidArgument("logprobs " + std::to_string(k) + " exceed max_logprobs " +
+                                     std::to_string(config_.max_logprobs));
+  }
   if (scheduler_.Find(r->id)) return Status::AlreadyExists("duplicate request id " + r->id);
   r->num_prompt_tokens = static_cast<int>(r->tokens.size());
   r->rng.seed(r->sampling.has_seed ? r->sampling.seed : seeds_());
@@ -98,11 +106,17 @@ StepOutputs EngineCore::Step() {
   StepOutputs out;
   out.timestamp = sched.timestamp;  // nothing ran: the schedule's own time
   std::vector<std::int32_t> sampled(sched.scheduled.size(), -1);
+  std::vector<std::int32_t> logprobs_row(sched.scheduled.size(), -1);
   if (!sched.scheduled.empty()) {
-    runner_->Execute(BuildBatch(sched, config_.block_size), BuildSampling(sched), &tokens_);
+    const SamplingBatch sampling = BuildSampling(sched);
+    runner_->Execute(BuildBatch(sched, config_.block_size), sampling, &sampled_);
     std::size_t row = 0;
     for (std::size_t i = 0; i < sched.scheduled.size(); ++i)
-      if (sched.scheduled[i].samples) sampled[i] = tokens_[row++];
+      if (sched.scheduled[i].samples) {
+        logprobs_row[i] = static_cast<std::int32_t>(row);
+        sampled[i] = sampled_.tokens[row++];
+      }
+    KeepPromptLogprobs(sched, sampling.rows.size());
     out.timestamp = clock_();  // after the forward pass: the tokens exist now
     stats.ran_model = out.ran_model = true;
     stats.prompt_tokens_computed = sched.num_prompt_tokens;
@@ -121,13 +135,26 @@ StepOutputs EngineCore::Step() {
       item.has_prefill_stats = true;
       item.num_prompt_tokens = static_cast<std::uint32_t>(r->num_prompt_tokens);
       item.num_cached_tokens = static_cast<std::uint32_t>(std::max(0, r->num_cached_tokens));
+      item.prompt_logprobs = std::move(r->prompt_logprobs);
     }
+    if (r->sampling.logprobs >= 0)
+      item.logprobs = std::move(sampled_.logprobs[static_cast<std::size_t>(logprobs_row[u.index])]);
     ++stats.generation_tokens;
     out.by_client[r->client_index].push_back(std::move(item));
   }
   scheduler_.TakeFinished();  // their outputs are built; the requests go
   RecordStats(&stats);
   return out;
+}
+
+void EngineCore::KeepPromptLogprobs(const SchedulerOutput& sched, std::size_t num_rows) {
+  std::size_t next = num_rows;  // the scores follow the sampling rows, in BuildBatch's order
+  for (const ScheduledRequest& s : sched.scheduled) {
+    const auto [begin, end] = PromptScoreRange(s);
+    for (int p = begin; p < end; ++p)
+      s.request->prompt_logprobs.push_back(std::move(sampled_.logprobs[next++]));
+    s.request->num_prompt_scored = std::max(s.request->num_prompt_scored, end);
+  }
 }
 
 bool EngineCore::ResetPrefixCache() {

@@ -32,6 +32,7 @@ struct EngineCoreConfig {
   bool enable_mfu_metrics = false;
   ElementBytes element_bytes;  // what the runner keeps, for those estimates
   std::uint64_t seed = 0;      // for requests without their own seed
+  int max_logprobs = 20;       // --max-logprobs: the most top logprobs a request may ask for
 };
 
 // One request's share of a step's output (DESIGN.md §2, EngineOutputs).
@@ -44,6 +45,8 @@ struct OutputItem {
   bool has_prefill_stats = false;  // on the first output only
   std::uint32_t num_prompt_tokens = 0;
   std::uint32_t num_cached_tokens = 0;
+  kernels::TokenLogprobs logprobs;  // new_token's (token -1: not asked for)
+  std::vector<kernels::TokenLogprobs> prompt_logprobs;  // first output only
 };
 
 struct StepOutputs {
@@ -63,8 +66,9 @@ class EngineCore {
   ~EngineCore();
 
   // Takes a new request; an invalid one (empty prompt, prompt reaching
-  // max_model_len, token outside the vocabulary, duplicate id) is refused
-  // with a message, and the caller answers it with an error finish.
+  // max_model_len, token outside the vocabulary, duplicate id, logprobs the
+  // runner cannot compute or more than max_logprobs) is refused with a
+  // message, and the caller answers it with an error finish.
   Status AddRequest(std::unique_ptr<Request> request);
   // Aborts requests (unknown ids are ignored); outputs carry finish "abort".
   StepOutputs Abort(const std::vector<std::string>& ids);
@@ -80,10 +84,14 @@ class EngineCore {
 
   const EngineCoreConfig& config() const { return config_; }
   const ModelConfig& model() const { return runner_->config(); }
+  bool supports_logprobs() const { return runner_->SupportsLogprobs(); }
 
  private:
   void RecordStats(StepStats* stats);
   StepOutputs Finished(std::vector<std::unique_ptr<Request>> requests, double now);
+  // Appends this step's prompt scores (after the first `num_rows` logprobs
+  // entries) to their requests.
+  void KeepPromptLogprobs(const SchedulerOutput& sched, std::size_t num_rows);
 
   EngineCoreConfig config_;
   std::unique_ptr<ModelRunner> runner_;
@@ -94,7 +102,7 @@ class EngineCore {
   std::optional<PerfModel> perf_;  // with --enable-mfu-metrics and metrics
   Scheduler scheduler_;
   std::mt19937_64 seeds_;
-  std::vector<std::int32_t> tokens_;  // one step's sampled tokens, reused
+  SampleResult sampled_;  // one step's sampled tokens and logprobs, reused
 };
 
 }  // namespace sightline::engine

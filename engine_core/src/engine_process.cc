@@ -103,6 +103,7 @@ EngineCoreConfig CoreConfig(const EngineProcessOptions& o, const Plan& p) {
   c.element_bytes = p.cuda ? CudaElementBytes(CudaMatrixTypeFor(o.dtype)) : CpuElementBytes();
   c.seed = o.seed;
   c.scheduler.max_num_seqs = o.max_num_seqs;
+  c.max_logprobs = o.max_logprobs;
   c.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
   c.scheduler.max_model_len = o.max_model_len;
   c.scheduler.enable_chunked_prefill = o.chunked_prefill;

@@ -81,6 +81,7 @@ Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvP
     return invalid("--block-size must be in [1, 1024]");
   if (o->max_num_seqs <= 0 || o->max_num_batched_tokens <= 0)
     return invalid("--max-num-seqs and --max-num-batched-tokens must be positive");
+  if (o->max_logprobs < 0) return invalid("--max-logprobs must be at least 0");
   if (!o->chunked_prefill && o->max_num_batched_tokens < o->max_model_len)
     return invalid("without chunked prefill --max-num-batched-tokens (" +
                    std::to_string(o->max_num_batched_tokens) +

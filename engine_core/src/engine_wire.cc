@@ -76,6 +76,16 @@ bool DecodeInput(const ipc::Envelope& env, ipc::ClientId sender, int block_size,
   }
 }
 
+namespace {
+
+flatbuffers::Offset<ipc::TokenLogprobs> LogprobsToWire(flatbuffers::FlatBufferBuilder& b,
+                                                       const kernels::TokenLogprobs& l) {
+  return ipc::CreateTokenLogprobsDirect(b, l.token, l.logprob, l.rank, &l.top_tokens,
+                                        &l.top_logprobs);
+}
+
+}  // namespace
+
 std::span<const std::uint8_t> SealOutputs(flatbuffers::FlatBufferBuilder& b,
                                           std::uint32_t engine_index, double timestamp,
                                           const std::vector<OutputItem>& items) {
@@ -83,6 +93,7 @@ std::span<const std::uint8_t> SealOutputs(flatbuffers::FlatBufferBuilder& b,
   std::vector<flatbuffers::Offset<ipc::RequestOutput>> outs;
   std::vector<flatbuffers::Offset<ipc::RequestEvent>> evs;
   std::vector<std::int32_t> toks;
+  std::vector<flatbuffers::Offset<ipc::TokenLogprobs>> logprobs, prompt_logprobs;
   for (const OutputItem& it : items) {
     evs.clear();
     for (const RequestEvent& ev : it.events)
@@ -92,8 +103,14 @@ std::span<const std::uint8_t> SealOutputs(flatbuffers::FlatBufferBuilder& b,
     const auto prefill = it.has_prefill_stats ? ipc::CreatePrefillStats(b, it.num_prompt_tokens,
                                                                         it.num_cached_tokens)
                                               : 0;
+    logprobs.clear();
+    if (it.logprobs.token >= 0) logprobs.push_back(LogprobsToWire(b, it.logprobs));
+    prompt_logprobs.clear();
+    for (const kernels::TokenLogprobs& l : it.prompt_logprobs)
+      prompt_logprobs.push_back(LogprobsToWire(b, l));
     outs.push_back(ipc::CreateRequestOutputDirect(
-        b, it.request_id.c_str(), &toks, ToWire(it.finish_reason), it.stop_token, &evs, prefill));
+        b, it.request_id.c_str(), &toks, ToWire(it.finish_reason), it.stop_token, &evs, prefill,
+        logprobs.empty() ? nullptr : &logprobs, prompt_logprobs.empty() ? nullptr : &prompt_logprobs));
   }
   return ipc::Seal(b, ipc::Body::EngineOutputs,
                    ipc::CreateEngineOutputsDirect(b, engine_index, timestamp, &outs).Union());
@@ -113,7 +130,9 @@ std::span<const std::uint8_t> SealReady(flatbuffers::FlatBufferBuilder& b,
                                    static_cast<std::uint32_t>(c.scheduler.max_model_len),
                                    static_cast<std::uint32_t>(c.block_size),
                                    static_cast<std::uint64_t>(c.num_blocks), kv_cache_size_tokens,
-                                   static_cast<std::uint32_t>(m.vocab_size), &m.eos_token_ids)
+                                   static_cast<std::uint32_t>(m.vocab_size), &m.eos_token_ids,
+                                   core.supports_logprobs(),
+                                   static_cast<std::uint32_t>(c.max_logprobs))
           .Union());
 }
 
@@ -151,7 +170,8 @@ std::string ConfigJson(const EngineCore& core, const std::string& served_model_n
                         {"max_num_batched_tokens", c.scheduler.max_num_batched_tokens},
                         {"enable_prefix_caching", c.enable_prefix_caching},
                         {"vocab_size", m.vocab_size},
-                        {"eos_token_ids", m.eos_token_ids}}
+                        {"eos_token_ids", m.eos_token_ids},
+                        {"max_logprobs", c.max_logprobs}}
       .dump();
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "perf_estimate.h"
@@ -31,23 +32,54 @@ struct BatchInput {
 // How to pick each logits row's token (rows[i] for logits row i), built by
 // BuildSampling (sampler.h); the algorithm is kernels/sampling.h's on both
 // devices.
+//
+// Logprobs: row i's request wants `num_logprobs[i]` (-1: none) for the token
+// it samples. Prompt scoring: logits row rows.size() + j is the distribution
+// after a prompt position, and `scores[j]` names the prompt's next token
+// there and how many top tokens to report.
 struct SamplingBatch {
+  struct Score {
+    std::int32_t token;
+    std::int32_t num_logprobs;
+  };
   std::vector<kernels::RowSampling> rows;
   std::vector<kernels::PenaltyToken> penalties;  // ranges named by the rows
+  std::vector<std::int32_t> num_logprobs;        // per row
+  std::vector<Score> scores;
+};
+
+// What Execute returns: the sampled tokens (one per row), and the logprobs
+// asked for: logprobs[i] for row i (token -1 when not asked for), then one
+// per score.
+struct SampleResult {
+  std::vector<std::int32_t> tokens;
+  std::vector<kernels::TokenLogprobs> logprobs;
 };
 
 // Builds the batch for a scheduled step (sequence s = out.scheduled[s]); a
-// logits row is requested for every request that samples this step.
+// logits row is requested for every request that samples this step, then
+// one per prompt position scored (PromptScoreRange), request by request.
 BatchInput BuildBatch(const SchedulerOutput& out, int block_size);
+
+// The prompt positions [first, second) whose next-token distribution this
+// step computes for `s`'s prompt logprobs: its positions this step that are
+// not the prompt's last (that one samples) and not scored before (a
+// preempted request's recomputation scores nothing twice). Empty when it
+// did not ask for prompt logprobs.
+std::pair<int, int> PromptScoreRange(const ScheduledRequest& s);
 
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
   virtual const ModelConfig& config() const = 0;
-  // Runs the model and samples: (*tokens)[i] is logits row i's token, picked
-  // as sampling.rows[i] says. Only token ids leave the device.
+  // Runs the model and samples: out->tokens[i] is logits row i's token,
+  // picked as sampling.rows[i] says; logprobs as `sampling` asks. Only token
+  // ids and the asked-for logprobs leave the device.
   virtual void Execute(const BatchInput& batch, const SamplingBatch& sampling,
-                       std::vector<std::int32_t>* tokens) = 0;
+                       SampleResult* out) = 0;
+  // Whether Execute computes logprobs (a runner that does not is never asked
+  // to: the engine refuses such requests).
+  virtual bool SupportsLogprobs() const { return false; }
   // Runs the model and returns the logits rows themselves, [logits_rows.size(),
   // vocab_size]: for tests and tools that compare devices.
   virtual void ComputeLogits(const BatchInput& batch, std::vector<float>* logits) = 0;

@@ -12,6 +12,7 @@
 #include "block_hash.h"
 #include "kv_cache_manager.h"
 #include "sightline/ipc/sampling.h"
+#include "sightline/kernels/sampling.h"
 
 namespace sightline::engine {
 
@@ -49,6 +50,11 @@ struct Request {
   RequestKV kv;
   std::vector<RequestEvent> events;  // since the last output
   bool sent_first_output = false;
+  // Prompt logprobs (sampling.prompt_logprobs >= 0): positions [0,
+  // num_prompt_scored) have been scored, each entry scoring the token after
+  // it; they go out with the first output.
+  int num_prompt_scored = 0;
+  std::vector<kernels::TokenLogprobs> prompt_logprobs;
   std::mt19937_64 rng;  // seeded by whoever creates the request (per-request seed)
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }

@@ -47,6 +47,13 @@ SamplingBatch BuildSampling(const SchedulerOutput& out) {
         PrepareRow(r->sampling, r->rng,
                    std::span(r->tokens).first(static_cast<std::size_t>(r->num_prompt_tokens)),
                    r->output(), &b.penalties));
+    b.num_logprobs.push_back(r->sampling.logprobs);
+  }
+  for (const ScheduledRequest& s : out.scheduled) {  // BuildBatch's order
+    const auto [begin, end] = PromptScoreRange(s);
+    for (int p = begin; p < end; ++p)
+      b.scores.push_back({s.request->tokens[static_cast<std::size_t>(p + 1)],
+                          s.request->sampling.prompt_logprobs});
   }
   return b;
 }

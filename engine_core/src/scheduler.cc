@@ -123,15 +123,17 @@ SchedulerOutput Scheduler::Schedule() {
          static_cast<int>(running_.size()) < config_.max_num_seqs) {
     Request* r = waiting_->Peek();
     KVCacheManager::Hit hit;
-    if (r->num_computed_tokens == 0) hit = kv_->GetComputedBlocks(r->block_hashes, r->num_tokens());
+    // Prompt logprobs need every prompt position computed: such a request
+    // never reads the prefix cache, and is no query of it (as in vLLM).
+    const bool looks_up = r->num_computed_tokens == 0 && r->sampling.prompt_logprobs < 0;
+    if (looks_up) hit = kv_->GetComputedBlocks(r->block_hashes, r->num_tokens());
     int n = r->num_tokens() - r->num_computed_tokens - hit.num_tokens;
     if (config_.long_prefill_token_threshold > 0)
       n = std::min(n, config_.long_prefill_token_threshold);
     if (!config_.enable_chunked_prefill && n > budget) break;
     n = std::min(n, budget);
     if (n <= 0 || !Allocate(r, hit, n)) break;  // never preempts running requests
-    if (r->num_computed_tokens == 0)
-      kv_->RecordAdmission(r->num_tokens(), hit, r->num_preemptions > 0);
+    if (looks_up) kv_->RecordAdmission(r->num_tokens(), hit, r->num_preemptions > 0);
     waiting_->Pop();
     running_.push_back(r);
     Record(r, EventType::kScheduled, out.timestamp);
@@ -196,7 +198,7 @@ std::vector<RequestUpdate> Scheduler::UpdateFromOutput(const SchedulerOutput& ou
     if (!s.samples || r->status != RequestStatus::kRunning) continue;  // partial prefill: no output
     r->tokens.push_back(sampled[i]);
     ExtendBlockHashes(r->tokens, kv_->block_size(), r->cache_salt, &r->block_hashes);
-    updates.push_back({r, sampled[i], !r->sent_first_output});
+    updates.push_back({r, sampled[i], !r->sent_first_output, i});
     r->sent_first_output = true;
     if (CheckStop(r)) {
       Finish(r);

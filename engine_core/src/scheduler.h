@@ -56,6 +56,7 @@ struct RequestUpdate {
   Request* request;        // a finished one stays valid until TakeFinished()
   std::int32_t new_token;  // one per step (no speculative decoding)
   bool first_output;       // carries prefill stats
+  std::size_t index;       // in the step's SchedulerOutput::scheduled
 };
 
 class Scheduler {

@@ -23,6 +23,40 @@ void ApplyPenalties(float* logits, int vocab, const RowSampling& row,
   }
 }
 
+void ComputeLogprobs(const float* logits, int vocab, std::int32_t token, int k,
+                     std::vector<std::int32_t>* order, TokenLogprobs* out) {
+  auto key = [&](std::int32_t t) { return std::isnan(logits[t]) ? -INFINITY : logits[t]; };
+  float max_logit = -INFINITY;
+  for (std::int32_t t = 0; t < vocab; ++t) max_logit = std::max(max_logit, key(t));
+  double sum = 0;
+  if (max_logit > -INFINITY)
+    for (std::int32_t t = 0; t < vocab; ++t) sum += std::exp(double{key(t)} - max_logit);
+  // log p_t = logit_t - (max + log sum); a row of -inf gives -inf everywhere.
+  const double log_norm = max_logit > -INFINITY ? max_logit + std::log(sum) : 0.0;
+  auto logprob = [&](std::int32_t t) { return static_cast<float>(key(t) - log_norm); };
+  out->token = token;
+  out->logprob = logprob(token);
+  const float mine = key(token);
+  std::int32_t rank = 0;
+  for (std::int32_t t = 0; t < vocab; ++t) rank += key(t) >= mine ? 1 : 0;
+  out->rank = rank;
+  out->top_tokens.clear();
+  out->top_logprobs.clear();
+  if (k <= 0) return;
+  k = std::min(k, vocab);
+  order->resize(static_cast<std::size_t>(vocab));
+  std::iota(order->begin(), order->end(), 0);
+  std::partial_sort(order->begin(), order->begin() + k, order->end(),
+                    [&](std::int32_t a, std::int32_t b) {
+                      return key(a) != key(b) ? key(a) > key(b) : a < b;
+                    });
+  for (int i = 0; i < k; ++i) {
+    const std::int32_t t = (*order)[static_cast<std::size_t>(i)];
+    out->top_tokens.push_back(t);
+    out->top_logprobs.push_back(logprob(t));
+  }
+}
+
 std::int32_t SampleRow(const float* logits, int vocab, const RowSampling& row,
                        std::vector<std::int32_t>* order) {
   // NaN logits count as -infinity (on both devices).

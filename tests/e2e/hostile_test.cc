@@ -147,7 +147,8 @@ TEST_F(Hostile, InconsistentParametersAre400s) {
            std::string(R"({"prompt":"x","stream_options":{"include_usage":true}})"),
            std::string(R"({"prompt":"x","stop_token_ids":[-1]})"),
            std::string(R"({"prompt":"x","stop_token_ids":[99999999]})"),
-           std::string(R"({"prompt":"x","logprobs":2})"),
+           std::string(R"({"prompt":"x","logprobs":21})"),  // above --max-logprobs
+           std::string(R"({"prompt":"x","prompt_logprobs":1,"stream":true})"),
            std::string(R"({"prompt":"x","stop":[""]})"),
        }) {
     const auto [status, j] = Post("/v1/completions", body);
@@ -155,7 +156,7 @@ TEST_F(Hostile, InconsistentParametersAre400s) {
     ExpectErrorBody(j, body);
   }
   const auto [status, j] = Post("/v1/chat/completions",
-                                R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})");
+                                R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})");
   EXPECT_EQ(status, 400) << j.dump();
   ExpectWhole("after inconsistent parameters");
 }

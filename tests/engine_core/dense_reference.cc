@@ -79,8 +79,8 @@ void Rotary(Mat* x, int t, int heads, int dim, float theta,
 
 }  // namespace
 
-std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
-                               const std::vector<std::int32_t>& tokens) {
+std::vector<float> DenseAllLogits(const ModelConfig& c, const ModelWeights& w,
+                                  const std::vector<std::int32_t>& tokens) {
   const int t = static_cast<int>(tokens.size()), d = c.hidden_size, hd = c.head_dim;
   Mat x(static_cast<std::size_t>(t) * d);
   for (int i = 0; i < t; ++i)
@@ -107,8 +107,7 @@ std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
       k = Norm(k, L.k_norm, c.rms_norm_eps, t * c.num_kv_heads, hd, offset);
     }
     // Gemma 3's sliding layers rotate with their own base, unscaled.
-    const bool slides = c.sliding_window > 0 && (c.sliding_layers.empty() ||
-                                                 c.sliding_layers[static_cast<std::size_t>(layer)]);
+    const bool slides = c.LayerSlides(layer);
     const bool local = slides && c.rope_local_theta > 0;
     const float theta = local ? c.rope_local_theta : c.rope_theta;
     const kernels::cpu::RopeScaling rope = local ? kernels::cpu::RopeScaling{} : c.rope_scaling;
@@ -186,12 +185,17 @@ std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
       }
     }
   }
-  Mat last(x.end() - d, x.end());
-  last = Norm(last, w.final_norm, c.rms_norm_eps, 1, d, offset);
-  Mat logits = Linear(last, w.output_projection(), 1, c.vocab_size, d);
+  x = Norm(x, w.final_norm, c.rms_norm_eps, t, d, offset);
+  Mat logits = Linear(x, w.output_projection(), t, c.vocab_size, d);
   if (c.final_softcap > 0)
     for (float& l : logits) l = c.final_softcap * std::tanh(l / c.final_softcap);
   return logits;
+}
+
+std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
+                               const std::vector<std::int32_t>& tokens) {
+  const std::vector<float> all = DenseAllLogits(c, w, tokens);
+  return {all.end() - c.vocab_size, all.end()};
 }
 
 std::vector<std::int32_t> DenseGreedy(const ModelConfig& c, const ModelWeights& w,

@@ -15,6 +15,11 @@ namespace sightline::engine::testing {
 std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
                                const std::vector<std::int32_t>& tokens);
 
+// The logits after every prefix of `tokens`: [tokens.size(), vocab_size],
+// row i predicting token i + 1.
+std::vector<float> DenseAllLogits(const ModelConfig& c, const ModelWeights& w,
+                                  const std::vector<std::int32_t>& tokens);
+
 // Greedy continuation of `prompt` for `n` tokens; *margins gets, per step, the
 // gap between the best and second-best logit (to rule out ties).
 std::vector<std::int32_t> DenseGreedy(const ModelConfig& c, const ModelWeights& w,

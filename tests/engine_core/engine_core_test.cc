@@ -27,9 +27,10 @@ class EngineCoreTest : public ::testing::Test {
     TimedRunner(std::unique_ptr<ModelRunner> inner, double* now, double forward_seconds)
         : inner_(std::move(inner)), now_(now), forward_seconds_(forward_seconds) {}
     const ModelConfig& config() const override { return inner_->config(); }
+    bool SupportsLogprobs() const override { return inner_->SupportsLogprobs(); }
     void Execute(const BatchInput& batch, const SamplingBatch& sampling,
-                 std::vector<std::int32_t>* tokens) override {
-      inner_->Execute(batch, sampling, tokens);
+                 SampleResult* out) override {
+      inner_->Execute(batch, sampling, out);
       *now_ += forward_seconds_;
     }
     void ComputeLogits(const BatchInput& batch, std::vector<float>* logits) override {

@@ -69,7 +69,7 @@ class FailingRunner : public ModelRunner {
  public:
   FailingRunner() { (void)PresetModelConfig("sightline-tiny", &config_); }
   const ModelConfig& config() const override { return config_; }
-  void Execute(const BatchInput&, const SamplingBatch&, std::vector<std::int32_t>*) override {
+  void Execute(const BatchInput&, const SamplingBatch&, SampleResult*) override {
     throw std::runtime_error("simulated device failure");
   }
   void ComputeLogits(const BatchInput&, std::vector<float>*) override {
@@ -102,10 +102,9 @@ class SlowRunner : public ModelRunner {
     (void)PresetModelConfig("sightline-tiny", &config_);
   }
   const ModelConfig& config() const override { return config_; }
-  void Execute(const BatchInput& batch, const SamplingBatch&,
-               std::vector<std::int32_t>* tokens) override {
+  void Execute(const BatchInput& batch, const SamplingBatch&, SampleResult* out) override {
     std::this_thread::sleep_for(step_);
-    tokens->assign(batch.logits_rows.size(), 5);
+    out->tokens.assign(batch.logits_rows.size(), 5);
   }
   void ComputeLogits(const BatchInput&, std::vector<float>*) override {}
 

@@ -53,15 +53,15 @@ class MiniEngine {
     sched_->AddRequest(std::move(r));
   }
   void RunToCompletion() {
-    std::vector<std::int32_t> tokens;
+    SampleResult result;
     while (sched_->HasWork()) {
       SchedulerOutput out = sched_->Schedule();
       for (const auto& s : out.scheduled) chunked_ |= !s.samples;
-      runner_->Execute(BuildBatch(out, block_size_), BuildSampling(out), &tokens);
+      runner_->Execute(BuildBatch(out, block_size_), BuildSampling(out), &result);
       std::vector<std::int32_t> sampled(out.scheduled.size(), -1);
       std::size_t row = 0;
       for (std::size_t i = 0; i < out.scheduled.size(); ++i)
-        if (out.scheduled[i].samples) sampled[i] = tokens[row++];
+        if (out.scheduled[i].samples) sampled[i] = result.tokens[row++];
       sched_->UpdateFromOutput(out, sampled);
       for (auto& r : sched_->TakeFinished()) {
         outputs_[r->id] = std::vector<std::int32_t>(r->output().begin(), r->output().end());

@@ -136,5 +136,41 @@ TEST(CpuSampling, PenaltiesTouchOnlyTheirRowsTokens) {
   EXPECT_EQ(logits, (std::vector<float>{1, -4.75f, -0.75f, 0.5f}));
 }
 
+TokenLogprobs Logprobs(const std::vector<float>& logits, std::int32_t token, int k) {
+  TokenLogprobs out;
+  std::vector<std::int32_t> order;
+  cpu::ComputeLogprobs(logits.data(), static_cast<int>(logits.size()), token, k, &order, &out);
+  return out;
+}
+
+TEST(CpuLogprobs, AreTheLogSoftmaxWithRankAndTopKByLogitThenId) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f};
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l));
+  const TokenLogprobs l = Logprobs(logits, 2, 3);
+  EXPECT_EQ(l.token, 2);
+  EXPECT_NEAR(l.logprob, 2.0 - std::log(sum), 1e-6);
+  EXPECT_EQ(l.rank, 3);  // tokens 1 and 3 are more likely, itself included
+  EXPECT_EQ(l.top_tokens, (std::vector<std::int32_t>{1, 3, 2}));  // the tie to the lower id
+  ASSERT_EQ(l.top_logprobs.size(), 3u);
+  EXPECT_NEAR(l.top_logprobs[0], 3.0 - std::log(sum), 1e-6);
+  EXPECT_EQ(Logprobs(logits, 3, 0).rank, 2);  // a tie counts both
+  EXPECT_TRUE(Logprobs(logits, 3, 0).top_tokens.empty());
+  EXPECT_EQ(Logprobs(logits, 0, 99).top_tokens.size(), logits.size());  // k capped at the vocabulary
+}
+
+TEST(CpuLogprobs, NanIsMinusInfinityAndARowOfNothingStaysFinite) {
+  const std::vector<float> logits = {NAN, 0.0f, -INFINITY};
+  const TokenLogprobs nan = Logprobs(logits, 0, 3);
+  EXPECT_TRUE(std::isinf(nan.logprob) && nan.logprob < 0);
+  EXPECT_EQ(nan.rank, 3);
+  EXPECT_EQ(nan.top_tokens, (std::vector<std::int32_t>{1, 0, 2}));
+  EXPECT_FLOAT_EQ(nan.top_logprobs[0], 0.0f);  // the only finite token has probability 1
+  const std::vector<float> none = {-INFINITY, NAN};
+  const TokenLogprobs l = Logprobs(none, 1, 2);
+  EXPECT_TRUE(std::isinf(l.logprob));
+  EXPECT_FALSE(std::isnan(l.logprob));
+}
+
 }  // namespace
 }  // namespace sightline::kernels

@@ -85,10 +85,10 @@ engine::SamplingBatch Sampling(int rows, bool greedy) {
 // ends with the sampled tokens' copy to the host, a device sync).
 double Seconds(engine::ModelRunner& r, const engine::BatchInput& b, bool greedy, int repeats) {
   const engine::SamplingBatch sampling = Sampling(static_cast<int>(b.logits_rows.size()), greedy);
-  std::vector<std::int32_t> tokens;
-  r.Execute(b, sampling, &tokens);  // warm-up (and lazy allocations)
+  engine::SampleResult result;
+  r.Execute(b, sampling, &result);  // warm-up (and lazy allocations)
   const auto start = Clock::now();
-  for (int i = 0; i < repeats; ++i) r.Execute(b, sampling, &tokens);
+  for (int i = 0; i < repeats; ++i) r.Execute(b, sampling, &result);
   return std::chrono::duration<double>(Clock::now() - start).count() / repeats;
 }
 

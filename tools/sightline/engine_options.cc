@@ -42,6 +42,10 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineProcessOptions* o) {
       ->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Token budget per step")
       ->capture_default_str();
+  cmd->add_option("--max-logprobs", o->max_logprobs,
+                  "Most top logprobs a request may ask for (logprobs, top_logprobs, "
+                  "prompt_logprobs)")
+      ->capture_default_str();
   cmd->add_option("--block-size", o->block_size, "Tokens per KV block")->capture_default_str();
   cmd->add_option("--num-gpu-blocks-override", o->num_gpu_blocks_override,
                   "KV blocks, overriding the memory budget");
@@ -84,6 +88,7 @@ std::vector<std::string> EngineArgs(const engine::EngineProcessOptions& o) {
   a.Add("--seed", o.seed);
   a.Add("--max-num-seqs", o.max_num_seqs);
   a.Add("--max-num-batched-tokens", o.max_num_batched_tokens);
+  a.Add("--max-logprobs", o.max_logprobs);
   a.Add("--block-size", o.block_size);
   a.Add("--kv-cache-memory", o.kv_cache_memory);
   a.Add("--scheduling-policy", o.scheduling_policy);

@@ -37,6 +37,7 @@ struct EngineProcessOptions {
   std::uint64_t seed = 0;
   int max_model_len = 0;  // 0: the model's max_position_embeddings
   int max_num_seqs = 256;
+  int max_logprobs = 20;  // vLLM's default
   int max_num_batched_tokens = 2048;
   int block_size = 16;
   std::uint64_t num_gpu_blocks_override = 0;

@@ -59,7 +59,26 @@ struct RowSampling {
   bool greedy() const { return temperature < kGreedyTemperature; }
 };
 
+// One position's log-probabilities (vLLM's raw mode: the log-softmax of the
+// logits as the model gave them, before penalties and temperature; NaN
+// counts as -infinity): `token`'s logprob and rank (how many tokens are at
+// least as likely, itself included, as vLLM counts: 1 = the most likely), and
+// the k most likely tokens, most likely first, ties to the lower id. Sums in
+// double precision.
+struct TokenLogprobs {
+  std::int32_t token = -1;  // -1: none computed
+  float logprob = 0;
+  std::int32_t rank = 0;
+  std::vector<std::int32_t> top_tokens;
+  std::vector<float> top_logprobs;
+};
+
 namespace cpu {
+
+// `token`'s entry and the top `k` (0 <= k <= vocab) of one row of logits;
+// `order` is scratch.
+void ComputeLogprobs(const float* logits, int vocab, std::int32_t token, int k,
+                     std::vector<std::int32_t>* order, TokenLogprobs* out);
 
 // Step 1 on one row (`penalties` is the batch's array).
 void ApplyPenalties(float* logits, int vocab, const RowSampling& row,
