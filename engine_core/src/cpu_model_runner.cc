@@ -58,14 +58,17 @@ class CpuModelRunner final : public ModelRunner {
     for (std::size_t r = 0; r < rows; ++r) {
       float* row = logits_.data() + r * static_cast<std::size_t>(vocab);
       const std::int32_t k = r < sampling.num_logprobs.size() ? sampling.num_logprobs[r] : -1;
-      // Raw logprobs: the logits before the penalties change them.
-      if (k >= 0) raw_.assign(row, row + vocab);
-      kernels::cpu::ApplyPenalties(row, vocab, sampling.rows[r], sampling.penalties.data());
-      out->tokens[r] = kernels::cpu::SampleRow(row, vocab, sampling.rows[r], &order_);
+      // Raw logprobs: the logits before penalties change them (SampleRow
+      // changes nothing), so a copy only when the row has penalties.
+      const kernels::RowSampling& how = sampling.rows[r];
+      const bool penalised = how.penalty_begin != how.penalty_end;
+      if (k >= 0 && penalised) raw_.assign(row, row + vocab);
+      kernels::cpu::ApplyPenalties(row, vocab, how, sampling.penalties.data());
+      out->tokens[r] = kernels::cpu::SampleRow(row, vocab, how, &order_);
       if (any_logprobs) out->logprobs[r].token = -1;
       if (k >= 0)
-        kernels::cpu::ComputeLogprobs(raw_.data(), vocab, out->tokens[r], k, &order_,
-                                      &out->logprobs[r]);
+        kernels::cpu::ComputeLogprobs(penalised ? raw_.data() : row, vocab, out->tokens[r], k,
+                                      &order_, &out->logprobs[r]);
     }
     for (std::size_t j = 0; j < sampling.scores.size(); ++j)
       kernels::cpu::ComputeLogprobs(logits_.data() + (rows + j) * static_cast<std::size_t>(vocab),

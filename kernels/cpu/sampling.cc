@@ -25,36 +25,45 @@ void ApplyPenalties(float* logits, int vocab, const RowSampling& row,
 
 void ComputeLogprobs(const float* logits, int vocab, std::int32_t token, int k,
                      std::vector<std::int32_t>* order, TokenLogprobs* out) {
+  // Two passes over the row (logprobs are asked for per token, over vocabularies
+  // of 10^5): the max, the rank and the top k (a heap whose top is its worst
+  // member) in the first, the softmax's sum in the second.
   auto key = [&](std::int32_t t) { return std::isnan(logits[t]) ? -INFINITY : logits[t]; };
+  auto better = [&](std::int32_t a, std::int32_t b) {
+    return key(a) != key(b) ? key(a) > key(b) : a < b;
+  };
+  k = std::clamp(k, 0, vocab);
+  std::vector<std::int32_t>& heap = *order;
+  heap.clear();
+  const float mine = key(token);
   float max_logit = -INFINITY;
-  for (std::int32_t t = 0; t < vocab; ++t) max_logit = std::max(max_logit, key(t));
+  std::int32_t rank = 0;
+  for (std::int32_t t = 0; t < vocab; ++t) {
+    const float v = key(t);
+    max_logit = std::max(max_logit, v);
+    rank += v >= mine ? 1 : 0;
+    if (static_cast<int>(heap.size()) < k) {
+      heap.push_back(t);
+      std::push_heap(heap.begin(), heap.end(), better);
+    } else if (k > 0 && v > key(heap.front())) {  // ties keep the lower id, already in
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.back() = t;
+      std::push_heap(heap.begin(), heap.end(), better);
+    }
+  }
   double sum = 0;
   if (max_logit > -INFINITY)
-    for (std::int32_t t = 0; t < vocab; ++t) sum += std::exp(double{key(t)} - max_logit);
+    for (std::int32_t t = 0; t < vocab; ++t) sum += std::exp(key(t) - max_logit);  // float exp
   // log p_t = logit_t - (max + log sum); a row of -inf gives -inf everywhere.
   const double log_norm = max_logit > -INFINITY ? max_logit + std::log(sum) : 0.0;
   auto logprob = [&](std::int32_t t) { return static_cast<float>(key(t) - log_norm); };
   out->token = token;
   out->logprob = logprob(token);
-  const float mine = key(token);
-  std::int32_t rank = 0;
-  for (std::int32_t t = 0; t < vocab; ++t) rank += key(t) >= mine ? 1 : 0;
   out->rank = rank;
-  out->top_tokens.clear();
+  std::sort_heap(heap.begin(), heap.end(), better);  // best first
+  out->top_tokens.assign(heap.begin(), heap.end());
   out->top_logprobs.clear();
-  if (k <= 0) return;
-  k = std::min(k, vocab);
-  order->resize(static_cast<std::size_t>(vocab));
-  std::iota(order->begin(), order->end(), 0);
-  std::partial_sort(order->begin(), order->begin() + k, order->end(),
-                    [&](std::int32_t a, std::int32_t b) {
-                      return key(a) != key(b) ? key(a) > key(b) : a < b;
-                    });
-  for (int i = 0; i < k; ++i) {
-    const std::int32_t t = (*order)[static_cast<std::size_t>(i)];
-    out->top_tokens.push_back(t);
-    out->top_logprobs.push_back(logprob(t));
-  }
+  for (const std::int32_t t : heap) out->top_logprobs.push_back(logprob(t));
 }
 
 std::int32_t SampleRow(const float* logits, int vocab, const RowSampling& row,

@@ -46,6 +46,7 @@ class RequestParsingTest : public ::testing::Test {
   RequestParsingTest() : tokenizer_(MakeByteTokenizer()) {
     engine_.max_model_len = 64;
     engine_.vocab_size = 260;
+    engine_.logprobs_supported = true;  // the CPU runner's engine
     ctx_ = {tokenizer_.get(), &engine_, "tiny", PlainChatTemplate()};
   }
   // The status code and message for a body.

@@ -76,7 +76,22 @@ class FakeEngine {
     std::string identity, id;
     std::vector<std::int32_t> prompt;
     std::uint32_t max_tokens = 16, steps = 0;
+    std::int32_t logprobs = -1, prompt_logprobs = -1;
   };
+
+  // Made-up logprobs for `token` (k tops: it, then the ids after it), so
+  // that clients and the fuzzer exercise the logprobs paths.
+  flatbuffers::Offset<ipc::TokenLogprobs> FakeLogprobs(flatbuffers::FlatBufferBuilder& b,
+                                                       std::int32_t token, std::int32_t k) const {
+    std::vector<std::int32_t> ids;
+    std::vector<float> lps;
+    const auto vocab = static_cast<std::int32_t>(options_.vocab_size);
+    for (std::int32_t i = 0; i < k; ++i) {
+      ids.push_back((token + i) % vocab);
+      lps.push_back(-0.5f - static_cast<float>(i));
+    }
+    return ipc::CreateTokenLogprobsDirect(b, token, -0.5f, 1, &ids, &lps);
+  }
 
   static double Now() { return MonotonicSeconds(); }
 
@@ -94,7 +109,8 @@ class FakeEngine {
     Send(identity, ipc::Seal(b, ipc::Body::EngineReady,
                              ipc::CreateEngineReadyDirect(
                                  b, 0, options_.model_name.c_str(), options_.max_model_len, 16,
-                                 1024, 16 * 1024, options_.vocab_size, &options_.eos_token_ids)
+                                 1024, 16 * 1024, options_.vocab_size, &options_.eos_token_ids,
+                                 /*logprobs_supported=*/true, /*max_logprobs=*/20)
                                  .Union()));
   }
 
@@ -118,7 +134,11 @@ class FakeEngine {
         run.identity = identity;
         run.id = r->request_id()->str();
         run.prompt.assign(r->prompt_token_ids()->begin(), r->prompt_token_ids()->end());
-        if (r->sampling()) run.max_tokens = r->sampling()->max_tokens();
+        if (r->sampling()) {
+          run.max_tokens = r->sampling()->max_tokens();
+          run.logprobs = r->sampling()->logprobs();
+          run.prompt_logprobs = r->sampling()->prompt_logprobs();
+        }
         ++added_;
         if (run.max_tokens == 0) run.max_tokens = 1;
         running_.push_back(std::move(run));
@@ -166,8 +186,15 @@ class FakeEngine {
         events.push_back(ipc::CreateRequestEvent(b, ipc::EventType::Scheduled, now));
         prefill = ipc::CreatePrefillStats(b, static_cast<std::uint32_t>(r.prompt.size()), 0);
       }
+      std::vector<flatbuffers::Offset<ipc::TokenLogprobs>> logprobs, prompt_logprobs;
+      if (r.logprobs >= 0) logprobs.push_back(FakeLogprobs(b, tokens[0], r.logprobs));
+      if (r.steps == 1 && r.prompt_logprobs >= 0)
+        for (std::size_t i = 1; i < r.prompt.size(); ++i)
+          prompt_logprobs.push_back(FakeLogprobs(b, r.prompt[i], r.prompt_logprobs));
       std::vector<flatbuffers::Offset<ipc::RequestOutput>> outs = {ipc::CreateRequestOutputDirect(
-          b, r.id.c_str(), &tokens, finish, stop_token, &events, prefill)};
+          b, r.id.c_str(), &tokens, finish, stop_token, &events, prefill,
+          logprobs.empty() ? nullptr : &logprobs,
+          prompt_logprobs.empty() ? nullptr : &prompt_logprobs)};
       Send(r.identity, ipc::Seal(b, ipc::Body::EngineOutputs,
                                  ipc::CreateEngineOutputsDirect(b, 0, now, &outs).Union()));
     }

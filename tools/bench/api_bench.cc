@@ -5,7 +5,8 @@
 // write and the engine client's ZeroMQ receive are not included; see PERFORMANCE.md.
 //
 // Arguments: concurrent streams, API (0 completions, 1 chat, 2 responses),
-// per-request metrics on/off.
+// per-request metrics on/off, and logprobs (-1: none; k: the token's and k
+// top logprobs in each output, shown in each chunk).
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -34,13 +35,24 @@ class CountingResponder : public Responder {
 // A one-token RequestOutput as the engine sends it.
 struct Output {
   flatbuffers::FlatBufferBuilder b;
-  const ipc::RequestOutput* Build(const std::string& id, std::int32_t token) {
+  const ipc::RequestOutput* Build(const std::string& id, std::int32_t token, int logprobs = -1) {
     b.Clear();
     const auto id_off = b.CreateString(id);
     const auto tokens = b.CreateVector(std::vector<std::int32_t>{token});
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<ipc::TokenLogprobs>>> lp;
+    if (logprobs >= 0) {
+      std::vector<std::int32_t> top;
+      std::vector<float> values;
+      for (int i = 0; i < logprobs; ++i) {
+        top.push_back('a' + i);
+        values.push_back(-1.0f - static_cast<float>(i));
+      }
+      lp = b.CreateVector({ipc::CreateTokenLogprobsDirect(b, token, -1.5f, 2, &top, &values)});
+    }
     ipc::RequestOutputBuilder o(b);
     o.add_request_id(id_off);
     o.add_new_token_ids(tokens);
+    if (logprobs >= 0) o.add_logprobs(lp);
     b.Finish(o.Finish());
     return flatbuffers::GetRoot<ipc::RequestOutput>(b.GetBufferPointer());
   }
@@ -50,6 +62,7 @@ void BM_StreamedToken(benchmark::State& state) {
   const auto streams = static_cast<std::size_t>(state.range(0));
   const auto api = state.range(1);
   const bool per_request = state.range(2) != 0;
+  const int logprobs = static_cast<int>(state.range(3));
   std::unique_ptr<metrics::Registry> registry;
   const std::string instance = "apibench" + std::to_string(getpid());
   if (!metrics::Registry::Create(instance, metrics::Capacity{}, "bench", &registry).ok())
@@ -73,6 +86,7 @@ void BM_StreamedToken(benchmark::State& state) {
     params.responses = api == 2;
     params.stop = {"\x01never"};  // a stop string is checked on every token
     params.prompts = {std::vector<std::int32_t>(16, 'a')};
+    params.logprobs = logprobs;
     engine_ids.push_back(o.id + "-0");
     // Never submitted, and the streams never end here: no engine is needed.
     gens.push_back(std::make_shared<OutputProcessor>(std::move(o), std::move(params),
@@ -86,7 +100,7 @@ void BM_StreamedToken(benchmark::State& state) {
     step += 0.01;
     token = token == 'z' ? 'a' : token + 1;
     for (std::size_t i = 0; i < streams; ++i) {
-      const RequestDelta d{step, output.Build(engine_ids[i], token)};
+      const RequestDelta d{step, output.Build(engine_ids[i], token, logprobs)};
       gens[i]->OnOutput(0, d);  // takes the request's lock, as from the engine client's thread
     }
   }
@@ -97,12 +111,16 @@ void BM_StreamedToken(benchmark::State& state) {
   benchmark::DoNotOptimize(responder->bytes);
 }
 BENCHMARK(BM_StreamedToken)
-    ->ArgNames({"streams", "api", "per_request_metrics"})
-    ->Args({256, 0, 0})
-    ->Args({256, 0, 1})
-    ->Args({256, 1, 0})
-    ->Args({256, 2, 0})
-    ->Args({1, 0, 0})
+    ->ArgNames({"streams", "api", "per_request_metrics", "logprobs"})
+    ->Args({256, 0, 0, -1})
+    ->Args({256, 0, 1, -1})
+    ->Args({256, 1, 0, -1})
+    ->Args({256, 2, 0, -1})
+    ->Args({1, 0, 0, -1})
+    ->Args({256, 0, 0, 0})
+    ->Args({256, 0, 0, 5})
+    ->Args({256, 1, 0, 5})
+    ->Args({256, 0, 0, 20})
     ->Unit(benchmark::kMillisecond);
 
 // Stop-string matching for one streamed token (4 bytes of text), by number

@@ -89,12 +89,17 @@ BENCHMARK(BM_EngineMetricsRecord)->Repetitions(9)->ReportAggregatesOnly(true);
 
 // Decode throughput of the embedded sightline-tiny model on the CPU: `batch`
 // requests decoding together (each step samples one token per request)
-// against the same model serving one request at a time.
+// against the same model serving one request at a time; with `logprobs` >= 0
+// each token's logprobs (and that many top ones) computed too, and `vocab`
+// (0: the tiny model's 260) the output layer's width, which their cost
+// scales with (32000: Llama 2's; 151936: Qwen2's).
 void BM_TinyDecode(benchmark::State& state) {
   const int batch = static_cast<int>(state.range(0));
   kernels::cpu::SetBlasThreads(static_cast<int>(state.range(1)));
+  const int logprobs = static_cast<int>(state.range(2));
   ModelConfig model;
   if (!PresetModelConfig("sightline-tiny", &model).ok()) std::abort();
+  if (state.range(3) > 0) model.vocab_size = static_cast<int>(state.range(3));
   EngineCoreConfig c;
   c.block_size = 16;
   c.num_blocks = batch * 40 + 1;  // 640 tokens per request: prompt + every measured step
@@ -112,6 +117,7 @@ void BM_TinyDecode(benchmark::State& state) {
     r->sampling.temperature = 0;
     r->sampling.ignore_eos = true;
     r->sampling.max_tokens = 100000;
+    r->sampling.logprobs = logprobs;
     if (!core.AddRequest(std::move(r)).ok()) std::abort();
   }
   core.Step();  // the prefill step, not measured
@@ -125,10 +131,17 @@ void BM_TinyDecode(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_TinyDecode)
-    ->ArgNames({"batch", "blas_threads"})
-    ->Args({1, 1})
-    ->Args({64, 1})
-    ->Args({64, 2})
+    ->ArgNames({"batch", "blas_threads", "logprobs", "vocab"})
+    ->Args({1, 1, -1, 0})
+    ->Args({64, 1, -1, 0})
+    ->Args({64, 2, -1, 0})
+    ->Args({1, 1, -1, 32000})
+    ->Args({1, 1, 0, 32000})
+    ->Args({1, 1, 20, 32000})
+    ->Args({64, 1, -1, 32000})
+    ->Args({64, 1, 0, 32000})
+    ->Args({64, 1, 5, 32000})
+    ->Args({64, 1, 20, 32000})
     ->Iterations(256)
     ->Repetitions(5)
     ->ReportAggregatesOnly(true)

@@ -63,8 +63,8 @@ struct RowSampling {
 // logits as the model gave them, before penalties and temperature; NaN
 // counts as -infinity): `token`'s logprob and rank (how many tokens are at
 // least as likely, itself included, as vLLM counts: 1 = the most likely), and
-// the k most likely tokens, most likely first, ties to the lower id. Sums in
-// double precision.
+// the k most likely tokens, most likely first, ties to the lower id.
+// Exponentials in single precision, summed in double.
 struct TokenLogprobs {
   std::int32_t token = -1;  // -1: none computed
   float logprob = 0;
