@@ -267,6 +267,8 @@ bool ReadLogprobs(const Fields& f, Kind kind, const ParseContext& ctx, Completio
     if (!f.Integer("top_logprobs", 0, 20, &top)) return false;
     if (top > 0) return f.Fail("top_logprobs", "is unsupported on /v1/responses");
     if (f.Find("prompt_logprobs")) return f.Fail("prompt_logprobs", kUnsupported);
+    if (const json* l = f.Find("logprobs"); l && !l->is_null() && *l != false)
+      return f.Fail("logprobs", "is unsupported on /v1/responses");
     return true;
   }
   const json* logprobs = f.Find("logprobs");

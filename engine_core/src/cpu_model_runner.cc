@@ -46,9 +46,10 @@ class CpuModelRunner final : public ModelRunner {
   bool SupportsLogprobs() const override { return true; }
 
   void Execute(const BatchInput& b, const SamplingBatch& sampling, SampleResult* out) override {
-    ComputeLogits(b, &logits_);
+    Forward(b);
     const int vocab = config_.vocab_size;
     const std::size_t rows = sampling.rows.size();
+    Project(b.logits_rows.data(), static_cast<int>(rows), &logits_);
     out->tokens.resize(rows);
     const bool any_logprobs =
         !sampling.scores.empty() ||
@@ -70,14 +71,21 @@ class CpuModelRunner final : public ModelRunner {
         kernels::cpu::ComputeLogprobs(penalised ? raw_.data() : row, vocab, out->tokens[r], k,
                                       &order_, &out->logprobs[r]);
     }
-    for (std::size_t j = 0; j < sampling.scores.size(); ++j)
-      kernels::cpu::ComputeLogprobs(logits_.data() + (rows + j) * static_cast<std::size_t>(vocab),
-                                    vocab, sampling.scores[j].token,
-                                    sampling.scores[j].num_logprobs, &order_,
-                                    &out->logprobs[rows + j]);
+    const std::size_t scores = sampling.scores.size();
+    for (std::size_t first = 0; first < scores; first += kScoreSlab) {
+      const std::size_t n = std::min<std::size_t>(kScoreSlab, scores - first);
+      Project(b.logits_rows.data() + rows + first, static_cast<int>(n), &logits_);
+      for (std::size_t j = 0; j < n; ++j) {
+        const SamplingBatch::Score& s = sampling.scores[first + j];
+        kernels::cpu::ComputeLogprobs(logits_.data() + j * static_cast<std::size_t>(vocab), vocab,
+                                      s.token, s.num_logprobs, &order_,
+                                      &out->logprobs[rows + first + j]);
+      }
+    }
   }
 
-  void ComputeLogits(const BatchInput& b, std::vector<float>* logits) override {
+  // Runs the layers over the batch, leaving the last hidden states in x_.
+  void Forward(const BatchInput& b) {
     const ModelConfig& c = config_;
     const int t = static_cast<int>(b.tokens.size());
     const auto hidden = static_cast<std::size_t>(c.hidden_size);
@@ -168,20 +176,33 @@ class CpuModelRunner final : public ModelRunner {
         ops::RmsNorm(h_.data(), L.mlp_out_norm.data(), c.rms_norm_eps, t, c.hidden_size, h_.data());
       for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += h_[i];
     }
-    // Final norm and projection, only for the rows that sample.
-    const int rows = static_cast<int>(b.logits_rows.size());
-    selected_.resize(static_cast<std::size_t>(rows) * hidden);
-    for (int r = 0; r < rows; ++r) {
-      const auto src =
-          static_cast<std::size_t>(b.logits_rows[static_cast<std::size_t>(r)]) * hidden;
-      ops::RmsNorm(x_.data() + src, w_.final_norm.data(), c.rms_norm_eps, 1, c.hidden_size,
+  }
+
+  // Final norm and projection of `n` token rows of the last Forward (indices
+  // into its batch), as [n, vocab_size] in *logits.
+  void Project(const std::int32_t* rows, int n, std::vector<float>* logits) {
+    const ModelConfig& c = config_;
+    const auto hidden = static_cast<std::size_t>(c.hidden_size);
+    selected_.resize(static_cast<std::size_t>(n) * hidden);
+    for (int r = 0; r < n; ++r)
+      ops::RmsNorm(x_.data() + static_cast<std::size_t>(rows[r]) * hidden, w_.final_norm.data(),
+                   c.rms_norm_eps, 1, c.hidden_size,
                    selected_.data() + static_cast<std::size_t>(r) * hidden);
-    }
-    logits->resize(static_cast<std::size_t>(rows) * c.vocab_size);
-    if (rows > 0)
-      ops::MatMulTransB(selected_.data(), w_.output_projection().data(), rows, c.vocab_size,
+    logits->resize(static_cast<std::size_t>(n) * c.vocab_size);
+    if (n > 0)
+      ops::MatMulTransB(selected_.data(), w_.output_projection().data(), n, c.vocab_size,
                         c.hidden_size, logits->data());
     if (c.final_softcap > 0) ops::SoftCap(logits->data(), logits->size(), c.final_softcap);
+  }
+
+  // Scores prompt positions in slabs of this many rows, so that a long
+  // prompt's logprobs never need [its length, vocab] logits at once (2048 x
+  // 152k floats would be 1.2 GiB).
+  static constexpr int kScoreSlab = 64;
+
+  void ComputeLogits(const BatchInput& b, std::vector<float>* logits) override {
+    Forward(b);
+    Project(b.logits_rows.data(), static_cast<int>(b.logits_rows.size()), logits);
   }
 
  private:

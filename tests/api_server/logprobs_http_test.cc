@@ -143,18 +143,23 @@ TEST_F(CompletionsTest, EchoWithMaxTokensZeroScoresThePromptAsPromptLogprobsDo) 
     EXPECT_LE(lp["top_logprobs"][i].size(), 3u);
   }
   // With generation, the prompt's scores come first and the text follows the prompt.
-  const json more = Complete({{"prompt", "Hello"},
-                              {"echo", true},
-                              {"max_tokens", 3},
-                              {"logprobs", 2},
-                              {"temperature", 0},
-                              {"ignore_eos", true}});
+  json more_body = {{"prompt", "Hello"}, {"echo", true},     {"max_tokens", 3},
+                    {"logprobs", 2},     {"temperature", 0}, {"ignore_eos", true}};
+  const json more = Complete(more_body);
   const json& lp2 = more["choices"][0]["logprobs"];
   ASSERT_EQ(lp2["tokens"].size(), 9u);
   for (std::size_t i = 1; i < 6; ++i)
     EXPECT_DOUBLE_EQ(lp2["token_logprobs"][i].get<double>(), lp["token_logprobs"][i].get<double>());
   EXPECT_EQ(more["choices"][0]["text"].get<std::string>().rfind("Hello", 0), 0u);
   EXPECT_EQ(more["usage"]["completion_tokens"], 3);
+  // Streamed: the echo's chunk, then the tokens', add up to the body.
+  more_body["stream"] = true;
+  more_body["model"] = "tiny";
+  const auto r = HttpClient(port_).Post("/v1/completions", more_body.dump());
+  ASSERT_EQ(r.result_int(), 200);
+  std::string text;
+  ExpectNear(StreamedCompletionLogprobs(r.body(), 0, &text), lp2);
+  EXPECT_EQ(text, more["choices"][0]["text"]);
 }
 
 TEST_F(CompletionsTest, LogprobsBeyondTheLimitGetOpenAiErrors) {

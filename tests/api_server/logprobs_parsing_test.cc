@@ -118,6 +118,15 @@ TEST_F(LogprobsParsingTest, EveryRefusalNamesItsField) {
                               &param)
                    .ok());
   EXPECT_EQ(param, "top_logprobs");
+  for (const json& value : {json(true), json(2)}) {
+    EXPECT_FALSE(ParseResponses(json{{"input", "x"}, {"logprobs", value}}.dump(), ctx_, &p, &status,
+                                &param)
+                     .ok());
+    EXPECT_EQ(param, "logprobs");
+  }
+  EXPECT_TRUE(
+      ParseResponses(json{{"input", "x"}, {"logprobs", false}}.dump(), ctx_, &p, &status, &param)
+          .ok());
 }
 
 TEST_F(LogprobsParsingTest, AnEngineWithoutLogprobsRefusesThemAndTheLimitIsTheEngines) {

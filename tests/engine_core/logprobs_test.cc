@@ -43,6 +43,7 @@ struct Got {
   std::vector<kernels::TokenLogprobs> logprobs, prompt_logprobs;
   std::uint32_t cached = 0;
   int firsts = 0;  // outputs that carried prompt logprobs
+  int preempted_in_prefill = 0;  // preemptions reported with the first output
 };
 
 class Engine {
@@ -74,7 +75,11 @@ class Engine {
           if (it.logprobs.token >= 0) g.logprobs.push_back(std::move(it.logprobs));
           if (!it.prompt_logprobs.empty()) ++g.firsts;
           for (auto& l : it.prompt_logprobs) g.prompt_logprobs.push_back(std::move(l));
-          if (it.has_prefill_stats) g.cached = it.num_cached_tokens;
+          if (it.has_prefill_stats) {
+            g.cached = it.num_cached_tokens;
+            for (const RequestEvent& ev : it.events)
+              g.preempted_in_prefill += ev.type == EventType::kPreempted ? 1 : 0;
+          }
         }
   }
   std::map<std::string, Got> got_;
@@ -194,25 +199,31 @@ TEST(Logprobs, EqualTheReferenceLogSoftmaxThroughBatchingAndChunkedPrefill) {
   }
 }
 
-TEST(Logprobs, PromptLogprobsSkipThePrefixCacheAndSurvivePreemption) {
+TEST(Logprobs, PromptLogprobsSkipThePrefixCacheAndSurvivePreemptionInPrefill) {
   const Model m = Qwen2Small();
   const int vocab = m.config.vocab_size;
-  // 14 usable blocks of 16 for four requests of 40 + 24 tokens: preemptions.
+  // 14 usable blocks of 16 for four requests of 100 + 24 tokens, prefilled
+  // in chunks of 32: requests are preempted in their prefill, and recompute
+  // it, scoring no position twice.
   Engine engine(m, 15, /*budget=*/32);
   const SamplingParams s = Params(24, 0.8f, 2, 2);
-  const std::vector<std::int32_t> shared = RandomPrompt(40, vocab, 99);
+  const std::vector<std::int32_t> shared = RandomPrompt(100, vocab, 99);
   for (int i = 0; i < 4; ++i) {
     std::vector<std::int32_t> prompt = shared;
     prompt.back() = static_cast<std::int32_t>(i);  // the first 32 tokens' blocks are shared
     ASSERT_TRUE(engine.Add("r" + std::to_string(i), prompt, s).ok());
   }
   engine.Run();
+  int preempted_in_prefill = 0;
   for (int i = 0; i < 4; ++i) {
     SCOPED_TRACE(i);
     const Got& g = engine.got_["r" + std::to_string(i)];
     EXPECT_EQ(g.cached, 0u) << "a request with prompt logprobs reads no cached prefix";
     ExpectMatchesReference(m, g, s);
+    preempted_in_prefill += g.preempted_in_prefill;
   }
+  EXPECT_GT(preempted_in_prefill, 0) << "no request was preempted in its prefill: the test tests "
+                                        "nothing";
   // Without prompt logprobs the same prompt hits the cache.
   SamplingParams plain = Params(2, 0, 1, -1);
   ASSERT_TRUE(engine.Add("cached", shared, plain).ok());

@@ -159,7 +159,7 @@ TEST(CpuLogprobs, AreTheLogSoftmaxWithRankAndTopKByLogitThenId) {
   EXPECT_EQ(Logprobs(logits, 0, 99).top_tokens.size(), logits.size());  // k capped at the vocabulary
 }
 
-TEST(CpuLogprobs, NanIsMinusInfinityAndARowOfNothingStaysFinite) {
+TEST(CpuLogprobs, NanIsMinusInfinityAndARowOfNothingIsMinusInfinityNotNan) {
   const std::vector<float> logits = {NAN, 0.0f, -INFINITY};
   const TokenLogprobs nan = Logprobs(logits, 0, 3);
   EXPECT_TRUE(std::isinf(nan.logprob) && nan.logprob < 0);
