@@ -21,6 +21,10 @@ class CpuModelRunner final : public ModelRunner {
         w_(std::move(weights)),
         block_size_(block_size),
         inv_freq_(ops::RopeInvFreq(config_.head_dim, config_.rope_theta, config_.rope_scaling)),
+        long_inv_freq_(config_.rope_scaling.type == kernels::cpu::RopeType::kLongrope
+                           ? ops::RopeInvFreq(config_.head_dim, config_.rope_theta,
+                                              config_.rope_scaling, /*long_factors=*/true)
+                           : inv_freq_),
         // Gemma 3's sliding layers: their own base, no scaling.
         local_inv_freq_(config_.rope_local_theta > 0
                             ? ops::RopeInvFreq(config_.head_dim, config_.rope_local_theta, {})
@@ -105,6 +109,8 @@ class CpuModelRunner final : public ModelRunner {
     const float base_scale =
         1.0f / std::sqrt(c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar
                                                      : static_cast<float>(c.head_dim));
+    const bool any_long = std::any_of(b.long_rope.begin(), b.long_rope.end(),
+                                      [](std::uint8_t x) { return x != 0; });
     for (int l = 0; l < c.num_layers; ++l) {
       const LayerWeights& L = w_.layers[static_cast<std::size_t>(l)];
       // Attention block.
@@ -125,10 +131,22 @@ class CpuModelRunner final : public ModelRunner {
       }
       const bool slides = c.LayerSlides(l);
       const bool local_rope = slides && c.rope_local_theta > 0;
-      const float* inv = local_rope ? local_inv_freq_.data() : inv_freq_.data();
       const float factor = local_rope ? 1.0f : rope_factor;
-      ops::Rope(q_.data(), b.positions.data(), t, c.num_heads, c.head_dim, inv);
-      ops::Rope(k_.data(), b.positions.data(), t, c.num_kv_heads, c.head_dim, inv);
+      if (local_rope || !any_long) {
+        const float* inv = local_rope ? local_inv_freq_.data() : inv_freq_.data();
+        ops::Rope(q_.data(), b.positions.data(), t, c.num_heads, c.head_dim, inv);
+        ops::Rope(k_.data(), b.positions.data(), t, c.num_kv_heads, c.head_dim, inv);
+      } else {  // longrope: each sequence with its own factors
+        for (std::size_t s = 0; s < b.long_rope.size(); ++s) {
+          const int first = b.query_start[s], n = b.query_start[s + 1] - first;
+          const float* inv = b.long_rope[s] ? long_inv_freq_.data() : inv_freq_.data();
+          const auto at = static_cast<std::size_t>(first);
+          ops::Rope(q_.data() + at * c.q_size(), b.positions.data() + at, n, c.num_heads,
+                    c.head_dim, inv);
+          ops::Rope(k_.data() + at * c.kv_size(), b.positions.data() + at, n, c.num_kv_heads,
+                    c.head_dim, inv);
+        }
+      }
       auto& kc = k_cache_[static_cast<std::size_t>(l)];
       auto& vc = v_cache_[static_cast<std::size_t>(l)];
       ops::WriteKvCache(k_.data(), v_.data(), b.slot_mapping.data(), t, c.kv_size(), kc.data(),
@@ -276,7 +294,7 @@ class CpuModelRunner final : public ModelRunner {
   ModelConfig config_;
   ModelWeights w_;
   int block_size_;
-  std::vector<float> inv_freq_, local_inv_freq_;
+  std::vector<float> inv_freq_, long_inv_freq_, local_inv_freq_;
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [blocks, block_size, kv_size]
   // Activations, reused across steps.
   std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, selected_, logits_, raw_;

@@ -59,10 +59,10 @@ Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvP
   // is the same).
   int positions =
       cuda && model.sliding_window > 0 ? model.sliding_window : model.max_position_embeddings;
-  // Phi-3's longrope switches to its long factors past the original context,
-  // which the runner does not do: it serves up to there.
+  // Longrope's long factors (a request that may pass the original context)
+  // are the CPU runner's only: on CUDA the engine serves up to there.
   const kernels::cpu::RopeScaling& rope = model.rope_scaling;
-  const bool longrope = rope.type == kernels::cpu::RopeType::kLongrope;
+  const bool longrope = cuda && rope.type == kernels::cpu::RopeType::kLongrope;
   if (longrope) positions = std::min(positions, rope.original_max_position);
   if (o->max_model_len == 0) o->max_model_len = positions;
   if (o->max_model_len > model.max_position_embeddings)
@@ -71,7 +71,8 @@ Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvP
   if (longrope && o->max_model_len > positions)
     return invalid("--max-model-len " + std::to_string(o->max_model_len) +
                    " exceeds original_max_position_embeddings " + std::to_string(positions) +
-                   ": longrope's long factors (past the original context) are not implemented");
+                   ": the CUDA runner has no longrope long factors yet (--device cpu serves "
+                   "the whole length)");
   if (o->max_model_len > positions)
     return invalid("--max-model-len " + std::to_string(o->max_model_len) +
                    " exceeds the model's sliding_window " + std::to_string(positions) +

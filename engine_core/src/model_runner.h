@@ -27,6 +27,7 @@ struct BatchInput {
   std::vector<std::int32_t> block_tables;  // [S, max_blocks_per_seq]
   int max_blocks_per_seq = 0;
   std::vector<std::int32_t> logits_rows;  // token rows whose next-token logits are needed
+  std::vector<std::uint8_t> long_rope;    // [S]: sequence s rotates with longrope's long factors
 };
 
 // How to pick each logits row's token (rows[i] for logits row i), built by

@@ -38,6 +38,7 @@ struct Request {
   int num_prompt_tokens = 0;
   SamplingParams sampling;
   std::string cache_salt;
+  bool long_rope = false;  // rotated with longrope's long factors (ModelConfig::LongRope)
 
   RequestStatus status = RequestStatus::kWaiting;
   int num_computed_tokens = 0;
@@ -63,5 +64,15 @@ struct Request {
     return std::span(tokens).subspan(static_cast<std::size_t>(num_prompt_tokens));
   }
 };
+
+// Marks `r` for longrope's long factors (ModelConfig::LongRope of the length
+// it may reach). Its KV then differs from that of the same tokens rotated
+// with the short factors, so its blocks hash apart: a salt of their own.
+inline void UseLongRope(int block_size, Request* r) {
+  r->long_rope = true;
+  r->cache_salt += "\x1flongrope";
+  r->block_hashes.clear();
+  ExtendBlockHashes(r->tokens, block_size, r->cache_salt, &r->block_hashes);
+}
 
 }  // namespace sightline::engine

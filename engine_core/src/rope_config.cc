@@ -101,6 +101,7 @@ Status ReadRope(const json& r, const char* field, bool carries_theta, int origin
     s.factor = static_cast<float>(c->max_position_embeddings) /
                static_cast<float>(s.original_max_position);
     s.short_factor = r["short_factor"].get<std::vector<float>>();
+    s.long_factor = r["long_factor"].get<std::vector<float>>();
     s.attention_factor =
         s.factor <= 1 ? 1.0f
                       : static_cast<float>(std::sqrt(1 + std::log(static_cast<double>(s.factor)) /

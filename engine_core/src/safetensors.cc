@@ -456,10 +456,10 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
           {"rope_type", rope.type == kernels::cpu::RopeType::kLinear ? "linear" : "dynamic"},
           {"factor", rope.factor}};
       break;
-    case kernels::cpu::RopeType::kLongrope:  // the long factors are never used here
+    case kernels::cpu::RopeType::kLongrope:
       config["rope_scaling"] = {{"rope_type", "longrope"},
                                 {"short_factor", rope.short_factor},
-                                {"long_factor", rope.short_factor}};
+                                {"long_factor", rope.long_factor}};
       break;
     case kernels::cpu::RopeType::kYarn:
       config["rope_scaling"] = {{"rope_type", "yarn"},

@@ -84,7 +84,8 @@ double YarnCorrectionDim(double rotations, int dim, double base, int max_positio
 
 }  // namespace
 
-std::vector<float> RopeInvFreq(int head_dim, float theta, const RopeScaling& scaling) {
+std::vector<float> RopeInvFreq(int head_dim, float theta, const RopeScaling& scaling,
+                               bool long_factors) {
   const int half = head_dim / 2;
   double base = theta;
   if (scaling.type == RopeType::kDynamic) {
@@ -113,7 +114,8 @@ std::vector<float> RopeInvFreq(int head_dim, float theta, const RopeScaling& sca
         f /= scaling.factor;
         break;
       case RopeType::kLongrope:
-        f /= scaling.short_factor[static_cast<std::size_t>(i)];
+        f /= (long_factors ? scaling.long_factor
+                           : scaling.short_factor)[static_cast<std::size_t>(i)];
         break;
       case RopeType::kLlama3: {  // frequency-dependent scaling
         const double low_wavelen = scaling.original_max_position / scaling.low_freq_factor;

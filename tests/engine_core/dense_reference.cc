@@ -62,8 +62,8 @@ void AddRows(Mat* x, const std::vector<float>& b) {
 }
 
 void Rotary(Mat* x, int t, int heads, int dim, float theta,
-            const kernels::cpu::RopeScaling& scaling) {
-  const std::vector<float> inv = kernels::cpu::RopeInvFreq(dim, theta, scaling);
+            const kernels::cpu::RopeScaling& scaling, bool long_rope) {
+  const std::vector<float> inv = kernels::cpu::RopeInvFreq(dim, theta, scaling, long_rope);
   const double m = kernels::cpu::RopeAttentionFactor(scaling);  // YaRN's, longrope's
   for (int pos = 0; pos < t; ++pos)
     for (int h = 0; h < heads; ++h) {
@@ -80,7 +80,7 @@ void Rotary(Mat* x, int t, int heads, int dim, float theta,
 }  // namespace
 
 std::vector<float> DenseAllLogits(const ModelConfig& c, const ModelWeights& w,
-                                  const std::vector<std::int32_t>& tokens) {
+                                  const std::vector<std::int32_t>& tokens, bool long_rope) {
   const int t = static_cast<int>(tokens.size()), d = c.hidden_size, hd = c.head_dim;
   Mat x(static_cast<std::size_t>(t) * d);
   for (int i = 0; i < t; ++i)
@@ -111,8 +111,8 @@ std::vector<float> DenseAllLogits(const ModelConfig& c, const ModelWeights& w,
     const bool local = slides && c.rope_local_theta > 0;
     const float theta = local ? c.rope_local_theta : c.rope_theta;
     const kernels::cpu::RopeScaling rope = local ? kernels::cpu::RopeScaling{} : c.rope_scaling;
-    Rotary(&q, t, c.num_heads, hd, theta, rope);
-    Rotary(&k, t, c.num_kv_heads, hd, theta, rope);
+    Rotary(&q, t, c.num_heads, hd, theta, rope, long_rope && !local);
+    Rotary(&k, t, c.num_kv_heads, hd, theta, rope, long_rope && !local);
     Mat att(static_cast<std::size_t>(t) * c.q_size(), 0.0f);
     for (int i = 0; i < t; ++i)
       for (int head = 0; head < c.num_heads; ++head) {
@@ -193,8 +193,8 @@ std::vector<float> DenseAllLogits(const ModelConfig& c, const ModelWeights& w,
 }
 
 std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
-                               const std::vector<std::int32_t>& tokens) {
-  const std::vector<float> all = DenseAllLogits(c, w, tokens);
+                               const std::vector<std::int32_t>& tokens, bool long_rope) {
+  const std::vector<float> all = DenseAllLogits(c, w, tokens, long_rope);
   return {all.end() - c.vocab_size, all.end()};
 }
 
@@ -202,8 +202,9 @@ std::vector<std::int32_t> DenseGreedy(const ModelConfig& c, const ModelWeights& 
                                       std::vector<std::int32_t> prompt, int n,
                                       std::vector<float>* margins) {
   std::vector<std::int32_t> out;
+  const bool long_rope = c.LongRope(static_cast<int>(prompt.size()) + n);
   for (int step = 0; step < n; ++step) {
-    std::vector<float> logits = DenseLogits(c, w, prompt);
+    std::vector<float> logits = DenseLogits(c, w, prompt, long_rope);
     std::vector<float> sorted = logits;
     std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
     if (margins) margins->push_back(sorted[0] - sorted[1]);

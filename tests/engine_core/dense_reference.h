@@ -11,17 +11,20 @@
 
 namespace sightline::engine::testing {
 
-// Next-token logits after `tokens` (recomputes the whole sequence).
+// Next-token logits after `tokens` (recomputes the whole sequence);
+// `long_rope`: longrope's long factors.
 std::vector<float> DenseLogits(const ModelConfig& c, const ModelWeights& w,
-                               const std::vector<std::int32_t>& tokens);
+                               const std::vector<std::int32_t>& tokens, bool long_rope = false);
 
 // The logits after every prefix of `tokens`: [tokens.size(), vocab_size],
 // row i predicting token i + 1.
 std::vector<float> DenseAllLogits(const ModelConfig& c, const ModelWeights& w,
-                                  const std::vector<std::int32_t>& tokens);
+                                  const std::vector<std::int32_t>& tokens, bool long_rope = false);
 
-// Greedy continuation of `prompt` for `n` tokens; *margins gets, per step, the
-// gap between the best and second-best logit (to rule out ties).
+// Greedy continuation of `prompt` for `n` tokens, with longrope's long
+// factors when prompt + n passes the original context (ModelConfig::LongRope,
+// the engine's rule); *margins gets, per step, the gap between the best and
+// second-best logit (to rule out ties).
 std::vector<std::int32_t> DenseGreedy(const ModelConfig& c, const ModelWeights& w,
                                       std::vector<std::int32_t> prompt, int n,
                                       std::vector<float>* margins);

@@ -105,6 +105,38 @@ TEST(ModelFamilies, MistralSlidingWindowPrefixHitsNeedOnlyTheWindow) {
   EXPECT_EQ(engine.outputs_["first"], testing::DenseGreedy(m.config, m.weights, first, 6, nullptr));
 }
 
+// Phi-3's longrope: a request that may pass the original context rotates
+// with the long factors from its first token, so its KV never mixes with a
+// short-rotated one of the same prompt: no prefix hit across the two.
+TEST(ModelFamilies, LongropeRequestsNeverShareCachedBlocksWithShortOnes) {
+  json rope = {{"type", "longrope"}, {"short_factor", json::array()}, {"long_factor", json::array()}};
+  for (int i = 0; i < 32; ++i) {
+    rope["short_factor"].push_back(1.0 + 0.02 * i);
+    rope["long_factor"].push_back(1.5 + 0.25 * i);
+  }
+  const Checkpoint m = WriteAndLoad("phi3", "sightline-small",
+                                    {{"max_position_embeddings", 256},
+                                     {"original_max_position_embeddings", 40},
+                                     {"sliding_window", nullptr},
+                                     {"rope_scaling", rope}});
+  const std::vector<std::int32_t> prompt = Prompt(36, 8);
+  MiniEngine engine(Cpu(m.config, m.weights, 64, 4), 64, 4, /*budget=*/16);
+  engine.Add("short", prompt, 4);  // 40 tokens at most: the short factors
+  engine.RunToCompletion();
+  engine.Add("long", prompt, 8);  // may reach 44: the long factors
+  engine.RunToCompletion();
+  engine.Add("short-again", prompt, 2);
+  engine.Add("long-again", prompt, 6);
+  engine.RunToCompletion();
+  EXPECT_EQ(engine.cached_["long"], 0) << "a long request hit the short one's blocks";
+  EXPECT_GT(engine.cached_["short-again"], 0);
+  EXPECT_GT(engine.cached_["long-again"], 0);
+  for (const auto& [id, n] : std::vector<std::pair<std::string, int>>{
+           {"short", 4}, {"long", 8}, {"short-again", 2}, {"long-again", 6}})
+    EXPECT_EQ(engine.outputs_[id], testing::DenseGreedy(m.config, m.weights, prompt, n, nullptr))
+        << id;
+}
+
 // Mixtral: 4 experts, 2 per token, through the scheduler.
 TEST(ModelFamilies, MixtralMatchesTheDenseReferenceThroughTheScheduler) {
   const Checkpoint m = WriteAndLoad("mixtral", "sightline-small");
@@ -223,6 +255,22 @@ TEST(ModelFamilies, GreedyTokensEqualThePyTorchReference) {
         if (differs) break;
       }
       EXPECT_TRUE(differs) << "the rope scaling changes no token: the case tests nothing";
+    }
+    // Longrope past the original context: the long factors must show.
+    if (m.config.rope_scaling.type == kernels::cpu::RopeType::kLongrope) {
+      ModelConfig short_only = m.config;
+      short_only.rope_scaling.long_factor = short_only.rope_scaling.short_factor;
+      int long_prompts = 0;
+      bool differs = false;
+      for (const json& p : k["prompts"]) {
+        const auto prompt = p["prompt"].get<std::vector<std::int32_t>>();
+        const auto greedy = p["greedy"].get<std::vector<std::int32_t>>();
+        if (!m.config.LongRope(static_cast<int>(prompt.size() + greedy.size()))) continue;
+        ++long_prompts;
+        differs |= testing::DenseGreedy(short_only, m.weights, prompt,
+                                        static_cast<int>(greedy.size()), nullptr) != greedy;
+      }
+      EXPECT_TRUE(long_prompts == 0 || differs) << "the long factors change no token";
     }
   }
 }

@@ -27,7 +27,8 @@ import torch
 
 SEED = 77
 # (family, preset, a JSON merge patch (RFC 7386) applied to the config.json
-# make-model writes: how the cases get a sliding window or a rope scaling).
+# make-model writes: how the cases get a sliding window or a rope scaling,
+# and optionally the prompt lengths instead of PROMPT_LENGTHS).
 CASES = [
     ("llama", "sightline-small", {}),
     ("mistral", "sightline-small", {"sliding_window": 12}),
@@ -55,6 +56,15 @@ CASES = [
                        "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}),
     ("qwen2", "sightline-small",
      {"rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 512}}),
+    # Longrope past the original context: prompts of 6 and 9 (+ 10 tokens)
+    # stay within 20, those of 33 and 48 start past it, so transformers
+    # rotates each with one set of factors throughout, as the engine does.
+    ("phi3", "sightline-small",
+     {"max_position_embeddings": 256, "original_max_position_embeddings": 20,
+      "rope_scaling": {"type": "longrope",
+                       "short_factor": [round(1.0 + 0.02 * i, 2) for i in range(32)],
+                       "long_factor": [round(1.5 + 0.25 * i, 2) for i in range(32)]}},
+     [6, 9, 33, 48]),
     ("qwen3", "sightline-small-hd128",
      {"rope_theta": None,
       "rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 2.0,
@@ -93,9 +103,11 @@ def merge_patch(target, patch):
     return target
 
 
-def rope_inv_freq(cfg, hd):
+def rope_inv_freq(cfg, hd, seq_len):
     """Inverse frequencies and the cos/sin factor, as modeling_rope_utils
-    computes them (dynamic: vLLM's fixed base for max_position * factor)."""
+    computes them (dynamic: vLLM's fixed base for max_position * factor;
+    longrope: the long factors when the forward pass's input, seq_len tokens,
+    passes original_max_position_embeddings, as longrope_frequency_update)."""
     rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
     theta = cfg.get("rope_theta", rope.get("rope_theta", 10000.0))
     kind = rope.get("rope_type", rope.get("type", "default"))
@@ -111,12 +123,12 @@ def rope_inv_freq(cfg, hd):
         base = theta * ((factor * max_len / cfg["max_position_embeddings"]) - (factor - 1)) ** (
             hd / (hd - 2))
         return 1.0 / base ** exponent, 1.0
-    if kind in ("longrope", "su"):  # Phi-3, within the original context: short factors
+    if kind in ("longrope", "su"):  # Phi-3
         old = cfg.get("original_max_position_embeddings", cfg["max_position_embeddings"])
         scale = cfg["max_position_embeddings"] / old
         factor = 1.0 if scale <= 1 else math.sqrt(1 + math.log(scale) / math.log(old))
-        short = torch.tensor(rope["short_factor"], dtype=torch.float64)
-        return 1.0 / (short * theta ** exponent), factor
+        ext = rope["long_factor"] if seq_len > old else rope["short_factor"]
+        return 1.0 / (torch.tensor(ext, dtype=torch.float64) * theta ** exponent), factor
     if kind == "llama3":
         old = rope["original_max_position_embeddings"]
         low_wavelen = old / rope["low_freq_factor"]
@@ -200,7 +212,7 @@ def forward(cfg, w, tokens):
         return rms_norm(v, (1.0 + w[name]) if gemma else w[name], eps)
 
     def rotary(config):
-        inv_freq, attention_factor = rope_inv_freq(config, hd)
+        inv_freq, attention_factor = rope_inv_freq(config, hd, t)
         freqs = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
         return ((emb.cos() * attention_factor)[:, None, :],
@@ -301,7 +313,9 @@ def greedy(cfg, w, prompt, n):
 def main():
     sightline, out_path = sys.argv[1], sys.argv[2]
     cases = []
-    for family, preset, patch in CASES:
+    for case in CASES:
+        family, preset, patch = case[:3]
+        lengths = case[3] if len(case) > 3 else PROMPT_LENGTHS
         with tempfile.TemporaryDirectory() as d:
             subprocess.run([sightline, "make-model", d, "--family", family, "--preset", preset,
                             "--seed", str(SEED)], check=True)
@@ -311,7 +325,7 @@ def main():
             w = read_safetensors(d + "/model.safetensors")
         rng = random.Random(f"{family}-{preset}-{json.dumps(patch, sort_keys=True)}")
         prompts, case_margin = [], float("inf")
-        for length in PROMPT_LENGTHS:
+        for length in lengths:
             while True:  # a prompt whose continuation has no near-tie
                 prompt = [rng.randrange(256) for _ in range(length)]
                 tokens, margin = greedy(cfg, w, prompt, GREEDY_TOKENS)

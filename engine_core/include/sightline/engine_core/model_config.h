@@ -60,6 +60,17 @@ struct ModelConfig {
     return sliding_window > 0 &&
            (sliding_layers.empty() || sliding_layers[static_cast<std::size_t>(layer)]);
   }
+  // Longrope (Phi-3): whether a sequence that may reach `max_tokens` tokens
+  // rotates with the long factors. transformers switches to them whenever a
+  // forward pass's input passes original_max_position (its whole input, the
+  // cached part included), vLLM whenever any position of a batch does; a
+  // KV-cached server cannot re-rotate what it cached, so Sightline decides
+  // once per request, by the length it may reach: batch-independent, and what
+  // transformers computes over that whole sequence.
+  bool LongRope(int max_tokens) const {
+    return rope_scaling.type == kernels::cpu::RopeType::kLongrope &&
+           max_tokens > rope_scaling.original_max_position;
+  }
   // The window the KV cache may free blocks by: only when every layer slides.
   int KvSlidingWindow() const {
     for (int l = 0; l < num_layers; ++l)

@@ -46,9 +46,8 @@ void Rope(float* x, const std::int32_t* positions, int tokens, int heads, int he
 //  * kYarn: interpolation below, extrapolation above the correction range
 //    of beta_fast/beta_slow rotations over original_max_position;
 //  * kLongrope (Phi-3 "su"/"longrope"): frequency i divided by
-//    short_factor[i] (the long factors, for positions past
-//    original_max_position, are not implemented: the engine serves only up
-//    to there).
+//    short_factor[i], or long_factor[i] with `long_factors` (for a sequence
+//    that may pass original_max_position; the engine decides per request).
 // YaRN and longrope scale the rotary outputs by attention_factor.
 enum class RopeType { kDefault, kLlama3, kLinear, kDynamic, kYarn, kLongrope };
 struct RopeScaling {
@@ -59,9 +58,11 @@ struct RopeScaling {
   int original_max_position = 0;        // kLlama3, kDynamic, kYarn
   float beta_fast = 32, beta_slow = 1;  // kYarn
   std::vector<float> short_factor;      // kLongrope: head_dim / 2 of them
+  std::vector<float> long_factor;       // kLongrope: head_dim / 2 of them
   float attention_factor = 1;           // kYarn, kLongrope: cos and sin times this
 };
-std::vector<float> RopeInvFreq(int head_dim, float theta, const RopeScaling& scaling);
+std::vector<float> RopeInvFreq(int head_dim, float theta, const RopeScaling& scaling,
+                               bool long_factors = false);
 // What cos and sin are multiplied by (so q.k by its square): attention_factor.
 inline float RopeAttentionFactor(const RopeScaling& scaling) {
   return scaling.attention_factor;
