@@ -81,7 +81,8 @@ bool ReadPrompt(const Fields& f, const ParseContext& ctx, CompletionParams* p, B
                   "'prompt' must be a string, a list of token ids, or a list of those");
   // Echo shows a prompt given as ids decoded as the output is.
   auto echo_ids = [&] {
-    if (p->echo) p->prompt_texts.push_back(LossyUtf8(ctx.tokenizer->Decode(p->prompts.back(), p->decode)));
+    if (p->echo)
+      p->prompt_texts.push_back(LossyUtf8(ctx.tokenizer->Decode(p->prompts.back(), p->decode)));
   };
   if ((*prompt)[0].is_number()) {
     p->prompts.emplace_back();
@@ -248,7 +249,8 @@ bool LogprobsCount(const Fields& f, const char* key, const ParseContext& ctx, st
   if (!f.Integer(key, 0, kMaxCount, &k)) return false;
   if (!f.Find(key) || f.Find(key)->is_null()) return true;
   if (!ctx.engine->logprobs_supported)
-    return f.Fail(key, "is unsupported: this engine's model runner (CUDA) computes no logprobs yet");
+    return f.Fail(key,
+                  "is unsupported: this engine's model runner (CUDA) computes no logprobs yet");
   if (k > ctx.engine->max_logprobs)
     return f.Fail(key, "asks for " + std::to_string(k) + " logprobs; at most " +
                            std::to_string(ctx.engine->max_logprobs) + " (--max-logprobs)");
@@ -287,8 +289,9 @@ bool ReadLogprobs(const Fields& f, Kind kind, const ParseContext& ctx, Completio
     if (!LogprobsCount(f, "top_logprobs", ctx, &top)) return false;
     if (top > 0 && !on) return f.Fail("top_logprobs", "needs 'logprobs' to be true");
     if (on && !ctx.engine->logprobs_supported)
-      return f.Fail("logprobs", "is unsupported: this engine's model runner (CUDA) computes no "
-                                "logprobs yet");
+      return f.Fail("logprobs",
+                    "is unsupported: this engine's model runner (CUDA) computes no "
+                    "logprobs yet");
     p->logprobs = on ? top : -1;
   }
   if (!LogprobsCount(f, "prompt_logprobs", ctx, &p->prompt_logprobs)) return false;

@@ -178,10 +178,10 @@ void OpenAiRenderer::Text(std::uint32_t index, const std::string& delta, bool ne
   if (!options_.stream || responses) c.text += delta;  // Responses repeat it at the end
   if (!options_.stream) return;
   if (logprobs && !responses)  // a chunk of its own: the template has no logprobs
-    return Write("data: " +
-                 Chunk(index, delta, "", false, /*content=*/true, StreamLogprobs(c, {*logprobs}))
-                     .dump() +
-                 "\n\n");
+    return Write(
+        "data: " +
+        Chunk(index, delta, "", false, /*content=*/true, StreamLogprobs(c, {*logprobs})).dump() +
+        "\n\n");
   const std::string text = EventTemplate::Quote(delta);
   if (responses) {
     if (delta_template_.empty() &&

@@ -226,7 +226,8 @@ void OutputProcessor::ShowPrompt(Choice& c, const ipc::RequestOutput* o) {
         entries.push_back(DecodeLogprobs(*l, *tokenizer_));
     renderer_.PromptLogprobsField(c.index, PromptLogprobs(entries));
   }
-  if (params_.echo) renderer_.Echo(c.index, params_.prompt_texts.at(c.index / params_.n), std::move(entries));
+  if (params_.echo)
+    renderer_.Echo(c.index, params_.prompt_texts.at(c.index / params_.n), std::move(entries));
 }
 
 void OutputProcessor::FinishChoice(Choice& c, const char* reason, bool client_gone) {

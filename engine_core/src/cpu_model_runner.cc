@@ -109,8 +109,8 @@ class CpuModelRunner final : public ModelRunner {
     const float base_scale =
         1.0f / std::sqrt(c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar
                                                      : static_cast<float>(c.head_dim));
-    const bool any_long = std::any_of(b.long_rope.begin(), b.long_rope.end(),
-                                      [](std::uint8_t x) { return x != 0; });
+    const bool any_long =
+        std::any_of(b.long_rope.begin(), b.long_rope.end(), [](std::uint8_t x) { return x != 0; });
     for (int l = 0; l < c.num_layers; ++l) {
       const LayerWeights& L = w_.layers[static_cast<std::size_t>(l)];
       // Attention block.

@@ -47,8 +47,8 @@ Status EngineCore::AddRequest(std::unique_ptr<Request> r) {
   }
   if (scheduler_.Find(r->id)) return Status::AlreadyExists("duplicate request id " + r->id);
   r->num_prompt_tokens = static_cast<int>(r->tokens.size());
-  const auto reach = std::min<std::int64_t>(
-      max_len, std::int64_t{r->num_prompt_tokens} + r->sampling.max_tokens);
+  const auto reach =
+      std::min<std::int64_t>(max_len, std::int64_t{r->num_prompt_tokens} + r->sampling.max_tokens);
   if (runner_->config().LongRope(static_cast<int>(reach))) UseLongRope(config_.block_size, r.get());
   r->rng.seed(r->sampling.has_seed ? r->sampling.seed : seeds_());
   scheduler_.AddRequest(std::move(r));

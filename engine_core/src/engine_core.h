@@ -45,7 +45,7 @@ struct OutputItem {
   bool has_prefill_stats = false;  // on the first output only
   std::uint32_t num_prompt_tokens = 0;
   std::uint32_t num_cached_tokens = 0;
-  kernels::TokenLogprobs logprobs;  // new_token's (token -1: not asked for)
+  kernels::TokenLogprobs logprobs;                      // new_token's (token -1: not asked for)
   std::vector<kernels::TokenLogprobs> prompt_logprobs;  // first output only
 };
 

@@ -110,7 +110,8 @@ std::span<const std::uint8_t> SealOutputs(flatbuffers::FlatBufferBuilder& b,
       prompt_logprobs.push_back(LogprobsToWire(b, l));
     outs.push_back(ipc::CreateRequestOutputDirect(
         b, it.request_id.c_str(), &toks, ToWire(it.finish_reason), it.stop_token, &evs, prefill,
-        logprobs.empty() ? nullptr : &logprobs, prompt_logprobs.empty() ? nullptr : &prompt_logprobs));
+        logprobs.empty() ? nullptr : &logprobs,
+        prompt_logprobs.empty() ? nullptr : &prompt_logprobs));
   }
   return ipc::Seal(b, ipc::Body::EngineOutputs,
                    ipc::CreateEngineOutputsDirect(b, engine_index, timestamp, &outs).Union());
@@ -126,13 +127,12 @@ std::span<const std::uint8_t> SealReady(flatbuffers::FlatBufferBuilder& b,
   const EngineCoreConfig& c = core.config();
   return ipc::Seal(
       b, ipc::Body::EngineReady,
-      ipc::CreateEngineReadyDirect(b, engine_index, served_model_name.c_str(),
-                                   static_cast<std::uint32_t>(c.scheduler.max_model_len),
-                                   static_cast<std::uint32_t>(c.block_size),
-                                   static_cast<std::uint64_t>(c.num_blocks), kv_cache_size_tokens,
-                                   static_cast<std::uint32_t>(m.vocab_size), &m.eos_token_ids,
-                                   core.supports_logprobs(),
-                                   static_cast<std::uint32_t>(c.max_logprobs))
+      ipc::CreateEngineReadyDirect(
+          b, engine_index, served_model_name.c_str(),
+          static_cast<std::uint32_t>(c.scheduler.max_model_len),
+          static_cast<std::uint32_t>(c.block_size), static_cast<std::uint64_t>(c.num_blocks),
+          kv_cache_size_tokens, static_cast<std::uint32_t>(m.vocab_size), &m.eos_token_ids,
+          core.supports_logprobs(), static_cast<std::uint32_t>(c.max_logprobs))
           .Union());
 }
 

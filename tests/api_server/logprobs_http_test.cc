@@ -49,8 +49,12 @@ void ExpectNear(const json& a, const json& b) {
 }
 
 TEST_F(CompletionsTest, CompletionLogprobsStreamedEqualNonStreamedForEachChoice) {
-  json body = {{"prompt", "Hello, Sightline"}, {"max_tokens", 6}, {"temperature", 0.8},
-               {"seed", 3},                    {"n", 2},          {"logprobs", 3},
+  json body = {{"prompt", "Hello, Sightline"},
+               {"max_tokens", 6},
+               {"temperature", 0.8},
+               {"seed", 3},
+               {"n", 2},
+               {"logprobs", 3},
                {"ignore_eos", true}};
   const json plain = Complete(body);
   body["stream"] = true;
@@ -85,9 +89,8 @@ TEST_F(CompletionsTest, CompletionLogprobsStreamedEqualNonStreamedForEachChoice)
 
 TEST_F(CompletionsTest, ChatLogprobsHaveTopEntriesAndBytesStreamedOrNot) {
   const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
-  json body = {{"model", "tiny"},       {"messages", messages}, {"max_tokens", 5},
-               {"temperature", 0},      {"logprobs", true},     {"top_logprobs", 2},
-               {"ignore_eos", true}};
+  json body = {{"model", "tiny"},  {"messages", messages}, {"max_tokens", 5},   {"temperature", 0},
+               {"logprobs", true}, {"top_logprobs", 2},    {"ignore_eos", true}};
   auto r = HttpClient(port_).Post("/v1/chat/completions", body.dump());
   ASSERT_EQ(r.result_int(), 200) << r.body();
   const json plain = json::parse(r.body());

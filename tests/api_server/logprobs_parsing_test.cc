@@ -54,10 +54,11 @@ TEST_F(LogprobsParsingTest, EachEndpointAsksInItsOwnWay) {
   EXPECT_EQ(Accept({{"prompt", "a"}, {"logprobs", nullptr}}).logprobs, -1);
   EXPECT_EQ(Accept({{"prompt", "a"}, {"logprobs", false}}).logprobs, -1);
   EXPECT_EQ(Accept({{"messages", messages_}, {"logprobs", true}}, true).logprobs, 0);
-  EXPECT_EQ(Accept({{"messages", messages_}, {"logprobs", true}, {"top_logprobs", 5}}, true).logprobs,
-            5);
-  EXPECT_EQ(Accept({{"messages", messages_}, {"logprobs", false}, {"top_logprobs", 0}}, true).logprobs,
-            -1);
+  EXPECT_EQ(
+      Accept({{"messages", messages_}, {"logprobs", true}, {"top_logprobs", 5}}, true).logprobs, 5);
+  EXPECT_EQ(
+      Accept({{"messages", messages_}, {"logprobs", false}, {"top_logprobs", 0}}, true).logprobs,
+      -1);
   const CompletionParams scored = Accept({{"messages", messages_}, {"prompt_logprobs", 3}}, true);
   EXPECT_EQ(scored.prompt_logprobs, 3);
   EXPECT_EQ(scored.logprobs, -1);
@@ -69,7 +70,7 @@ TEST_F(LogprobsParsingTest, EchoWithMaxTokensZeroScoresThePrompt) {
       Accept({{"prompt", {"ab", "c"}}, {"echo", true}, {"max_tokens", 0}, {"logprobs", 2}});
   EXPECT_TRUE(p.echo);
   EXPECT_TRUE(p.score_only);
-  EXPECT_EQ(p.max_tokens, 1u);  // the engine samples one token, which is dropped
+  EXPECT_EQ(p.max_tokens, 1u);      // the engine samples one token, which is dropped
   EXPECT_EQ(p.prompt_logprobs, 2);  // echo's logprobs score the prompt
   EXPECT_EQ(p.prompt_texts, (std::vector<std::string>{"ab", "c"}));
   // A prompt of ids is echoed decoded; echo without logprobs scores nothing.
@@ -82,9 +83,9 @@ TEST_F(LogprobsParsingTest, EchoWithMaxTokensZeroScoresThePrompt) {
                 .prompt_logprobs,
             4);
   // Streamed echo scores the prompt too (its first chunk shows them).
-  EXPECT_EQ(Accept({{"prompt", "a"}, {"echo", true}, {"logprobs", 1}, {"stream", true}})
-                .prompt_logprobs,
-            1);
+  EXPECT_EQ(
+      Accept({{"prompt", "a"}, {"echo", true}, {"logprobs", 1}, {"stream", true}}).prompt_logprobs,
+      1);
 }
 
 TEST_F(LogprobsParsingTest, EveryRefusalNamesItsField) {
@@ -102,7 +103,8 @@ TEST_F(LogprobsParsingTest, EveryRefusalNamesItsField) {
            {{{"prompt", "a"}, {"echo", "yes"}}, false, "echo"},
            {{{"messages", messages_}, {"logprobs", 2}}, true, "logprobs"},
            {{{"messages", messages_}, {"top_logprobs", 2}}, true, "top_logprobs"},
-           {{{"messages", messages_}, {"logprobs", true}, {"top_logprobs", 21}}, true,
+           {{{"messages", messages_}, {"logprobs", true}, {"top_logprobs", 21}},
+            true,
             "top_logprobs"},
            {{{"messages", messages_}, {"echo", true}}, true, "echo"},
            {{{"messages", messages_}, {"max_tokens", 0}, {"echo", true}}, true, "echo"}}) {
@@ -114,14 +116,14 @@ TEST_F(LogprobsParsingTest, EveryRefusalNamesItsField) {
   CompletionParams p;
   int status = 0;
   std::string param;
-  EXPECT_FALSE(ParseResponses(json{{"input", "x"}, {"top_logprobs", 2}}.dump(), ctx_, &p, &status,
-                              &param)
-                   .ok());
+  EXPECT_FALSE(
+      ParseResponses(json{{"input", "x"}, {"top_logprobs", 2}}.dump(), ctx_, &p, &status, &param)
+          .ok());
   EXPECT_EQ(param, "top_logprobs");
   for (const json& value : {json(true), json(2)}) {
-    EXPECT_FALSE(ParseResponses(json{{"input", "x"}, {"logprobs", value}}.dump(), ctx_, &p, &status,
-                                &param)
-                     .ok());
+    EXPECT_FALSE(
+        ParseResponses(json{{"input", "x"}, {"logprobs", value}}.dump(), ctx_, &p, &status, &param)
+            .ok());
     EXPECT_EQ(param, "logprobs");
   }
   EXPECT_TRUE(

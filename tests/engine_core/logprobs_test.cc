@@ -42,7 +42,7 @@ struct Got {
   std::vector<std::int32_t> prompt, output;
   std::vector<kernels::TokenLogprobs> logprobs, prompt_logprobs;
   std::uint32_t cached = 0;
-  int firsts = 0;  // outputs that carried prompt logprobs
+  int firsts = 0;                // outputs that carried prompt logprobs
   int preempted_in_prefill = 0;  // preemptions reported with the first output
 };
 

@@ -49,7 +49,8 @@ class MiniEngine {
     else
       r->sampling.temperature = 0;
     r->sampling.max_tokens = static_cast<std::uint32_t>(max_tokens);
-    if (runner_->config().LongRope(r->num_prompt_tokens + max_tokens)) UseLongRope(block_size_, r.get());
+    if (runner_->config().LongRope(r->num_prompt_tokens + max_tokens))
+      UseLongRope(block_size_, r.get());
     r->rng.seed(r->sampling.seed);
     sched_->AddRequest(std::move(r));
   }

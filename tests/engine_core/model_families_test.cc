@@ -109,7 +109,8 @@ TEST(ModelFamilies, MistralSlidingWindowPrefixHitsNeedOnlyTheWindow) {
 // with the long factors from its first token, so its KV never mixes with a
 // short-rotated one of the same prompt: no prefix hit across the two.
 TEST(ModelFamilies, LongropeRequestsNeverShareCachedBlocksWithShortOnes) {
-  json rope = {{"type", "longrope"}, {"short_factor", json::array()}, {"long_factor", json::array()}};
+  json rope = {
+      {"type", "longrope"}, {"short_factor", json::array()}, {"long_factor", json::array()}};
   for (int i = 0; i < 32; ++i) {
     rope["short_factor"].push_back(1.0 + 0.02 * i);
     rope["long_factor"].push_back(1.5 + 0.25 * i);

@@ -156,7 +156,8 @@ TEST(CpuLogprobs, AreTheLogSoftmaxWithRankAndTopKByLogitThenId) {
   EXPECT_NEAR(l.top_logprobs[0], 3.0 - std::log(sum), 1e-6);
   EXPECT_EQ(Logprobs(logits, 3, 0).rank, 2);  // a tie counts both
   EXPECT_TRUE(Logprobs(logits, 3, 0).top_tokens.empty());
-  EXPECT_EQ(Logprobs(logits, 0, 99).top_tokens.size(), logits.size());  // k capped at the vocabulary
+  EXPECT_EQ(Logprobs(logits, 0, 99).top_tokens.size(),
+            logits.size());  // k capped at the vocabulary
 }
 
 TEST(CpuLogprobs, NanIsMinusInfinityAndARowOfNothingIsMinusInfinityNotNan) {

@@ -191,10 +191,10 @@ class FakeEngine {
       if (r.steps == 1 && r.prompt_logprobs >= 0)
         for (std::size_t i = 1; i < r.prompt.size(); ++i)
           prompt_logprobs.push_back(FakeLogprobs(b, r.prompt[i], r.prompt_logprobs));
-      std::vector<flatbuffers::Offset<ipc::RequestOutput>> outs = {ipc::CreateRequestOutputDirect(
-          b, r.id.c_str(), &tokens, finish, stop_token, &events, prefill,
-          logprobs.empty() ? nullptr : &logprobs,
-          prompt_logprobs.empty() ? nullptr : &prompt_logprobs)};
+      std::vector<flatbuffers::Offset<ipc::RequestOutput>> outs = {
+          ipc::CreateRequestOutputDirect(b, r.id.c_str(), &tokens, finish, stop_token, &events,
+                                         prefill, logprobs.empty() ? nullptr : &logprobs,
+                                         prompt_logprobs.empty() ? nullptr : &prompt_logprobs)};
       Send(r.identity, ipc::Seal(b, ipc::Body::EngineOutputs,
                                  ipc::CreateEngineOutputsDirect(b, 0, now, &outs).Union()));
     }
