@@ -140,8 +140,10 @@ StepOutputs EngineCore::Step() {
       item.num_cached_tokens = static_cast<std::uint32_t>(std::max(0, r->num_cached_tokens));
       item.prompt_logprobs = std::move(r->prompt_logprobs);
     }
-    if (r->sampling.logprobs >= 0)
-      item.logprobs = std::move(sampled_.logprobs[static_cast<std::size_t>(logprobs_row[u.index])]);
+    // (A runner without logprobs returns none; AddRequest refused such requests.)
+    if (const auto row = static_cast<std::size_t>(logprobs_row[u.index]);
+        r->sampling.logprobs >= 0 && row < sampled_.logprobs.size())
+      item.logprobs = std::move(sampled_.logprobs[row]);
     ++stats.generation_tokens;
     out.by_client[r->client_index].push_back(std::move(item));
   }
