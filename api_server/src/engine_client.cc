@@ -118,6 +118,7 @@ struct EngineClient::Impl {
               }});
   }
   void OnMessage(const zmq::message_t& m);
+  std::uint64_t refused_frames = 0;  // failed verification (the I/O thread's own)
   void Run();
   void RunHandlers();
 };
@@ -125,7 +126,14 @@ struct EngineClient::Impl {
 void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
   std::vector<std::uint64_t> aligned;
   const ipc::Envelope* e = ipc::DecodeFrame(m.data(), m.size(), &aligned);
-  if (!e) return;  // never trusted, never read
+  if (!e) {  // never trusted, never read; said now and then, not per frame
+    if (refused_frames++ % 1000 == 0)
+      std::fprintf(stderr,
+                   "WARN api-server: dropped an engine message that fails verification "
+                   "(%zu bytes; %llu so far)\n",
+                   m.size(), static_cast<unsigned long long>(refused_frames));
+    return;
+  }
   switch (e->body_type()) {
     case ipc::Body::EngineReady: {
       const auto* r = e->body_as_EngineReady();

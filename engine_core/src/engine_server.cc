@@ -196,7 +196,8 @@ void EngineServer::State::OutputLoop(zmq::socket_t& sock) {
     for (Outgoing& o : batch) {
       switch (o.kind) {
         case Outgoing::Kind::kOutputs:
-          send(o.client, SealOutputs(b, options.engine_index, o.timestamp, o.items));
+          for (std::span<const OutputItem> run : SplitOutputs(o.items))
+            send(o.client, SealOutputs(b, options.engine_index, o.timestamp, run));
           break;
         case Outgoing::Kind::kReady:
           send(o.client, SealReady(b, options.engine_index, options.served_model_name,

@@ -86,9 +86,27 @@ flatbuffers::Offset<ipc::TokenLogprobs> LogprobsToWire(flatbuffers::FlatBufferBu
 
 }  // namespace
 
+std::vector<std::span<const OutputItem>> SplitOutputs(std::span<const OutputItem> items) {
+  std::vector<std::span<const OutputItem>> runs;
+  std::size_t begin = 0, tables = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const OutputItem& it = items[i];
+    const std::size_t mine = 2 + it.events.size() + (it.logprobs.token >= 0 ? 1 : 0) +
+                             it.prompt_logprobs.size();  // output, prefill stats, the rest
+    if (i > begin && tables + mine > kMaxOutputTables) {
+      runs.push_back(items.subspan(begin, i - begin));
+      begin = i;
+      tables = 0;
+    }
+    tables += mine;
+  }
+  if (begin < items.size()) runs.push_back(items.subspan(begin));
+  return runs;
+}
+
 std::span<const std::uint8_t> SealOutputs(flatbuffers::FlatBufferBuilder& b,
                                           std::uint32_t engine_index, double timestamp,
-                                          const std::vector<OutputItem>& items) {
+                                          std::span<const OutputItem> items) {
   b.Clear();
   std::vector<flatbuffers::Offset<ipc::RequestOutput>> outs;
   std::vector<flatbuffers::Offset<ipc::RequestEvent>> evs;

@@ -44,7 +44,15 @@ std::unique_ptr<Request> FromWire(const ipc::AddRequest& m, int block_size);
 // An EngineOutputs with `items`.
 std::span<const std::uint8_t> SealOutputs(flatbuffers::FlatBufferBuilder& b,
                                           std::uint32_t engine_index, double timestamp,
-                                          const std::vector<OutputItem>& items);
+                                          std::span<const OutputItem> items);
+
+// How many tables an EngineOutputs may hold: well under the receiver's
+// verifier cap (codec.cc), which drops a message past it whole.
+inline constexpr std::size_t kMaxOutputTables = 200'000;
+// `items` cut into consecutive runs of at most kMaxOutputTables tables each
+// (prompt logprobs make one item thousands of tables), so that no message is
+// refused; an item that alone exceeds it goes in a run of its own.
+std::vector<std::span<const OutputItem>> SplitOutputs(std::span<const OutputItem> items);
 std::span<const std::uint8_t> SealReady(flatbuffers::FlatBufferBuilder& b,
                                         std::uint32_t engine_index,
                                         const std::string& served_model_name,

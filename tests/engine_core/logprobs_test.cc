@@ -11,6 +11,7 @@
 
 #include "engine_core.h"
 #include "engine_core/dense_reference.h"
+#include "engine_wire.h"
 
 namespace sightline::engine {
 namespace {
@@ -238,6 +239,39 @@ TEST(Logprobs, RequestsBeyondMaxLogprobsAreRefused) {
   EXPECT_FALSE(engine.Add("a", {1, 2, 3}, Params(2, 0, 21, -1)).ok());
   EXPECT_FALSE(engine.Add("b", {1, 2, 3}, Params(2, 0, -1, 21)).ok());
   EXPECT_TRUE(engine.Add("c", {1, 2, 3}, Params(2, 0, 20, 20)).ok());
+}
+
+// Prompt logprobs go out with each request's first output: many long prompts
+// finishing together would make one message of more tables than the
+// receiver's verifier accepts (it would drop the message whole, and those
+// requests would hang). Outputs are cut into messages that each pass.
+TEST(Logprobs, OutputsAreSplitIntoMessagesTheVerifierAccepts) {
+  std::vector<OutputItem> items(6);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    items[i].request_id = "r" + std::to_string(i);
+    items[i].new_token = 1;
+    items[i].has_prefill_stats = true;
+    items[i].prompt_logprobs.resize(180'000, kernels::TokenLogprobs{7, -1.0f, 3, {}, {}});
+  }
+  flatbuffers::FlatBufferBuilder b;
+  EXPECT_EQ(ipc::Decode(SealOutputs(b, 0, 1.0, items)), nullptr) << "the whole step in one message";
+  const auto runs = SplitOutputs(items);
+  ASSERT_EQ(runs.size(), 6u);  // two of them would pass kMaxOutputTables
+  std::size_t received = 0;
+  for (const auto run : runs) {
+    const ipc::Envelope* e = ipc::Decode(SealOutputs(b, 0, 1.0, run));
+    ASSERT_NE(e, nullptr);
+    for (const ipc::RequestOutput* o : *e->body_as_EngineOutputs()->outputs()) {
+      EXPECT_EQ(o->prompt_logprobs()->size(), 180'000u);
+      ++received;
+    }
+  }
+  EXPECT_EQ(received, items.size());
+  // Small items share a message.
+  std::vector<OutputItem> small(100);
+  for (auto& it : small) it.request_id = "s";
+  EXPECT_EQ(SplitOutputs(small).size(), 1u);
+  EXPECT_TRUE(SplitOutputs({}).empty());
 }
 
 }  // namespace
