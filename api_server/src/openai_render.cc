@@ -177,12 +177,23 @@ void OpenAiRenderer::Text(std::uint32_t index, const std::string& delta, bool ne
   if (delta.empty() && (!new_token || !options_.stream || responses)) return;
   if (!options_.stream || responses) c.text += delta;  // Responses repeat it at the end
   if (!options_.stream) return;
-  if (logprobs && !responses)  // a chunk of its own: the template has no logprobs
-    return Write(
-        "data: " +
-        Chunk(index, delta, "", false, /*content=*/true, StreamLogprobs(c, {*logprobs})).dump() +
-        "\n\n");
   const std::string text = EventTemplate::Quote(delta);
+  if (logprobs && !responses) {  // the chunk with a second slot: the logprobs object
+    const json lp = StreamLogprobs(c, {*logprobs});
+    // Slots in the order the keys are dumped: a chat delta's content comes
+    // before "logprobs", a completion's "text" after it.
+    const int text_slot = options_.chat ? 0 : 1;
+    if (c.logprobs_chunk.empty() &&
+        !c.logprobs_chunk.Make("data: " +
+                                   Chunk(index, EventTemplate::Placeholder(text_slot), "", false,
+                                         true, EventTemplate::Placeholder(1 - text_slot))
+                                       .dump() +
+                                   "\n\n",
+                               2))
+      return Write("data: " + Chunk(index, delta, "", false, true, lp).dump() + "\n\n");
+    return Write(options_.chat ? c.logprobs_chunk.Fill({text, lp.dump()})
+                               : c.logprobs_chunk.Fill({lp.dump(), text}));
+  }
   if (responses) {
     if (delta_template_.empty() &&
         !delta_template_.Make(ResponseTextDeltaTemplate(ResponseItemId(options_.id)), 2))
