@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "api_server/parsing_fixture.h"
 #include "completion_request.h"
 
 namespace sightline::api {
@@ -14,22 +15,8 @@ namespace {
 
 using nlohmann::json;
 
-class LogprobsParsingTest : public ::testing::Test {
+class LogprobsParsingTest : public ParsingFixture {
  protected:
-  LogprobsParsingTest() : tokenizer_(MakeByteTokenizer()) {
-    engine_.max_model_len = 64;
-    engine_.vocab_size = 260;
-    engine_.logprobs_supported = true;
-    engine_.max_logprobs = 20;
-    ctx_ = {tokenizer_.get(), &engine_, "tiny", PlainChatTemplate()};
-  }
-  CompletionParams Accept(const json& body, bool chat = false) {
-    CompletionParams p;
-    int status = 0;
-    const Status s = ParseGeneration(body.dump(), chat, ctx_, &p, &status);
-    EXPECT_TRUE(s.ok()) << body.dump() << ": " << s.message();
-    return p;
-  }
   // The param a refused body names (and its message in *message).
   std::string Refused(const json& body, bool chat = false, std::string* message = nullptr) {
     CompletionParams p;
@@ -42,9 +29,6 @@ class LogprobsParsingTest : public ::testing::Test {
     return param;
   }
   const json messages_ = {{{"role", "user"}, {"content", "x"}}};
-  std::unique_ptr<Tokenizer> tokenizer_;
-  EngineInfo engine_;
-  ParseContext ctx_;
 };
 
 TEST_F(LogprobsParsingTest, EachEndpointAsksInItsOwnWay) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "api_server/parsing_fixture.h"
 #include "completion_request.h"
 
 namespace sightline::api {
@@ -41,14 +42,8 @@ bool NamesAPlace(const json& body, const std::string& param) {
   return true;
 }
 
-class RequestParsingTest : public ::testing::Test {
+class RequestParsingTest : public ParsingFixture {
  protected:
-  RequestParsingTest() : tokenizer_(MakeByteTokenizer()) {
-    engine_.max_model_len = 64;
-    engine_.vocab_size = 260;
-    engine_.logprobs_supported = true;  // the CPU runner's engine
-    ctx_ = {tokenizer_.get(), &engine_, "tiny", PlainChatTemplate()};
-  }
   // The status code and message for a body.
   std::pair<int, std::string> Reject(const std::string& body, bool chat = false) {
     CompletionParams p;
@@ -56,13 +51,6 @@ class RequestParsingTest : public ::testing::Test {
     const Status s = ParseGeneration(body, chat, ctx_, &p, &status);
     EXPECT_FALSE(s.ok()) << body;
     return {status, s.message()};
-  }
-  CompletionParams Accept(const json& body, bool chat = false) {
-    CompletionParams p;
-    int status = 0;
-    const Status s = ParseGeneration(body.dump(), chat, ctx_, &p, &status);
-    EXPECT_TRUE(s.ok()) << body.dump() << ": " << s.message();
-    return p;
   }
   enum Endpoint { kCompletions, kChat, kResponses, kTokenize, kDetokenize };
   struct Outcome {
@@ -98,9 +86,6 @@ class RequestParsingTest : public ::testing::Test {
     o.message = s.message();
     return o;
   }
-  std::unique_ptr<Tokenizer> tokenizer_;
-  EngineInfo engine_;
-  ParseContext ctx_;
 };
 
 TEST_F(RequestParsingTest, GoodBodiesMapOntoEngineParams) {
