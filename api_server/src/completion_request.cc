@@ -6,6 +6,7 @@
 #include "chat_render.h"
 #include "chat_tools.h"
 #include "json_body.h"
+#include "logprobs_request.h"
 #include "sightline/api_server/detokenizer.h"
 
 namespace sightline::api {
@@ -14,7 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-enum class Kind { kCompletions, kChat, kResponses };
+using Kind = GenerationEndpoint;
 
 constexpr std::int64_t kMaxCount = 1'000'000'000;  // max_tokens, min_tokens, top_k
 constexpr const char* kUnsupported = "is unsupported";
@@ -240,65 +241,6 @@ bool RefuseUnimplemented(const Fields& f, Kind kind, std::uint32_t n, BodyError*
   if (!f.Object("text")) return false;
   const json* text = f.Find("text");
   return !text || TextFormat(Fields(*text, "text", e), "format", e);
-}
-
-// How many top logprobs `key` asks for, within the engine's --max-logprobs
-// (vLLM's 400 above it), and only from an engine whose runner computes them.
-bool LogprobsCount(const Fields& f, const char* key, const ParseContext& ctx, std::int32_t* out) {
-  std::int64_t k = 0;
-  if (!f.Integer(key, 0, kMaxCount, &k)) return false;
-  if (!f.Find(key) || f.Find(key)->is_null()) return true;
-  if (!ctx.engine->logprobs_supported)
-    return f.Fail(key,
-                  "is unsupported: this engine's model runner (CUDA) computes no logprobs yet");
-  if (k > ctx.engine->max_logprobs)
-    return f.Fail(key, "asks for " + std::to_string(k) + " logprobs; at most " +
-                           std::to_string(ctx.engine->max_logprobs) + " (--max-logprobs)");
-  *out = static_cast<std::int32_t>(k);
-  return true;
-}
-
-// Logprobs, as each endpoint asks for them: completions `logprobs: k` (0:
-// the sampled token's alone; false or null: none), chat `logprobs: true`
-// with `top_logprobs: k`, and vLLM's `prompt_logprobs: k` (not streamed, as
-// in vLLM). /v1/responses has none. With echo, completions' logprobs score
-// the prompt too.
-bool ReadLogprobs(const Fields& f, Kind kind, const ParseContext& ctx, CompletionParams* p) {
-  if (kind == Kind::kResponses) {
-    std::int64_t top = 0;
-    if (!f.Integer("top_logprobs", 0, 20, &top)) return false;
-    if (top > 0) return f.Fail("top_logprobs", "is unsupported on /v1/responses");
-    if (f.Find("prompt_logprobs")) return f.Fail("prompt_logprobs", kUnsupported);
-    if (const json* l = f.Find("logprobs"); l && !l->is_null() && *l != false)
-      return f.Fail("logprobs", "is unsupported on /v1/responses");
-    return true;
-  }
-  const json* logprobs = f.Find("logprobs");
-  if (kind == Kind::kCompletions) {
-    if (logprobs && logprobs->is_boolean()) {
-      if (logprobs->get<bool>()) return f.Fail("logprobs", "must be an integer");
-    } else if (!LogprobsCount(f, "logprobs", ctx, &p->logprobs)) {
-      return false;
-    }
-    if (const json* top = f.Find("top_logprobs"); top && !top->is_null())
-      return f.Fail("top_logprobs", "is a chat field; completions take 'logprobs': k");
-  } else {
-    bool on = false;
-    if (!f.Bool("logprobs", &on)) return false;
-    std::int32_t top = 0;
-    if (!LogprobsCount(f, "top_logprobs", ctx, &top)) return false;
-    if (top > 0 && !on) return f.Fail("top_logprobs", "needs 'logprobs' to be true");
-    if (on && !ctx.engine->logprobs_supported)
-      return f.Fail("logprobs",
-                    "is unsupported: this engine's model runner (CUDA) computes no "
-                    "logprobs yet");
-    p->logprobs = on ? top : -1;
-  }
-  if (!LogprobsCount(f, "prompt_logprobs", ctx, &p->prompt_logprobs)) return false;
-  if (p->stream && p->prompt_logprobs >= 0)
-    return f.Fail("prompt_logprobs", "is not available when 'stream' is true");
-  if (p->echo && p->prompt_logprobs < 0) p->prompt_logprobs = p->logprobs;
-  return true;
 }
 
 // `stop` and `stop_token_ids`, within the caps that bound per-token work.
