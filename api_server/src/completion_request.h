@@ -33,8 +33,8 @@ struct CompletionParams : ipc::SamplingParamsT {
   std::string cache_salt;
   // Completions' echo: each prompt's text (as given, or its ids decoded)
   // comes before its choices' text. With max_tokens 0 (`score_only`) the
-  // engine is asked for one token, which is dropped: the prompt alone is
-  // returned, with its logprobs when asked for (vLLM's way).
+  // engine is asked for one token, which is dropped (usage 0): the prompt
+  // alone is returned, with its logprobs when asked for (vLLM's way).
   bool echo = false, score_only = false;
   std::vector<std::string> prompt_texts;  // with echo, one per prompt
   // How the prompt was encoded (completions default true, chat false, as

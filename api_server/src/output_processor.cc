@@ -191,7 +191,7 @@ void OutputProcessor::ApplyOutput(Choice& c, const RequestDelta& d) {
     // matters once skip_special_tokens=false would show "</s>".
     const bool stop_token = o->finish_reason() == ipc::FinishReason::Stop;
     // With max_tokens 0 (echo alone) the one token the engine sampled is
-    // counted (as in vLLM) but not shown.
+    // not shown (nor in usage), but the metrics count it.
     for (std::uint32_t i = 0; i < n && !params_.score_only; ++i) {
       LogprobEntry lp;
       const bool has_lp = params_.logprobs >= 0 && o->logprobs() && i < o->logprobs()->size();
@@ -262,7 +262,11 @@ void OutputProcessor::Complete(bool client_gone, bool engine_gone) {
   for (const auto& c : choices_) engine_error |= c->stats.finished_reason == "error";
   if (client_gone) return RecordCompletion(client_gone, engine_gone, engine_error);
   std::uint64_t completion_tokens = 0;
-  for (const auto& c : choices_) completion_tokens += c->stats.generation_tokens;
+  // Usage counts what the response holds: echo with max_tokens 0 returns no
+  // token (vLLM's usage counts the one it asked the engine for; the
+  // generation-token metrics here count it too: the engine did that work).
+  if (!params_.score_only)
+    for (const auto& c : choices_) completion_tokens += c->stats.generation_tokens;
   OpenAiRenderer::Last last =
       engine_gone    ? renderer_.Failed(503, "the engine stopped", "ServiceUnavailableError")
       : engine_error ? renderer_.Failed(500, "the engine failed the request", "InternalServerError")

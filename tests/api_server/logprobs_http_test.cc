@@ -127,6 +127,7 @@ TEST_F(CompletionsTest, EchoWithMaxTokensZeroScoresThePromptAsPromptLogprobsDo) 
   const json& choice = scored["choices"][0];
   EXPECT_EQ(choice["text"], "Hello");  // the prompt alone
   EXPECT_EQ(choice["finish_reason"], "length");
+  EXPECT_EQ(scored["usage"]["completion_tokens"], 0);  // nothing generated is returned
   const json& lp = choice["logprobs"];
   ASSERT_EQ(lp["tokens"].size(), 6u);  // BOS and five bytes
   EXPECT_EQ(lp["tokens"][1], "H");
