@@ -94,7 +94,7 @@ class OpenAiRenderer {
     std::string text;     // the answer, kept when the end repeats it (bodies, Responses events)
     std::string finish;   // set by EndChoice
     EventTemplate chunk;  // this choice's text chunk (chat, completions), made when first needed
-    EventTemplate logprobs_chunk;  // the same with a token's logprobs
+    EventTemplate logprobs_chunk;        // the same with a token's logprobs
     std::vector<LogprobEntry> logprobs;  // kept for the body
     std::uint64_t text_offset = 0;       // of the next token's logprobs (completions streams)
     nlohmann::json prompt_logprobs;      // null: none
