@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "jinja/pystr.h"
 #include "sightline/api_server/detokenizer.h"
 
 namespace sightline::api {
@@ -51,10 +52,8 @@ LogprobEntry UnscoredEntry(std::int32_t token, const Tokenizer& tokenizer) {
   return e;
 }
 
-std::uint64_t CodePoints(const std::string& text) {
-  std::uint64_t n = 0;
-  for (const char ch : text) n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80 ? 1 : 0;
-  return n;
+std::uint64_t TextOffsetLength(const std::string& text) {
+  return jinja::CodePointCount(text);  // Python's len(), which vLLM's offsets add up
 }
 
 json CompletionLogprobs(const std::vector<LogprobEntry>& entries, std::uint64_t text_offset) {
@@ -75,7 +74,7 @@ json CompletionLogprobs(const std::vector<LogprobEntry>& entries, std::uint64_t 
       if (!dict.contains(e.text)) dict[e.text] = Shown(e.logprob);
       top.push_back(std::move(dict));
     }
-    text_offset += CodePoints(e.text);
+    text_offset += TextOffsetLength(e.text);
   }
   return {{"text_offset", offsets},
           {"token_logprobs", token_logprobs},

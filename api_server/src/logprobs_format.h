@@ -49,8 +49,8 @@ LogprobEntry UnscoredEntry(std::int32_t token, const Tokenizer& tokenizer);
 // (tokens that decode to the same text share a key: the most likely's).
 nlohmann::json CompletionLogprobs(const std::vector<LogprobEntry>& entries,
                                   std::uint64_t text_offset);
-// The code points of `text` (its length as text_offset counts it).
-std::uint64_t CodePoints(const std::string& text);
+// A token's text length as text_offset counts it: its code points.
+std::uint64_t TextOffsetLength(const std::string& text);
 
 // Chat's logprobs object ({"content": [...]}) for `entries`.
 nlohmann::json ChatLogprobs(const std::vector<LogprobEntry>& entries);

@@ -147,7 +147,7 @@ OpenAiRenderer::Last OpenAiRenderer::Finished(const FinishedRequest& first,
 json OpenAiRenderer::StreamLogprobs(Choice& c, const std::vector<LogprobEntry>& entries) const {
   if (options_.chat) return ChatLogprobs(entries);
   json out = CompletionLogprobs(entries, c.text_offset);
-  for (const LogprobEntry& e : entries) c.text_offset += CodePoints(e.text);
+  for (const LogprobEntry& e : entries) c.text_offset += TextOffsetLength(e.text);
   return out;
 }
 

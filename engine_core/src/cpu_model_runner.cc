@@ -59,6 +59,7 @@ class CpuModelRunner final : public ModelRunner {
         !sampling.scores.empty() ||
         std::any_of(sampling.num_logprobs.begin(), sampling.num_logprobs.end(),
                     [](std::int32_t k) { return k >= 0; });
+    out->logprobs.clear();  // every entry "none" (token -1) until computed
     out->logprobs.resize(any_logprobs ? rows + sampling.scores.size() : 0);
     for (std::size_t r = 0; r < rows; ++r) {
       float* row = logits_.data() + r * static_cast<std::size_t>(vocab);
@@ -70,7 +71,6 @@ class CpuModelRunner final : public ModelRunner {
       if (k >= 0 && penalised) raw_.assign(row, row + vocab);
       kernels::cpu::ApplyPenalties(row, vocab, how, sampling.penalties.data());
       out->tokens[r] = kernels::cpu::SampleRow(row, vocab, how, &order_);
-      if (any_logprobs) out->logprobs[r].token = -1;
       if (k >= 0)
         kernels::cpu::ComputeLogprobs(penalised ? raw_.data() : row, vocab, out->tokens[r], k,
                                       &order_, &out->logprobs[r]);
