@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "model_runner.h"
+#include "sightline/kernels/cpu_linear.h"
 #include "sightline/kernels/cpu_ops.h"
 #include "sightline/kernels/sampling.h"
 
@@ -13,10 +14,31 @@ namespace sightline::engine {
 namespace {
 
 namespace ops = kernels::cpu;
+using kernels::cpu::Linear;
+using kernels::cpu::WeightFormat;
+
+// A layer's matrices packed in the runner's weight format.
+struct PackedExpert {
+  Linear gate, up, down;
+};
+struct PackedLayer {
+  Linear q, k, v, o, gate, up, down, router;
+  std::vector<PackedExpert> experts;
+};
+
+// Packs a float32 matrix and frees it, so that loading holds the model about
+// once, not twice.
+Linear Pack(std::vector<float>* w, int rows, int cols, WeightFormat format) {
+  if (w->empty()) return {};
+  Linear packed(w->data(), rows, cols, format);
+  std::vector<float>().swap(*w);
+  return packed;
+}
 
 class CpuModelRunner final : public ModelRunner {
  public:
-  CpuModelRunner(ModelConfig config, ModelWeights weights, int num_blocks, int block_size)
+  CpuModelRunner(ModelConfig config, ModelWeights weights, int num_blocks, int block_size,
+                 WeightFormat format)
       : config_(std::move(config)),
         w_(std::move(weights)),
         block_size_(block_size),
@@ -39,6 +61,7 @@ class CpuModelRunner final : public ModelRunner {
           plus_one(*norm);
       plus_one(w_.final_norm);
     }
+    PackWeights(format);
     const std::size_t per_layer =
         static_cast<std::size_t>(num_blocks) * block_size * config_.kv_size();
     k_cache_.assign(static_cast<std::size_t>(config_.num_layers), std::vector<float>(per_layer));
@@ -113,11 +136,12 @@ class CpuModelRunner final : public ModelRunner {
         std::any_of(b.long_rope.begin(), b.long_rope.end(), [](std::uint8_t x) { return x != 0; });
     for (int l = 0; l < c.num_layers; ++l) {
       const LayerWeights& L = w_.layers[static_cast<std::size_t>(l)];
+      const PackedLayer& P = packed_[static_cast<std::size_t>(l)];
       // Attention block.
       ops::RmsNorm(x_.data(), L.input_norm.data(), c.rms_norm_eps, t, c.hidden_size, h_.data());
-      ops::MatMulTransB(h_.data(), L.q.data(), t, c.q_size(), c.hidden_size, q_.data());
-      ops::MatMulTransB(h_.data(), L.k.data(), t, c.kv_size(), c.hidden_size, k_.data());
-      ops::MatMulTransB(h_.data(), L.v.data(), t, c.kv_size(), c.hidden_size, v_.data());
+      P.q.Apply(h_.data(), t, q_.data());
+      P.k.Apply(h_.data(), t, k_.data());
+      P.v.Apply(h_.data(), t, v_.data());
       if (c.qkv_bias) {  // Qwen2
         ops::AddBias(q_.data(), L.q_bias.data(), t, c.q_size());
         ops::AddBias(k_.data(), L.k_bias.data(), t, c.kv_size());
@@ -168,7 +192,7 @@ class CpuModelRunner final : public ModelRunner {
                                    slides ? c.sliding_window : 0,
                                    c.attn_softcap};
       ops::PagedAttention(args);
-      ops::MatMulTransB(attn_.data(), L.o.data(), t, c.hidden_size, c.q_size(), h_.data());
+      P.o.Apply(attn_.data(), t, h_.data());
       if (c.gemma)  // sandwich norm on the attention's output
         ops::RmsNorm(h_.data(), L.attn_out_norm.data(), c.rms_norm_eps, t, c.hidden_size,
                      h_.data());
@@ -176,19 +200,16 @@ class CpuModelRunner final : public ModelRunner {
       // MLP block (the output in h_).
       ops::RmsNorm(x_.data(), L.post_norm.data(), c.rms_norm_eps, t, c.hidden_size, h_.data());
       if (c.num_experts > 0) {
-        Experts(L, t);
+        Experts(P, t);
       } else {
-        ops::MatMulTransB(h_.data(), L.gate.data(), t, c.intermediate_size, c.hidden_size,
-                          gate_.data());
-        ops::MatMulTransB(h_.data(), L.up.data(), t, c.intermediate_size, c.hidden_size,
-                          up_.data());
+        P.gate.Apply(h_.data(), t, gate_.data());
+        P.up.Apply(h_.data(), t, up_.data());
         const std::size_t n = static_cast<std::size_t>(t) * c.intermediate_size;
         if (c.gemma)
           ops::GeluTanhMul(gate_.data(), up_.data(), n, gate_.data());
         else
           ops::SiluMul(gate_.data(), up_.data(), n, gate_.data());
-        ops::MatMulTransB(gate_.data(), L.down.data(), t, c.hidden_size, c.intermediate_size,
-                          h_.data());
+        P.down.Apply(gate_.data(), t, h_.data());
       }
       if (c.gemma)  // and on the MLP's
         ops::RmsNorm(h_.data(), L.mlp_out_norm.data(), c.rms_norm_eps, t, c.hidden_size, h_.data());
@@ -207,9 +228,7 @@ class CpuModelRunner final : public ModelRunner {
                    c.rms_norm_eps, 1, c.hidden_size,
                    selected_.data() + static_cast<std::size_t>(r) * hidden);
     logits->resize(static_cast<std::size_t>(n) * c.vocab_size);
-    if (n > 0)
-      ops::MatMulTransB(selected_.data(), w_.output_projection().data(), n, c.vocab_size,
-                        c.hidden_size, logits->data());
+    lm_head_.Apply(selected_.data(), n, logits->data());
     if (c.final_softcap > 0) ops::SoftCap(logits->data(), logits->size(), c.final_softcap);
   }
 
@@ -228,12 +247,12 @@ class CpuModelRunner final : public ModelRunner {
   // h_: the router's softmax over experts per token, its top-k renormalised
   // to sum to 1 (MixtralSparseMoeBlock); each expert runs once over the
   // rows routed to it, and its output is added into theirs with its weight.
-  void Experts(const LayerWeights& L, int t) {
+  void Experts(const PackedLayer& L, int t) {
     const ModelConfig& c = config_;
     const int n_experts = c.num_experts, k = c.experts_per_token, hidden = c.hidden_size,
               inter = c.intermediate_size;
     router_.resize(static_cast<std::size_t>(t) * n_experts);
-    ops::MatMulTransB(h_.data(), L.router.data(), t, n_experts, hidden, router_.data());
+    L.router.Apply(h_.data(), t, router_.data());
     routed_.assign(static_cast<std::size_t>(n_experts), {});
     std::vector<int> order(static_cast<std::size_t>(n_experts));
     for (int r = 0; r < t; ++r) {
@@ -256,7 +275,7 @@ class CpuModelRunner final : public ModelRunner {
     for (int e = 0; e < n_experts; ++e) {
       const auto& rows = routed_[static_cast<std::size_t>(e)];
       if (rows.empty()) continue;
-      const ExpertWeights& E = L.experts[static_cast<std::size_t>(e)];
+      const PackedExpert& E = L.experts[static_cast<std::size_t>(e)];
       const int n = static_cast<int>(rows.size());
       const auto H = static_cast<std::size_t>(hidden);
       expert_in_.resize(static_cast<std::size_t>(n) * H);
@@ -264,11 +283,11 @@ class CpuModelRunner final : public ModelRunner {
         std::copy_n(
             h_.begin() + static_cast<std::ptrdiff_t>(rows[static_cast<std::size_t>(i)].row * H), H,
             expert_in_.begin() + static_cast<std::ptrdiff_t>(i * H));
-      ops::MatMulTransB(expert_in_.data(), E.gate.data(), n, inter, hidden, gate_.data());
-      ops::MatMulTransB(expert_in_.data(), E.up.data(), n, inter, hidden, up_.data());
+      E.gate.Apply(expert_in_.data(), n, gate_.data());
+      E.up.Apply(expert_in_.data(), n, up_.data());
       ops::SiluMul(gate_.data(), up_.data(), static_cast<std::size_t>(n) * inter, gate_.data());
       expert_out_.resize(static_cast<std::size_t>(n) * H);
-      ops::MatMulTransB(gate_.data(), E.down.data(), n, hidden, inter, expert_out_.data());
+      E.down.Apply(gate_.data(), n, expert_out_.data());
       for (int i = 0; i < n; ++i) {
         const auto& [row, weight] = rows[static_cast<std::size_t>(i)];
         float* dst = moe_out_.data() + static_cast<std::size_t>(row) * H;
@@ -277,6 +296,38 @@ class CpuModelRunner final : public ModelRunner {
       }
     }
     h_.swap(moe_out_);
+  }
+
+  // The linear layers in `format`; the float32 matrices are freed (the
+  // embedding table stays: lookups read it, and a tied output layer is a
+  // packed copy of it).
+  void PackWeights(WeightFormat format) {
+    const ModelConfig& c = config_;
+    const int hidden = c.hidden_size, inter = c.intermediate_size;
+    packed_.resize(w_.layers.size());
+    for (std::size_t l = 0; l < w_.layers.size(); ++l) {
+      LayerWeights& L = w_.layers[l];
+      PackedLayer& P = packed_[l];
+      P.q = Pack(&L.q, c.q_size(), hidden, format);
+      P.k = Pack(&L.k, c.kv_size(), hidden, format);
+      P.v = Pack(&L.v, c.kv_size(), hidden, format);
+      P.o = Pack(&L.o, hidden, c.q_size(), format);
+      P.gate = Pack(&L.gate, inter, hidden, format);
+      P.up = Pack(&L.up, inter, hidden, format);
+      P.down = Pack(&L.down, hidden, inter, format);
+      // The router stays float32: it is tiny, and a flipped expert choice
+      // costs more accuracy than its bytes save.
+      P.router = Pack(&L.router, c.num_experts, hidden, WeightFormat::kFloat32);
+      for (ExpertWeights& E : L.experts)
+        P.experts.push_back({Pack(&E.gate, inter, hidden, format),
+                             Pack(&E.up, inter, hidden, format),
+                             Pack(&E.down, hidden, inter, format)});
+      L.experts.clear();
+    }
+    if (w_.lm_head.empty())
+      lm_head_ = Linear(w_.embed.data(), c.vocab_size, hidden, format);
+    else
+      lm_head_ = Pack(&w_.lm_head, c.vocab_size, hidden, format);
   }
 
   void Resize(int t) {
@@ -292,7 +343,9 @@ class CpuModelRunner final : public ModelRunner {
   }
 
   ModelConfig config_;
-  ModelWeights w_;
+  ModelWeights w_;  // norms, biases and the embedding table; the matrices are in packed_
+  std::vector<PackedLayer> packed_;
+  Linear lm_head_;
   int block_size_;
   std::vector<float> inv_freq_, long_inv_freq_, local_inv_freq_;
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [blocks, block_size, kv_size]
@@ -311,14 +364,17 @@ class CpuModelRunner final : public ModelRunner {
 
 }  // namespace
 
-ElementBytes CpuElementBytes() {
-  return ElementBytes{};  // FP32 throughout
+ElementBytes CpuElementBytes(WeightFormat format) {
+  ElementBytes b;  // FP32 but for the matrices
+  b.weights = static_cast<int>(kernels::cpu::WeightFormatBytes(format));
+  return b;
 }
 
 std::unique_ptr<ModelRunner> MakeCpuModelRunner(ModelConfig config, ModelWeights weights,
-                                                int num_blocks, int block_size) {
+                                                int num_blocks, int block_size,
+                                                WeightFormat format) {
   return std::make_unique<CpuModelRunner>(std::move(config), std::move(weights), num_blocks,
-                                          block_size);
+                                          block_size, format);
 }
 
 }  // namespace sightline::engine

@@ -100,7 +100,8 @@ EngineCoreConfig CoreConfig(const EngineProcessOptions& o, const Plan& p) {
   c.kv_cache_metrics = o.kv_cache_metrics;
   c.kv_cache_metrics_sample = o.kv_cache_metrics_sample;
   c.enable_mfu_metrics = o.enable_mfu_metrics;
-  c.element_bytes = p.cuda ? CudaElementBytes(CudaMatrixTypeFor(o.dtype)) : CpuElementBytes();
+  c.element_bytes = p.cuda ? CudaElementBytes(CudaMatrixTypeFor(o.dtype))
+                           : CpuElementBytes(CpuWeightFormatFor(o));
   c.seed = o.seed;
   c.scheduler.max_num_seqs = o.max_num_seqs;
   c.max_logprobs = o.max_logprobs;
@@ -136,7 +137,7 @@ Status RunEngineProcess(EngineProcessOptions o, const EngineProcessHooks& hooks,
   if (!o.disable_log_stats)
     if (Status s = OpenEngineRegistry(o, plan.kv, &registry); !s.ok()) return s;
 
-  kernels::cpu::SetBlasThreads(o.threads);
+  kernels::cpu::SetComputeThreads(o.threads);
   std::unique_ptr<ModelRunner> runner;
   if (plan.cuda) {
     if (Status s = MakeCudaModelRunner(plan.model, weights, c.num_blocks, c.block_size,
@@ -145,11 +146,16 @@ Status RunEngineProcess(EngineProcessOptions o, const EngineProcessHooks& hooks,
       return s;
     weights = ModelWeights();  // on the device now
   } else {
-    runner = MakeCpuModelRunner(plan.model, std::move(weights), c.num_blocks, c.block_size);
+    runner = MakeCpuModelRunner(plan.model, std::move(weights), c.num_blocks, c.block_size,
+                                CpuWeightFormatFor(o));
   }
   std::cerr << "INFO engine: device " << (plan.cuda ? "cuda" : "cpu") << " ("
-            << (plan.cuda ? CudaMatrixTypeName(CudaMatrixTypeFor(o.dtype)) : "float32") << "), "
-            << c.num_blocks << " KV blocks of " << c.block_size << " tokens\n";
+            << (plan.cuda ? CudaMatrixTypeName(CudaMatrixTypeFor(o.dtype))
+                          : kernels::cpu::WeightFormatName(CpuWeightFormatFor(o)))
+            << " weights), " << c.num_blocks << " KV blocks of " << c.block_size << " tokens\n";
+  if (!plan.cuda)
+    std::cerr << "INFO engine: CPU kernels " << kernels::cpu::DescribeCpuKernels() << ", "
+              << (o.threads > 0 ? o.threads : kernels::cpu::ComputeThreads()) << " threads\n";
   EngineCore core(c, std::move(runner), registry.engine_metrics.get(), MonotonicSeconds);
   EngineServerOptions so;
   so.input_address = o.input;

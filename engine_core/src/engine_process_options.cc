@@ -50,9 +50,14 @@ Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvP
   const bool cuda = ResolveDevice(*o) == "cuda";
   if (o->device == "cuda" && !kernels::CudaAvailable())
     return Status::NotFound("--device cuda: no CUDA device is visible (or this build has no CUDA)");
-  if (!cuda && (o->dtype == "bfloat16" || o->dtype == "float16"))
-    return invalid("--dtype " + o->dtype +
-                   " needs --device cuda: the CPU path computes in float32");
+  if (o->quantization != "none" && o->quantization != "int8")
+    return invalid("--quantization must be none or int8");
+  if (cuda && o->quantization != "none")
+    return invalid("--quantization " + o->quantization +
+                   " needs --device cpu: the CUDA runner has no int8 kernels");
+  if (o->quantization != "none" && (o->dtype == "bfloat16" || o->dtype == "float16"))
+    return invalid("--quantization " + o->quantization + " with --dtype " + o->dtype +
+                   ": int8 weights replace the 16-bit ones; give one of them");
   if (o->max_model_len < 0) return invalid("--max-model-len must be positive");
   // The CPU runner attends within Mistral's window; the CUDA kernels do not
   // yet, so there the engine serves at most the window (where full attention
@@ -132,6 +137,14 @@ std::string ResolveDevice(const EngineProcessOptions& o) {
   // tested CPU path and CUDA is an explicit opt-in (--device cuda).
   if (o.device == "auto") return "cpu";
   return o.device;
+}
+
+kernels::cpu::WeightFormat CpuWeightFormatFor(const EngineProcessOptions& o) {
+  using kernels::cpu::WeightFormat;
+  if (o.quantization == "int8") return WeightFormat::kInt8;
+  if (o.dtype == "bfloat16") return WeightFormat::kBFloat16;
+  if (o.dtype == "float16") return WeightFormat::kFloat16;
+  return WeightFormat::kFloat32;
 }
 
 CudaMatrixType CudaMatrixTypeFor(const std::string& dtype) {

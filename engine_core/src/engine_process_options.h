@@ -5,8 +5,12 @@
 #include <string>
 
 #include "model_runner.h"
+#include "sightline/engine_core/engine_process.h"
 
 namespace sightline::engine {
+
+// The CPU runner's weight format for --dtype and --quantization (auto: float32).
+kernels::cpu::WeightFormat CpuWeightFormatFor(const EngineProcessOptions& o);
 
 // The CUDA runner's matrix type for --dtype (auto: bfloat16).
 CudaMatrixType CudaMatrixTypeFor(const std::string& dtype);

@@ -12,6 +12,7 @@
 #include "scheduler.h"
 #include "sightline/engine_core/model_config.h"
 #include "sightline/engine_core/model_weights.h"
+#include "sightline/kernels/cpu_linear.h"
 #include "sightline/kernels/sampling.h"
 #include "sightline/status.h"
 
@@ -86,9 +87,13 @@ class ModelRunner {
   virtual void ComputeLogits(const BatchInput& batch, std::vector<float>* logits) = 0;
 };
 
-// The CPU runner: OpenBLAS for the matrix products, kernels::cpu for the rest.
-std::unique_ptr<ModelRunner> MakeCpuModelRunner(ModelConfig config, ModelWeights weights,
-                                                int num_blocks, int block_size);
+// The CPU runner (kernels::cpu): the linear layers' matrices packed in
+// `format` (kernels::cpu::Linear: float32, bfloat16, float16 or int8 weights,
+// float32 arithmetic), norms, biases, the embedding table, activations and
+// the KV cache in float32.
+std::unique_ptr<ModelRunner> MakeCpuModelRunner(
+    ModelConfig config, ModelWeights weights, int num_blocks, int block_size,
+    kernels::cpu::WeightFormat format = kernels::cpu::WeightFormat::kFloat32);
 
 // How the CUDA runner holds the linear layers' weights and feeds cuBLAS:
 // FP32, or BF16 / FP16 inputs with FP32 accumulation (--dtype).
@@ -103,8 +108,9 @@ enum class CudaMatrixType { kFloat32, kBFloat16, kFloat16 };
 Status MakeCudaModelRunner(ModelConfig config, const ModelWeights& weights, int num_blocks,
                            int block_size, CudaMatrixType type, std::unique_ptr<ModelRunner>* out);
 
-// What the CPU runner keeps: everything in FP32.
-ElementBytes CpuElementBytes();
+// What the CPU runner keeps: its matrices as `format` says, the rest FP32.
+ElementBytes CpuElementBytes(
+    kernels::cpu::WeightFormat format = kernels::cpu::WeightFormat::kFloat32);
 // What the CUDA runner keeps: its matrices as `type` says; activations and
 // the KV cache in FP32.
 ElementBytes CudaElementBytes(CudaMatrixType type);

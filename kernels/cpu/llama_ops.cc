@@ -1,4 +1,3 @@
-#include <cblas.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -9,20 +8,20 @@
 #include <numbers>
 #include <vector>
 
+#include "blas.h"
 #include "sightline/kernels/cpu_ops.h"
 
 namespace sightline::kernels::cpu {
 
-void SetBlasThreads(int threads) {
+void SetComputeThreads(int threads) {
   if (threads <= 0) return;
-  openblas_set_num_threads(threads);
 #ifdef _OPENMP
   omp_set_num_threads(threads);
 #endif
 }
 
 void MatMulTransB(const float* a, const float* w, int m, int n, int k, float* out) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, w, k, 0.0f, out, n);
+  OpenBlas().sgemm_nt(m, n, k, a, k, w, k, out, n);
 }
 
 void RmsNorm(const float* x, const float* weight, float eps, int rows, int dim, float* out) {

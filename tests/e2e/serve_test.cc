@@ -267,7 +267,9 @@ TEST(Serve, BadFlagsFailBeforeAnythingStarts) {
       {"--device", "tpu"},
       {"--device", "cuda", "--gpu-memory-utilization", "0"},
       {"--dtype", "float8"},
-      {"--dtype", "float16"},  // the CPU path computes in float32
+      {"--quantization", "int4"},
+      {"--quantization", "int8", "--dtype", "bfloat16"},  // one weight format, not two
+      {"--quantization", "int8", "--device", "cuda"},
       {"--max-model-len", "999999"},
       {"--scheduling-policy", "lifo"},
       {"--kv-cache-metrics-sample", "2"},

@@ -95,7 +95,7 @@ BENCHMARK(BM_EngineMetricsRecord)->Repetitions(9)->ReportAggregatesOnly(true);
 // scales with (32000: Llama 2's; 151936: Qwen2's).
 void BM_TinyDecode(benchmark::State& state) {
   const int batch = static_cast<int>(state.range(0));
-  kernels::cpu::SetBlasThreads(static_cast<int>(state.range(1)));
+  kernels::cpu::SetComputeThreads(static_cast<int>(state.range(1)));
   const int logprobs = static_cast<int>(state.range(2));
   ModelConfig model;
   if (!PresetModelConfig("sightline-tiny", &model).ok()) std::abort();

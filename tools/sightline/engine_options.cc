@@ -32,6 +32,10 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineProcessOptions* o) {
   cmd->add_option("--dtype", o->dtype,
                   "auto (bfloat16 on CUDA, float32 on the CPU), float32, bfloat16, float16")
       ->capture_default_str();
+  cmd->add_option("--quantization,-q", o->quantization,
+                  "none, or int8: the linear layers' weights quantized at load to int8 per "
+                  "output channel (symmetric; from any float checkpoint; --device cpu)")
+      ->capture_default_str();
   cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization,
                   "Fraction of the GPU's memory for weights, activations and the KV cache")
       ->capture_default_str();
@@ -84,6 +88,7 @@ std::vector<std::string> EngineArgs(const engine::EngineProcessOptions& o) {
   a.Add("--load-format", o.load_format);
   a.Add("--device", o.device);
   a.Add("--dtype", o.dtype);
+  a.Add("--quantization", o.quantization);
   a.Add("--gpu-memory-utilization", o.gpu_memory_utilization);
   a.Add("--seed", o.seed);
   a.Add("--max-num-seqs", o.max_num_seqs);

@@ -32,6 +32,7 @@ struct EngineProcessOptions {
   std::string device = "auto";  // auto | cpu | cuda
   std::string dtype = "auto";  // auto (bfloat16 on CUDA, float32 on the CPU) | float32 | bfloat16 |
                                // float16
+  std::string quantization = "none";  // none | int8 (weight-only, per channel; CPU)
   double gpu_memory_utilization = 0.9;
   std::uint32_t engine_index = 0;
   std::uint64_t seed = 0;

@@ -7,10 +7,13 @@
 
 namespace sightline::kernels::cpu {
 
-// Sets the BLAS thread count (OpenBLAS); <= 0 keeps the library default.
-void SetBlasThreads(int threads);
+// Sets the calling thread's OpenMP team size, which every CPU kernel runs on
+// (OpenBLAS itself runs one thread per call: blas.h); <= 0 keeps the default.
+void SetComputeThreads(int threads);
 
-// out[M,N] = a[M,K] * w[N,K]^T  (a linear layer with PyTorch's weight layout), via BLAS.
+// out[M,N] = a[M,K] * w[N,K]^T  (a linear layer with PyTorch's weight layout),
+// one sgemm call on the calling thread: the float32 reference. The engine's
+// runner uses Linear (cpu_linear.h).
 void MatMulTransB(const float* a, const float* w, int m, int n, int k, float* out);
 
 // out[r] = x[r] / rms(x[r]) * weight, per row of `dim`. out may be x.

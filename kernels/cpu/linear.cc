@@ -1,0 +1,192 @@
+#include <algorithm>
+#include <cmath>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "blas.h"
+#include "linear_kernels.h"
+#include "sightline/kernels/cpu_linear.h"
+
+namespace sightline::kernels::cpu {
+
+namespace {
+
+// Below this many multiply-adds a call stays on one thread: waking the team
+// costs more than it saves (the tiny model's 64 x 64 layers).
+constexpr double kParallelMacs = 1 << 17;
+
+}  // namespace
+
+int ComputeThreads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+std::string DescribeCpuKernels() {
+  const CpuFeatures& f = HostCpuFeatures();
+  return std::string(IsaName(BestIsa(f))) + " (" + FeatureList(f) + "), OpenBLAS " +
+         OpenBlas().core;
+}
+
+const char* WeightFormatName(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kBFloat16:
+      return "bfloat16";
+    case WeightFormat::kFloat16:
+      return "float16";
+    case WeightFormat::kInt8:
+      return "int8";
+    case WeightFormat::kFloat32:
+      break;
+  }
+  return "float32";
+}
+
+std::size_t WeightFormatBytes(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kBFloat16:
+    case WeightFormat::kFloat16:
+      return 2;
+    case WeightFormat::kInt8:
+      return 1;
+    case WeightFormat::kFloat32:
+      break;
+  }
+  return 4;
+}
+
+Linear::Linear(const float* w, int rows, int cols, WeightFormat format, CpuIsa isa)
+    : format_(format), isa_(isa), rows_(rows), cols_(cols) {
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  switch (format) {
+    case WeightFormat::kFloat32:
+      f32_.assign(w, w + n);
+      break;
+    case WeightFormat::kBFloat16:
+      bf16_.resize(n);
+      for (std::size_t i = 0; i < n; ++i) bf16_[i] = ToBFloat16(w[i]);
+      break;
+    case WeightFormat::kFloat16:
+      f16_.resize(n);
+      for (std::size_t i = 0; i < n; ++i) f16_[i] = ToFloat16(w[i]);
+      break;
+    case WeightFormat::kInt8:
+      i8_.resize(n);
+      scale_.resize(static_cast<std::size_t>(rows));
+      for (int r = 0; r < rows; ++r) {
+        const float* row = w + static_cast<std::size_t>(r) * cols;
+        float max_abs = 0;
+        for (int j = 0; j < cols; ++j) max_abs = std::max(max_abs, std::fabs(row[j]));
+        const float scale = max_abs / 127.0f;
+        scale_[static_cast<std::size_t>(r)] = scale;
+        for (int j = 0; j < cols; ++j) {
+          const float q = scale > 0 ? std::nearbyint(row[j] / scale) : 0.0f;
+          i8_[static_cast<std::size_t>(r) * cols + static_cast<std::size_t>(j)] =
+              static_cast<std::int8_t>(std::clamp(q, -127.0f, 127.0f));
+        }
+      }
+      break;
+  }
+}
+
+std::size_t Linear::bytes() const {
+  return static_cast<std::size_t>(rows_) * cols_ * WeightFormatBytes(format_) +
+         scale_.size() * sizeof(float);
+}
+
+void Linear::Apply(const float* a, int m, float* out) const {
+  if (m <= 0 || rows_ == 0) return;
+  if (m <= kMaxGemvRows)
+    ApplyGemv(a, m, out);
+  else
+    ApplyBlas(a, m, out);
+}
+
+void Linear::ApplyGemv(const float* a, int m, float* out) const {
+  const LinearKernels& kern = LinearKernelsFor(isa_);
+  const double macs = static_cast<double>(m) * rows_ * cols_;
+  const int threads = macs >= kParallelMacs ? ComputeThreads() : 1;
+  // Each thread one contiguous slice of rows (a multiple of 16, so slices
+  // start on whole blocks and cache lines).
+  const int per = (((rows_ + threads - 1) / threads) + 15) / 16 * 16;
+  const int slices = (rows_ + per - 1) / per;
+  const float* scale = scale_.empty() ? nullptr : scale_.data();
+#pragma omp parallel for schedule(static) if (slices > 1)
+  for (int s = 0; s < slices; ++s) {
+    const int r0 = s * per, n = std::min(per, rows_ - r0);
+    const std::size_t off = static_cast<std::size_t>(r0) * cols_;
+    const float* sc = scale != nullptr ? scale + r0 : nullptr;
+    switch (format_) {
+      case WeightFormat::kFloat32:
+        kern.gemv_f32(a, cols_, m, f32_.data() + off, n, cols_, sc, out + r0, rows_);
+        break;
+      case WeightFormat::kBFloat16:
+        kern.gemv_bf16(a, cols_, m, bf16_.data() + off, n, cols_, sc, out + r0, rows_);
+        break;
+      case WeightFormat::kFloat16:
+        kern.gemv_f16(a, cols_, m, f16_.data() + off, n, cols_, sc, out + r0, rows_);
+        break;
+      case WeightFormat::kInt8:
+        kern.gemv_i8(a, cols_, m, i8_.data() + off, n, cols_, sc, out + r0, rows_);
+        break;
+    }
+  }
+}
+
+void Linear::ApplyBlas(const float* a, int m, float* out) const {
+  const Blas& blas = OpenBlas();
+  const double macs = static_cast<double>(m) * rows_ * cols_;
+  const int threads = macs >= kParallelMacs ? ComputeThreads() : 1;
+  if (format_ == WeightFormat::kFloat32) {
+    // One sgemm per thread over its slice of output columns (weight rows).
+    const int per = (((rows_ + threads - 1) / threads) + 15) / 16 * 16;
+    const int slices = (rows_ + per - 1) / per;
+#pragma omp parallel for schedule(static) if (slices > 1)
+    for (int s = 0; s < slices; ++s) {
+      const int r0 = s * per, n = std::min(per, rows_ - r0);
+      blas.sgemm_nt(m, n, cols_, a, cols_, f32_.data() + static_cast<std::size_t>(r0) * cols_,
+                    cols_, out + r0, rows_);
+    }
+    return;
+  }
+  // Narrow weights: unpack a tile of rows to float32 (at most 256 KiB, so it
+  // is still in cache when sgemm reads it), multiply, next tile.
+  const LinearKernels& kern = LinearKernelsFor(isa_);
+  const int tile = std::clamp((64 * 1024 / std::max(cols_, 1)) / 16 * 16, 16, 1024);
+  const int tiles = (rows_ + tile - 1) / tile;
+  const float* scale = scale_.empty() ? nullptr : scale_.data();
+#pragma omp parallel if (threads > 1 && tiles > 1)
+  {
+    // Each thread's unpacked tile, kept across calls: the team's threads
+    // live as long as the process, and a fresh 256 KiB allocation per call
+    // would page-fault every time.
+    static thread_local std::vector<float> unpacked;
+    unpacked.resize(static_cast<std::size_t>(tile) * cols_);
+#pragma omp for schedule(static)
+    for (int t = 0; t < tiles; ++t) {
+      const int r0 = t * tile, n = std::min(tile, rows_ - r0);
+      const std::size_t off = static_cast<std::size_t>(r0) * cols_;
+      const float* sc = scale != nullptr ? scale + r0 : nullptr;
+      switch (format_) {
+        case WeightFormat::kBFloat16:
+          kern.unpack_bf16(bf16_.data() + off, n, cols_, sc, unpacked.data());
+          break;
+        case WeightFormat::kFloat16:
+          kern.unpack_f16(f16_.data() + off, n, cols_, sc, unpacked.data());
+          break;
+        case WeightFormat::kInt8:
+          kern.unpack_i8(i8_.data() + off, n, cols_, sc, unpacked.data());
+          break;
+        case WeightFormat::kFloat32:
+          break;
+      }
+      blas.sgemm_nt(m, n, cols_, a, cols_, unpacked.data(), cols_, out + r0, rows_);
+    }
+  }
+}
+
+}  // namespace sightline::kernels::cpu

@@ -1,0 +1,117 @@
+// The linear kernels' one algorithm, written over a vector "family" V that
+// each linear_<isa>.cc defines and instantiates under its own -m flags:
+//   V::Reg, V::kWidth (floats per register), V::kUnroll (accumulators per
+//   row), Reg V::Zero(), V::Add(a, b), V::Load(const T*) for float/BFloat16/Float16/int8 (kWidth
+//   elements as floats), V::Fma(a, b, acc), float V::Sum(Reg),
+//   V::Store(float*, Reg), V::Scale(Reg, float).
+// Everything here has internal linkage (anonymous namespace), so code built
+// for AVX-512 can never be picked by the linker for a caller built without it;
+// for the same reason it calls no inline function of another header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "linear_kernels.h"
+
+namespace sightline::kernels::cpu {
+namespace {
+
+// A tail of n < kWidth elements, zero-padded.
+template <class V, class T>
+typename V::Reg LoadTail(const T* p, int n) {
+  T buf[V::kWidth] = {};
+  for (int i = 0; i < n; ++i) buf[i] = p[i];
+  return V::Load(buf);
+}
+
+// M activation rows against one weight row, read once for all of them. The
+// weights are read as one sequential stream (row after row), which the
+// hardware prefetchers follow; blocking several rows side by side split it
+// into short strided streams and halved the bandwidth here. kUnroll
+// independent accumulators per activation row hide the FMA latency.
+template <class V, class T, int M>
+void Row(const float* a, int lda, const T* w, int k, float scale, float* out, int ldo) {
+  constexpr int U = V::kUnroll;
+  typename V::Reg acc[M][U];
+  for (int i = 0; i < M; ++i)
+    for (int u = 0; u < U; ++u) acc[i][u] = V::Zero();
+  int j = 0;
+  for (; j + U * V::kWidth <= k; j += U * V::kWidth)
+    for (int u = 0; u < U; ++u) {
+      const typename V::Reg wv = V::Load(w + j + u * V::kWidth);
+      for (int i = 0; i < M; ++i)
+        acc[i][u] = V::Fma(V::Load(a + static_cast<std::ptrdiff_t>(i) * lda + j + u * V::kWidth),
+                           wv, acc[i][u]);
+    }
+  for (; j + V::kWidth <= k; j += V::kWidth) {
+    const typename V::Reg wv = V::Load(w + j);
+    for (int i = 0; i < M; ++i)
+      acc[i][0] = V::Fma(V::Load(a + static_cast<std::ptrdiff_t>(i) * lda + j), wv, acc[i][0]);
+  }
+  if (j < k) {
+    const typename V::Reg wv = LoadTail<V>(w + j, k - j);
+    for (int i = 0; i < M; ++i)
+      acc[i][0] =
+          V::Fma(LoadTail<V>(a + static_cast<std::ptrdiff_t>(i) * lda + j, k - j), wv, acc[i][0]);
+  }
+  for (int i = 0; i < M; ++i) {
+    typename V::Reg sum = acc[i][0];
+    for (int u = 1; u < U; ++u) sum = V::Add(sum, acc[i][u]);
+    out[static_cast<std::ptrdiff_t>(i) * ldo] = V::Sum(sum) * scale;
+  }
+}
+
+template <class V, class T, int M>
+void GemvM(const float* a, int lda, const T* w, int rows, int k, const float* scale, float* out,
+           int ldo) {
+  for (int r = 0; r < rows; ++r)
+    Row<V, T, M>(a, lda, w + static_cast<std::ptrdiff_t>(r) * k, k,
+                 scale != nullptr ? scale[r] : 1.0f, out + r, ldo);
+}
+
+template <class V, class T>
+void Gemv(const float* a, int lda, int m, const T* w, int rows, int k, const float* scale,
+          float* out, int ldo) {
+  static_assert(kMaxGemvRows == 4);
+  switch (m) {
+    case 1:
+      return GemvM<V, T, 1>(a, lda, w, rows, k, scale, out, ldo);
+    case 2:
+      return GemvM<V, T, 2>(a, lda, w, rows, k, scale, out, ldo);
+    case 3:
+      return GemvM<V, T, 3>(a, lda, w, rows, k, scale, out, ldo);
+    default:
+      return GemvM<V, T, 4>(a, lda, w, rows, k, scale, out, ldo);
+  }
+}
+
+template <class V, class T>
+void Unpack(const T* w, int rows, int k, const float* scale, float* out) {
+  for (int r = 0; r < rows; ++r) {
+    const T* src = w + static_cast<std::ptrdiff_t>(r) * k;
+    float* dst = out + static_cast<std::ptrdiff_t>(r) * k;
+    const float s = scale != nullptr ? scale[r] : 1.0f;
+    int j = 0;
+    for (; j + V::kWidth <= k; j += V::kWidth) {
+      const typename V::Reg v = V::Load(src + j);
+      V::Store(dst + j, scale != nullptr ? V::Scale(v, s) : v);
+    }
+    if (j < k) {
+      float buf[V::kWidth];
+      const typename V::Reg v = LoadTail<V>(src + j, k - j);
+      V::Store(buf, scale != nullptr ? V::Scale(v, s) : v);
+      for (int i = 0; i < k - j; ++i) dst[j + i] = buf[i];
+    }
+  }
+}
+
+template <class V>
+LinearKernels MakeLinearKernels() {
+  return LinearKernels{&Gemv<V, float>,        &Gemv<V, BFloat16>,   &Gemv<V, Float16>,
+                       &Gemv<V, std::int8_t>,  &Unpack<V, BFloat16>, &Unpack<V, Float16>,
+                       &Unpack<V, std::int8_t>};
+}
+
+}  // namespace
+}  // namespace sightline::kernels::cpu

@@ -1,0 +1,47 @@
+// The CPU linear layer's inner kernels, one table per instruction-set family
+// (linear_avx512.cc, linear_avx2.cc, linear_generic.cc; each compiled with
+// its own -m flags and called only when the CPU has them). Internal to the
+// kernels library; Linear (cpu_linear.h) is the public face.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "sightline/kernels/cpu_features.h"
+#include "sightline/kernels/half_float.h"
+
+namespace sightline::kernels::cpu {
+
+// At most this many activation rows go through the matrix-vector kernels
+// (each weight row is read once for all of them); more go through BLAS.
+inline constexpr int kMaxGemvRows = 4;
+
+template <class W>
+using GemvFn = void (*)(const float* a, int lda, int m, const W* w, int rows, int k,
+                        const float* scale, float* out, int ldo);
+template <class W>
+using UnpackFn = void (*)(const W* w, int rows, int k, const float* scale, float* out);
+
+// Gemv: out[i * ldo + r] = scale[r] * sum_j a[i * lda + j] * w[r * k + j] for
+// i < m (1 <= m <= kMaxGemvRows), r < rows; scale null means 1 (FP32 and
+// 16-bit weights). Sums in float32, in an order of the family's choosing.
+// Unpack: out[r * k + j] = scale[r] * w[r * k + j] in float32 (exact for
+// 16-bit weights).
+struct LinearKernels {
+  GemvFn<float> gemv_f32;
+  GemvFn<BFloat16> gemv_bf16;
+  GemvFn<Float16> gemv_f16;
+  GemvFn<std::int8_t> gemv_i8;
+  UnpackFn<BFloat16> unpack_bf16;
+  UnpackFn<Float16> unpack_f16;
+  UnpackFn<std::int8_t> unpack_i8;
+};
+
+const LinearKernels& GenericLinearKernels();
+const LinearKernels& Avx2LinearKernels();
+const LinearKernels& Avx512LinearKernels();
+
+// The table for `isa` (which the caller has checked the CPU runs).
+const LinearKernels& LinearKernelsFor(CpuIsa isa);
+
+}  // namespace sightline::kernels::cpu

@@ -1,0 +1,36 @@
+// What this CPU's vector units can do, read from CPUID (and XGETBV: whether
+// the OS saves the wide registers), never from a table of model numbers — a
+// VM often reports a generic model name, and a CPU newer than the table is
+// still a CPU with the same instructions. The CPU kernels pick their code
+// path from these features at run time.
+#pragma once
+
+#include <string>
+
+namespace sightline::kernels::cpu {
+
+struct CpuFeatures {
+  bool avx = false, avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512_bf16 = false, avx512_vnni = false;
+};
+
+// Read once per process (CPUID does not change under a running process).
+const CpuFeatures& HostCpuFeatures();
+
+// The kernel families built into this library, best last.
+enum class CpuIsa { kGeneric, kAvx2, kAvx512 };
+
+// The best family `f` runs: kAvx512 needs F, BW, VL and DQ (and FMA); kAvx2
+// needs AVX2, FMA and F16C.
+CpuIsa BestIsa(const CpuFeatures& f);
+const char* IsaName(CpuIsa isa);  // "avx512", "avx2", "generic"
+
+// OpenBLAS's OPENBLAS_CORETYPE for these features ("Cooperlake", "SkylakeX",
+// "Haswell", "Sandybridge"), or "" to leave OpenBLAS's own choice.
+const char* OpenBlasCoreType(const CpuFeatures& f);
+
+// e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_bf16 avx512_vnni".
+std::string FeatureList(const CpuFeatures& f);
+
+}  // namespace sightline::kernels::cpu

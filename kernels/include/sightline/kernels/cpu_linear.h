@@ -1,0 +1,73 @@
+// Linear: one linear layer's weight matrix [rows = out features, cols = in
+// features] (PyTorch's layout) held in a chosen format, and the product
+//   out[m, rows] = a[m, cols] * W^T
+// in float32 (activations, accumulation and output stay float32; only the
+// stored weights are narrower).
+//
+// Formats: float32; bfloat16 and float16 (the weights rounded to nearest
+// even once, at construction); int8 weight-only, per output channel
+// symmetric (w ~= scale[row] * q, q in [-127, 127], scale = max |w_row| /
+// 127). Decoding reads every weight once per step, so a narrower format is
+// proportionally less memory traffic: the point of them on a CPU.
+//
+// Apply() runs on the calling thread's OpenMP team (omp_set_num_threads):
+// up to kMaxGemvRows rows of activations through this library's
+// matrix-vector kernels (bandwidth-bound; each weight read once), more rows
+// through OpenBLAS sgemm (16-bit and int8 weights unpacked to float32 a tile
+// at a time). The kernels are chosen from the CPU's features (cpu_features.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sightline/kernels/cpu_features.h"
+#include "sightline/kernels/half_float.h"
+
+namespace sightline::kernels::cpu {
+
+enum class WeightFormat { kFloat32, kBFloat16, kFloat16, kInt8 };
+const char* WeightFormatName(WeightFormat f);   // "float32", "bfloat16", "float16", "int8"
+std::size_t WeightFormatBytes(WeightFormat f);  // per weight (int8: 1, plus a scale per row)
+
+// For logs: "avx512 (avx2 fma ...), OpenBLAS SkylakeX" (opens OpenBLAS).
+std::string DescribeCpuKernels();
+// The OpenMP team size the kernels run on.
+int ComputeThreads();
+
+class Linear {
+ public:
+  Linear() = default;
+  // Packs w[rows, cols] (float32, row-major). `isa` picks the kernels (the
+  // CPU must run them); by default the best this CPU has.
+  Linear(const float* w, int rows, int cols, WeightFormat format,
+         CpuIsa isa = BestIsa(HostCpuFeatures()));
+
+  // out[m, rows] = a[m, cols] * W^T. a and out must not overlap.
+  void Apply(const float* a, int m, float* out) const;
+
+  int rows() const { return rows_; }
+  int cols() const { return cols_; }
+  WeightFormat format() const { return format_; }
+  bool empty() const { return rows_ == 0; }
+  // The bytes one Apply reads of the weights (and scales).
+  std::size_t bytes() const;
+
+ private:
+  void ApplyGemv(const float* a, int m, float* out) const;
+  void ApplyBlas(const float* a, int m, float* out) const;
+
+  WeightFormat format_ = WeightFormat::kFloat32;
+  CpuIsa isa_ = CpuIsa::kGeneric;
+  int rows_ = 0, cols_ = 0;
+  // Exactly one of these holds the weights, as format_ says.
+  std::vector<float> f32_;
+  std::vector<BFloat16> bf16_;
+  std::vector<Float16> f16_;
+  std::vector<std::int8_t> i8_;
+  std::vector<float> scale_;  // int8: one per row
+};
+
+}  // namespace sightline::kernels::cpu

@@ -1,0 +1,205 @@
+// Linear (cpu_linear.h): every weight format through every kernel family this
+// CPU runs, at every activation-row count the matrix-vector kernels take and
+// beyond (the BLAS path), against a double-precision product of the weights
+// as stored; and the 16-bit conversions against the CPU's own instructions.
+#include <gtest/gtest.h>
+#include <immintrin.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "sightline/kernels/cpu_features.h"
+#include "sightline/kernels/cpu_linear.h"
+#include "sightline/kernels/half_float.h"
+
+namespace sightline::kernels::cpu {
+namespace {
+
+std::vector<CpuIsa> IsasHere() {
+  std::vector<CpuIsa> out{CpuIsa::kGeneric};
+  const CpuIsa best = BestIsa(HostCpuFeatures());
+  if (best >= CpuIsa::kAvx2) out.push_back(CpuIsa::kAvx2);
+  if (best >= CpuIsa::kAvx512) out.push_back(CpuIsa::kAvx512);
+  return out;
+}
+
+// The weight as the format stores it, back in float (what the kernels must
+// multiply by exactly).
+float Stored(float w, WeightFormat f, float int8_scale) {
+  switch (f) {
+    case WeightFormat::kBFloat16:
+      return ToFloat(ToBFloat16(w));
+    case WeightFormat::kFloat16:
+      return ToFloat(ToFloat16(w));
+    case WeightFormat::kInt8:
+      return int8_scale * std::nearbyint(w / int8_scale);
+    case WeightFormat::kFloat32:
+      break;
+  }
+  return w;
+}
+
+void ExpectMatchesReference(WeightFormat format, CpuIsa isa, int m, int rows, int cols,
+                            std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> w(static_cast<std::size_t>(rows) * cols),
+      a(static_cast<std::size_t>(m) * cols);
+  for (float& x : w) x = normal(rng);
+  for (float& x : a) x = normal(rng);
+  const Linear linear(w.data(), rows, cols, format, isa);
+  std::vector<float> out(static_cast<std::size_t>(m) * rows, NAN);
+  linear.Apply(a.data(), m, out.data());
+  for (int r = 0; r < rows; ++r) {
+    float max_abs = 0;
+    for (int j = 0; j < cols; ++j)
+      max_abs = std::max(max_abs, std::fabs(w[static_cast<std::size_t>(r) * cols + j]));
+    const float scale = max_abs / 127.0f;
+    for (int i = 0; i < m; ++i) {
+      double want = 0, magnitude = 0;
+      for (int j = 0; j < cols; ++j) {
+        const double term = static_cast<double>(a[static_cast<std::size_t>(i) * cols + j]) *
+                            Stored(w[static_cast<std::size_t>(r) * cols + j], format, scale);
+        want += term;
+        magnitude += std::fabs(term);
+      }
+      const float got = out[static_cast<std::size_t>(i) * rows + r];
+      // float32 accumulation in any order: within a few ulps of the terms' magnitude.
+      ASSERT_NEAR(got, want, 1e-5 * magnitude + 1e-6)
+          << WeightFormatName(format) << " " << IsaName(isa) << " m=" << m << " rows=" << rows
+          << " cols=" << cols << " at [" << i << ", " << r << "]";
+    }
+  }
+}
+
+TEST(Linear, EveryFormatAndKernelFamilyMatchesADoubleProductOfTheStoredWeights) {
+  const WeightFormat formats[] = {WeightFormat::kFloat32, WeightFormat::kBFloat16,
+                                  WeightFormat::kFloat16, WeightFormat::kInt8};
+  // Shapes with and without vector tails (8, 16 lanes) and row blocks (2, 4).
+  const int shapes[][2] = {{1, 1}, {3, 7}, {5, 16}, {9, 17}, {16, 33}, {37, 100}, {64, 768}};
+  std::uint32_t seed = 1;
+  for (const WeightFormat f : formats)
+    for (const CpuIsa isa : IsasHere())
+      for (const auto& [rows, cols] : shapes)
+        for (const int m : {1, 2, 3, 4, 5, 19})
+          ExpectMatchesReference(f, isa, m, rows, cols, seed++);
+}
+
+TEST(Linear, SplitsAcrossThreadsWithTheSameResultAsOne) {
+  // Large enough to be split: 2 * 1000 * 512 multiply-adds per row of a.
+  const int rows = 1000, cols = 512;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::vector<float> w(static_cast<std::size_t>(rows) * cols), a(8 * cols);
+  for (float& x : w) x = normal(rng);
+  for (float& x : a) x = normal(rng);
+  for (const WeightFormat f : {WeightFormat::kFloat32, WeightFormat::kInt8}) {
+    const Linear linear(w.data(), rows, cols, f);
+    for (const int m : {1, 8}) {
+      std::vector<float> one(static_cast<std::size_t>(m) * rows), two(one.size());
+      omp_set_num_threads(1);
+      linear.Apply(a.data(), m, one.data());
+      omp_set_num_threads(2);
+      linear.Apply(a.data(), m, two.data());
+      EXPECT_EQ(one, two) << WeightFormatName(f) << " m=" << m;  // each row summed by one thread
+    }
+  }
+}
+
+TEST(Linear, Int8KeepsEachWeightWithinHalfAStepAndZeroRowsAtZero) {
+  const int rows = 3, cols = 40;
+  std::vector<float> w(rows * cols, 0.0f);  // row 0 all zero
+  for (int j = 0; j < cols; ++j) {
+    w[cols + j] = std::sin(static_cast<float>(j));         // row 1
+    w[2 * cols + j] = 1e-3f * static_cast<float>(j - 20);  // row 2, small
+  }
+  const Linear linear(w.data(), rows, cols, WeightFormat::kInt8);
+  EXPECT_EQ(linear.bytes(), static_cast<std::size_t>(rows * cols + rows * 4));
+  // Recover each stored weight with one-hot activations.
+  for (int j = 0; j < cols; ++j) {
+    std::vector<float> a(cols, 0.0f), out(rows);
+    a[j] = 1.0f;
+    linear.Apply(a.data(), 1, out.data());
+    EXPECT_EQ(out[0], 0.0f);
+    for (int r = 1; r < rows; ++r) {
+      float max_abs = 0;
+      for (int k = 0; k < cols; ++k) max_abs = std::max(max_abs, std::fabs(w[r * cols + k]));
+      EXPECT_LE(std::fabs(out[r] - w[r * cols + j]), 0.5f * max_abs / 127.0f * 1.0001f);
+    }
+  }
+}
+
+// Every 16-bit pattern survives 16 -> 32 -> 16 (NaNs stay NaNs).
+TEST(HalfFloat, EveryPatternRoundTrips) {
+  for (std::uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    const auto h = static_cast<std::uint16_t>(bits);
+    const float b = ToFloat(BFloat16{h}), f = ToFloat(Float16{h});
+    if (std::isnan(b))
+      EXPECT_TRUE(std::isnan(ToFloat(ToBFloat16(b))));
+    else
+      EXPECT_EQ(ToBFloat16(b).bits, h);
+    if (std::isnan(f))
+      EXPECT_TRUE(std::isnan(ToFloat(ToFloat16(f))));
+    else
+      EXPECT_EQ(ToFloat16(f).bits, h);
+  }
+}
+
+TEST(HalfFloat, RoundsToNearestEven) {
+  // bf16 keeps 8 significant bits: 1 + 2^-8 is a tie between 1 and 1 + 2^-7.
+  EXPECT_EQ(ToFloat(ToBFloat16(1.0f + 0x1p-8f)), 1.0f);
+  EXPECT_EQ(ToFloat(ToBFloat16(1.0f + 3 * 0x1p-8f)), 1.0f + 0x1p-6f);
+  EXPECT_EQ(ToFloat(ToBFloat16(1.0f + 0x1p-8f + 0x1p-20f)), 1.0f + 0x1p-7f);
+  EXPECT_EQ(ToFloat(ToFloat16(1.0f + 0x1p-11f)), 1.0f);  // fp16: 11 bits
+  EXPECT_EQ(ToFloat(ToFloat16(65504.0f)), 65504.0f);
+  EXPECT_TRUE(std::isinf(ToFloat(ToFloat16(65520.0f))));
+  EXPECT_EQ(ToFloat(ToFloat16(0x1p-24f)), 0x1p-24f);  // smallest subnormal
+  EXPECT_EQ(ToFloat(ToFloat16(0x1p-25f)), 0.0f);      // a tie: to even (0)
+}
+
+#if defined(__x86_64__)
+// The CPU's own float -> half instruction (F16C) as the reference.
+__attribute__((target("f16c"))) std::uint16_t HardwareHalf(float f) {
+  return static_cast<std::uint16_t>(_cvtss_sh(f, 0));  // 0: round to nearest even
+}
+
+TEST(HalfFloat, Float16MatchesTheF16cInstruction) {
+  if (!HostCpuFeatures().f16c) GTEST_SKIP() << "no F16C here";
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<std::uint32_t> any;
+  for (int i = 0; i < 1000000; ++i) {
+    const std::uint32_t u = any(rng);
+    const float f = BitsFloat(u);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(ToFloat16(f).bits, HardwareHalf(f)) << std::hex << u;
+  }
+  // And every float near half's range edges and subnormal boundaries.
+  for (std::uint32_t u = 0x33000000u; u < 0x39000000u; u += 97) {
+    ASSERT_EQ(ToFloat16(BitsFloat(u)).bits, HardwareHalf(BitsFloat(u))) << std::hex << u;
+  }
+  for (std::uint32_t u = 0x477f0000u; u < 0x47800100u; ++u)
+    ASSERT_EQ(ToFloat16(BitsFloat(u)).bits, HardwareHalf(BitsFloat(u))) << std::hex << u;
+}
+#endif
+
+TEST(CpuFeatures, IsaFollowsTheFeatures) {
+  CpuFeatures f;
+  EXPECT_EQ(BestIsa(f), CpuIsa::kGeneric);
+  EXPECT_STREQ(OpenBlasCoreType(f), "");
+  f.avx = f.avx2 = f.fma = f.f16c = true;
+  EXPECT_EQ(BestIsa(f), CpuIsa::kAvx2);
+  EXPECT_STREQ(OpenBlasCoreType(f), "Haswell");
+  f.avx512f = f.avx512bw = f.avx512vl = true;  // no DQ yet
+  EXPECT_EQ(BestIsa(f), CpuIsa::kAvx2);
+  f.avx512dq = true;
+  EXPECT_EQ(BestIsa(f), CpuIsa::kAvx512);
+  EXPECT_STREQ(OpenBlasCoreType(f), "SkylakeX");
+  f.avx512_bf16 = true;
+  EXPECT_STREQ(OpenBlasCoreType(f), "Cooperlake");
+}
+
+}  // namespace
+}  // namespace sightline::kernels::cpu
