@@ -324,8 +324,10 @@ class CpuModelRunner final : public ModelRunner {
                              Pack(&E.down, hidden, inter, format)});
       L.experts.clear();
     }
-    if (w_.lm_head.empty())
-      lm_head_ = Linear(w_.embed.data(), c.vocab_size, hidden, format);
+    if (w_.lm_head.empty())  // tied: float32 reads the table in place
+      lm_head_ = format == WeightFormat::kFloat32
+                     ? Linear::Borrow(w_.embed.data(), c.vocab_size, hidden)
+                     : Linear(w_.embed.data(), c.vocab_size, hidden, format);
     else
       lm_head_ = Pack(&w_.lm_head, c.vocab_size, hidden, format);
   }

@@ -125,6 +125,7 @@ Status CheckEngineProcess(EngineProcessOptions o) {
 Status RunEngineProcess(EngineProcessOptions o, const EngineProcessHooks& hooks, int* exit_code) {
   Plan plan;
   if (Status s = MakePlan(&o, &plan); !s.ok()) return s;
+  kernels::cpu::InitCpuKernels();  // sets OpenBLAS's environment: before any thread starts
   ModelWeights weights;
   if (o.load_format == "dummy" || plan.preset) {
     weights = DummyWeights(plan.model, o.seed);

@@ -3,6 +3,8 @@
 #include <cblas.h>
 #include <dlfcn.h>
 
+#include <strings.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -36,6 +38,8 @@ Blas Open() {
   if (*core != '\0') setenv("OPENBLAS_CORETYPE", core, /*overwrite=*/0);
   setenv("OPENBLAS_NUM_THREADS", "1", 0);
   void* lib = dlopen(SIGHTLINE_OPENBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  // Elsewhere than where the build found it: wherever the loader finds it.
+  if (lib == nullptr) lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) Fail(dlerror());
   g_sgemm = reinterpret_cast<SgemmFn>(dlsym(lib, "cblas_sgemm"));
   auto set_threads = reinterpret_cast<SetThreadsFn>(dlsym(lib, "openblas_set_num_threads"));
@@ -44,7 +48,14 @@ Blas Open() {
     Fail("a symbol is missing");
   set_threads(1);
   // The library stays open for the life of the process (never dlclose'd).
-  return Blas{&SgemmNt, core_name()};
+  Blas blas{&SgemmNt, core_name()};
+  // An OpenBLAS that does not know the name falls back to its slowest kernels.
+  const char* wanted = std::getenv("OPENBLAS_CORETYPE");
+  if (wanted != nullptr && *wanted != '\0' && strcasecmp(wanted, blas.core.c_str()) != 0)
+    std::fprintf(stderr,
+                 "WARNING kernels: OPENBLAS_CORETYPE=%s, but OpenBLAS runs its %s kernels\n",
+                 wanted, blas.core.c_str());
+  return blas;
 }
 
 }  // namespace

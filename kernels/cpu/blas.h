@@ -28,7 +28,8 @@ struct Blas {
 };
 
 // Aborts with a message if the library cannot be opened (the build found it,
-// so it is a broken install).
+// so it is a broken install). The first call sets environment variables:
+// make it before the process starts threads (InitCpuKernels, cpu_linear.h).
 const Blas& OpenBlas();
 
 }  // namespace sightline::kernels::cpu

@@ -26,6 +26,11 @@ int ComputeThreads() {
 #endif
 }
 
+void InitCpuKernels() {
+  HostCpuFeatures();
+  OpenBlas();
+}
+
 std::string DescribeCpuKernels() {
   const CpuFeatures& f = HostCpuFeatures();
   return std::string(IsaName(BestIsa(f))) + " (" + FeatureList(f) + "), OpenBLAS " +
@@ -59,12 +64,22 @@ std::size_t WeightFormatBytes(WeightFormat f) {
   return 4;
 }
 
+Linear Linear::Borrow(const float* w, int rows, int cols, CpuIsa isa) {
+  Linear l;
+  l.isa_ = std::min(isa, BestIsa(HostCpuFeatures()));
+  l.rows_ = rows;
+  l.cols_ = cols;
+  l.f32_ = w;
+  return l;
+}
+
 Linear::Linear(const float* w, int rows, int cols, WeightFormat format, CpuIsa isa)
-    : format_(format), isa_(isa), rows_(rows), cols_(cols) {
+    : format_(format), isa_(std::min(isa, BestIsa(HostCpuFeatures()))), rows_(rows), cols_(cols) {
   const std::size_t n = static_cast<std::size_t>(rows) * cols;
   switch (format) {
     case WeightFormat::kFloat32:
-      f32_.assign(w, w + n);
+      owned_f32_.assign(w, w + n);
+      f32_ = owned_f32_.data();
       break;
     case WeightFormat::kBFloat16:
       bf16_.resize(n);
@@ -80,11 +95,16 @@ Linear::Linear(const float* w, int rows, int cols, WeightFormat format, CpuIsa i
       for (int r = 0; r < rows; ++r) {
         const float* row = w + static_cast<std::size_t>(r) * cols;
         float max_abs = 0;
-        for (int j = 0; j < cols; ++j) max_abs = std::max(max_abs, std::fabs(row[j]));
+        for (int j = 0; j < cols; ++j)
+          if (std::isfinite(row[j])) max_abs = std::max(max_abs, std::fabs(row[j]));
         const float scale = max_abs / 127.0f;
         scale_[static_cast<std::size_t>(r)] = scale;
         for (int j = 0; j < cols; ++j) {
-          const float q = scale > 0 ? std::nearbyint(row[j] / scale) : 0.0f;
+          float q = 0;  // NaN, or a row of zeros
+          if (std::isinf(row[j]))
+            q = row[j] > 0 ? 127.0f : -127.0f;
+          else if (scale > 0 && !std::isnan(row[j]))
+            q = std::nearbyint(row[j] / scale);
           i8_[static_cast<std::size_t>(r) * cols + static_cast<std::size_t>(j)] =
               static_cast<std::int8_t>(std::clamp(q, -127.0f, 127.0f));
         }
@@ -122,7 +142,7 @@ void Linear::ApplyGemv(const float* a, int m, float* out) const {
     const float* sc = scale != nullptr ? scale + r0 : nullptr;
     switch (format_) {
       case WeightFormat::kFloat32:
-        kern.gemv_f32(a, cols_, m, f32_.data() + off, n, cols_, sc, out + r0, rows_);
+        kern.gemv_f32(a, cols_, m, f32_ + off, n, cols_, sc, out + r0, rows_);
         break;
       case WeightFormat::kBFloat16:
         kern.gemv_bf16(a, cols_, m, bf16_.data() + off, n, cols_, sc, out + r0, rows_);
@@ -148,15 +168,16 @@ void Linear::ApplyBlas(const float* a, int m, float* out) const {
 #pragma omp parallel for schedule(static) if (slices > 1)
     for (int s = 0; s < slices; ++s) {
       const int r0 = s * per, n = std::min(per, rows_ - r0);
-      blas.sgemm_nt(m, n, cols_, a, cols_, f32_.data() + static_cast<std::size_t>(r0) * cols_,
-                    cols_, out + r0, rows_);
+      blas.sgemm_nt(m, n, cols_, a, cols_, f32_ + static_cast<std::size_t>(r0) * cols_, cols_,
+                    out + r0, rows_);
     }
     return;
   }
-  // Narrow weights: unpack a tile of rows to float32 (at most 256 KiB, so it
-  // is still in cache when sgemm reads it), multiply, next tile.
+  // Narrow weights: unpack a tile of rows to float32 (256 KiB for up to 4096
+  // columns, so it is still in cache when sgemm reads it), multiply, next tile.
   const LinearKernels& kern = LinearKernelsFor(isa_);
-  const int tile = std::clamp((64 * 1024 / std::max(cols_, 1)) / 16 * 16, 16, 1024);
+  // (At least 64 rows: each sgemm call packs the activations again.)
+  const int tile = std::clamp((64 * 1024 / std::max(cols_, 1)) / 16 * 16, 64, 1024);
   const int tiles = (rows_ + tile - 1) / tile;
   const float* scale = scale_.empty() ? nullptr : scale_.data();
 #pragma omp parallel if (threads > 1 && tiles > 1)

@@ -28,6 +28,7 @@ const LinearKernels& GenericLinearKernels() {
 }
 
 const LinearKernels& LinearKernelsFor(CpuIsa isa) {
+#ifdef SIGHTLINE_X86_KERNELS
   switch (isa) {
     case CpuIsa::kAvx512:
       return Avx512LinearKernels();
@@ -36,6 +37,9 @@ const LinearKernels& LinearKernelsFor(CpuIsa isa) {
     case CpuIsa::kGeneric:
       break;
   }
+#else
+  (void)isa;  // CPUID reports no x86 features here
+#endif
   return GenericLinearKernels();
 }
 

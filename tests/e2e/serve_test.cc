@@ -269,7 +269,6 @@ TEST(Serve, BadFlagsFailBeforeAnythingStarts) {
       {"--dtype", "float8"},
       {"--quantization", "int4"},
       {"--quantization", "int8", "--dtype", "bfloat16"},  // one weight format, not two
-      {"--quantization", "int8", "--device", "cuda"},
       {"--max-model-len", "999999"},
       {"--scheduling-policy", "lifo"},
       {"--kv-cache-metrics-sample", "2"},

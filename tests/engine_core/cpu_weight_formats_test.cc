@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "engine_core/mini_engine.h"
+#include "engine_process_options.h"
 #include "model_runner.h"
 
 namespace sightline::engine {
@@ -102,12 +103,51 @@ TEST(CpuWeightFormats, DecodingOneRowAtATimeMatchesTheBatchedProductInEveryForma
       auto runner = MakeCpuModelRunner(c, w, 64, 16, f);
       std::vector<float> margins;
       const auto best = ArgmaxAtEveryPosition(*runner, seq, 16, &margins);
+      std::size_t checked = 0;
+      // Teacher-forced on the decoded tokens, so a near-tie (which may go
+      // either way) is skipped and the positions after it still compare.
       for (std::size_t k = prompt.size() - 1; k + 1 < seq.size(); ++k) {
-        if (margins[k] <= 1e-3f) break;  // a near-tie may go either way, and the rest follows it
+        if (margins[k] <= 1e-3f) continue;
+        ++checked;
         ASSERT_EQ(best[k], seq[k + 1]) << kernels::cpu::WeightFormatName(f) << " at " << k;
       }
+      EXPECT_GE(checked, 8u) << kernels::cpu::WeightFormatName(f) << ": too few positions checked";
     }
   }
+}
+
+// The flags' mapping and their refusals, each naming the flag.
+TEST(CpuWeightFormats, FlagsMapToFormatsAndBadCombinationsAreRefused) {
+  EngineProcessOptions o;
+  EXPECT_EQ(CpuWeightFormatFor(o), WeightFormat::kFloat32);  // auto on the CPU
+  o.dtype = "bfloat16";
+  EXPECT_EQ(CpuWeightFormatFor(o), WeightFormat::kBFloat16);
+  o.dtype = "float16";
+  EXPECT_EQ(CpuWeightFormatFor(o), WeightFormat::kFloat16);
+  o.dtype = "auto";
+  o.quantization = "int8";
+  EXPECT_EQ(CpuWeightFormatFor(o), WeightFormat::kInt8);
+  ModelConfig model;
+  ASSERT_TRUE(PresetModelConfig("sightline-tiny", &model).ok());
+  auto refusal = [&](EngineProcessOptions opts) {
+    KvPlan plan;
+    const Status s = CheckEngineOptions(model, &opts, &plan);
+    EXPECT_FALSE(s.ok());
+    return s.message();
+  };
+  EngineProcessOptions bad;
+  bad.quantization = "int4";
+  EXPECT_NE(refusal(bad).find("--quantization must be none or int8"), std::string::npos);
+  bad.quantization = "int8";
+  bad.dtype = "bfloat16";
+  EXPECT_NE(refusal(bad).find("int8 weights replace the 16-bit ones"), std::string::npos);
+  EngineProcessOptions good;
+  good.quantization = "int8";
+  KvPlan plan;
+  EXPECT_TRUE(CheckEngineOptions(model, &good, &plan).ok());
+  good.quantization = "none";
+  good.dtype = "float16";
+  EXPECT_TRUE(CheckEngineOptions(model, &good, &plan).ok());
 }
 
 }  // namespace

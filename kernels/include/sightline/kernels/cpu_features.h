@@ -21,13 +21,13 @@ const CpuFeatures& HostCpuFeatures();
 // The kernel families built into this library, best last.
 enum class CpuIsa { kGeneric, kAvx2, kAvx512 };
 
-// The best family `f` runs: kAvx512 needs F, BW, VL and DQ (and FMA); kAvx2
-// needs AVX2, FMA and F16C.
+// The best family `f` runs: kAvx512 needs F, BW, VL and DQ (and FMA, F16C);
+// kAvx2 needs AVX2, FMA and F16C.
 CpuIsa BestIsa(const CpuFeatures& f);
 const char* IsaName(CpuIsa isa);  // "avx512", "avx2", "generic"
 
-// OpenBLAS's OPENBLAS_CORETYPE for these features ("Cooperlake", "SkylakeX",
-// "Haswell", "Sandybridge"), or "" to leave OpenBLAS's own choice.
+// OpenBLAS's OPENBLAS_CORETYPE for these features ("SkylakeX", "Haswell",
+// "Sandybridge"), or "" to leave OpenBLAS's own choice.
 const char* OpenBlasCoreType(const CpuFeatures& f);
 
 // e.g. "avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_bf16 avx512_vnni".

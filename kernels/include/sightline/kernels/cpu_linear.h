@@ -32,6 +32,10 @@ enum class WeightFormat { kFloat32, kBFloat16, kFloat16, kInt8 };
 const char* WeightFormatName(WeightFormat f);   // "float32", "bfloat16", "float16", "int8"
 std::size_t WeightFormatBytes(WeightFormat f);  // per weight (int8: 1, plus a scale per row)
 
+// Reads CPUID and opens OpenBLAS, which sets OPENBLAS_CORETYPE and
+// OPENBLAS_NUM_THREADS (setenv): call before the process starts threads (the
+// first product calls it otherwise).
+void InitCpuKernels();
 // For logs: "avx512 (avx2 fma ...), OpenBLAS SkylakeX" (opens OpenBLAS).
 std::string DescribeCpuKernels();
 // The OpenMP team size the kernels run on.
@@ -40,10 +44,15 @@ int ComputeThreads();
 class Linear {
  public:
   Linear() = default;
-  // Packs w[rows, cols] (float32, row-major). `isa` picks the kernels (the
-  // CPU must run them); by default the best this CPU has.
+  // Packs w[rows, cols] (float32, row-major). `isa` picks the kernels (one
+  // this CPU lacks is lowered to the best it has); by default the best.
+  // int8: a NaN weight packs as 0 and +-inf as +-127 steps, the row's scale
+  // taken over its finite weights (a checkpoint should have neither).
   Linear(const float* w, int rows, int cols, WeightFormat format,
          CpuIsa isa = BestIsa(HostCpuFeatures()));
+  // Float32 weights used in place, not copied (a tied output layer reads the
+  // embedding table): w must outlive this Linear and not move.
+  static Linear Borrow(const float* w, int rows, int cols, CpuIsa isa = BestIsa(HostCpuFeatures()));
 
   // out[m, rows] = a[m, cols] * W^T. a and out must not overlap.
   void Apply(const float* a, int m, float* out) const;
@@ -62,8 +71,10 @@ class Linear {
   WeightFormat format_ = WeightFormat::kFloat32;
   CpuIsa isa_ = CpuIsa::kGeneric;
   int rows_ = 0, cols_ = 0;
-  // Exactly one of these holds the weights, as format_ says.
-  std::vector<float> f32_;
+  // Exactly one of these holds the weights, as format_ says (float32: f32_
+  // points at them, in owned_f32_ or borrowed).
+  const float* f32_ = nullptr;
+  std::vector<float> owned_f32_;
   std::vector<BFloat16> bf16_;
   std::vector<Float16> f16_;
   std::vector<std::int8_t> i8_;
