@@ -54,6 +54,12 @@ class Linear {
   // embedding table): w must outlive this Linear and not move.
   static Linear Borrow(const float* w, int rows, int cols, CpuIsa isa = BestIsa(HostCpuFeatures()));
 
+  // Move-only: a copy would point into the original's float32 buffer.
+  Linear(const Linear&) = delete;
+  Linear& operator=(const Linear&) = delete;
+  Linear(Linear&&) noexcept = default;
+  Linear& operator=(Linear&&) noexcept = default;
+
   // out[m, rows] = a[m, cols] * W^T. a and out must not overlap.
   void Apply(const float* a, int m, float* out) const;
 
