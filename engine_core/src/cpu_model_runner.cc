@@ -299,8 +299,8 @@ class CpuModelRunner final : public ModelRunner {
   }
 
   // The linear layers in `format`; the float32 matrices are freed (the
-  // embedding table stays: lookups read it, and a tied output layer is a
-  // packed copy of it).
+  // embedding table stays: lookups read it, and a tied output layer reads it
+  // in place in float32, or packs a copy in a narrower format).
   void PackWeights(WeightFormat format) {
     const ModelConfig& c = config_;
     const int hidden = c.hidden_size, inter = c.intermediate_size;

@@ -16,6 +16,13 @@ namespace {
 // costs more than it saves (the tiny model's 64 x 64 layers).
 constexpr double kParallelMacs = 1 << 17;
 
+// The rows each of the product's threads takes: one contiguous slice per
+// thread, a multiple of 16 (whole cache lines of float32 output).
+int RowsPerThread(int m, int rows, int cols) {
+  const int threads = static_cast<double>(m) * rows * cols >= kParallelMacs ? ComputeThreads() : 1;
+  return ((rows + threads - 1) / threads + 15) / 16 * 16;
+}
+
 }  // namespace
 
 int ComputeThreads() {
@@ -128,11 +135,7 @@ void Linear::Apply(const float* a, int m, float* out) const {
 
 void Linear::ApplyGemv(const float* a, int m, float* out) const {
   const LinearKernels& kern = LinearKernelsFor(isa_);
-  const double macs = static_cast<double>(m) * rows_ * cols_;
-  const int threads = macs >= kParallelMacs ? ComputeThreads() : 1;
-  // Each thread one contiguous slice of rows (a multiple of 16, so slices
-  // start on whole blocks and cache lines).
-  const int per = (((rows_ + threads - 1) / threads) + 15) / 16 * 16;
+  const int per = RowsPerThread(m, rows_, cols_);
   const int slices = (rows_ + per - 1) / per;
   const float* scale = scale_.empty() ? nullptr : scale_.data();
 #pragma omp parallel for schedule(static) if (slices > 1)
@@ -159,12 +162,10 @@ void Linear::ApplyGemv(const float* a, int m, float* out) const {
 
 void Linear::ApplyBlas(const float* a, int m, float* out) const {
   const Blas& blas = OpenBlas();
-  const double macs = static_cast<double>(m) * rows_ * cols_;
-  const int threads = macs >= kParallelMacs ? ComputeThreads() : 1;
+  const int per = RowsPerThread(m, rows_, cols_);
+  const int slices = (rows_ + per - 1) / per;
   if (format_ == WeightFormat::kFloat32) {
     // One sgemm per thread over its slice of output columns (weight rows).
-    const int per = (((rows_ + threads - 1) / threads) + 15) / 16 * 16;
-    const int slices = (rows_ + per - 1) / per;
 #pragma omp parallel for schedule(static) if (slices > 1)
     for (int s = 0; s < slices; ++s) {
       const int r0 = s * per, n = std::min(per, rows_ - r0);
@@ -180,7 +181,7 @@ void Linear::ApplyBlas(const float* a, int m, float* out) const {
   const int tile = std::clamp((64 * 1024 / std::max(cols_, 1)) / 16 * 16, 64, 1024);
   const int tiles = (rows_ + tile - 1) / tile;
   const float* scale = scale_.empty() ? nullptr : scale_.data();
-#pragma omp parallel if (threads > 1 && tiles > 1)
+#pragma omp parallel if (slices > 1 && tiles > 1)
   {
     // Each thread's unpacked tile, kept across calls: the team's threads
     // live as long as the process, and a fresh 256 KiB allocation per call

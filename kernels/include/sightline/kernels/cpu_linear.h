@@ -66,7 +66,6 @@ class Linear {
   int rows() const { return rows_; }
   int cols() const { return cols_; }
   WeightFormat format() const { return format_; }
-  bool empty() const { return rows_ == 0; }
   // The bytes one Apply reads of the weights (and scales).
   std::size_t bytes() const;
 
