@@ -106,11 +106,41 @@ void Unpack(const T* w, int rows, int k, const float* scale, float* out) {
   }
 }
 
+// Two accumulators: attention's dot products are short (head_dim: 64-256).
+template <class V>
+float Dot(const float* a, const float* b, int n) {
+  typename V::Reg acc0 = V::Zero(), acc1 = V::Zero();
+  int j = 0;
+  for (; j + 2 * V::kWidth <= n; j += 2 * V::kWidth) {
+    acc0 = V::Fma(V::Load(a + j), V::Load(b + j), acc0);
+    acc1 = V::Fma(V::Load(a + j + V::kWidth), V::Load(b + j + V::kWidth), acc1);
+  }
+  for (; j + V::kWidth <= n; j += V::kWidth) acc0 = V::Fma(V::Load(a + j), V::Load(b + j), acc0);
+  if (j < n) acc1 = V::Fma(LoadTail<V>(a + j, n - j), LoadTail<V>(b + j, n - j), acc1);
+  return V::Sum(V::Add(acc0, acc1));
+}
+
+// A multiply and an add per element, not a fused multiply-add: the same
+// rounding as the scalar loop, whatever the family.
+template <class V>
+void Axpy(float s, const float* x, float* y, int n) {
+  int j = 0;
+  for (; j + V::kWidth <= n; j += V::kWidth)
+    V::Store(y + j, V::Add(V::Scale(V::Load(x + j), s), V::Load(y + j)));
+  for (; j < n; ++j) y[j] = s * x[j] + y[j];
+}
+
 template <class V>
 LinearKernels MakeLinearKernels() {
-  return LinearKernels{&Gemv<V, float>,        &Gemv<V, BFloat16>,   &Gemv<V, Float16>,
-                       &Gemv<V, std::int8_t>,  &Unpack<V, BFloat16>, &Unpack<V, Float16>,
-                       &Unpack<V, std::int8_t>};
+  return LinearKernels{&Gemv<V, float>,
+                       &Gemv<V, BFloat16>,
+                       &Gemv<V, Float16>,
+                       &Gemv<V, std::int8_t>,
+                       &Unpack<V, BFloat16>,
+                       &Unpack<V, Float16>,
+                       &Unpack<V, std::int8_t>,
+                       &Dot<V>,
+                       &Axpy<V>};
 }
 
 }  // namespace

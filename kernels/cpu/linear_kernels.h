@@ -27,6 +27,10 @@ using UnpackFn = void (*)(const W* w, int rows, int k, const float* scale, float
 // 16-bit weights). Sums in float32, in an order of the family's choosing.
 // Unpack: out[r * k + j] = scale[r] * w[r * k + j] in float32 (exact for
 // 16-bit weights).
+// Dot: sum_j a[j] * b[j] (float32, the family's order); Axpy: y[j] += s * x[j]
+// (rounded as the scalar expression). Attention's inner loops.
+using DotFn = float (*)(const float* a, const float* b, int n);
+using AxpyFn = void (*)(float s, const float* x, float* y, int n);
 struct LinearKernels {
   GemvFn<float> gemv_f32;
   GemvFn<BFloat16> gemv_bf16;
@@ -35,6 +39,8 @@ struct LinearKernels {
   UnpackFn<BFloat16> unpack_bf16;
   UnpackFn<Float16> unpack_f16;
   UnpackFn<std::int8_t> unpack_i8;
+  DotFn dot;
+  AxpyFn axpy;
 };
 
 const LinearKernels& GenericLinearKernels();

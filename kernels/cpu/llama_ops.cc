@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "blas.h"
+#include "linear_kernels.h"
+#include "sightline/kernels/cpu_linear.h"
 #include "sightline/kernels/cpu_ops.h"
 
 namespace sightline::kernels::cpu {
@@ -154,58 +156,109 @@ void WriteKvCache(const float* k, const float* v, const std::int32_t* slot_mappi
 
 namespace {
 
-// One query row, one head: softmax(q k^T * scale) v over positions first..pos.
-void AttendRow(const PagedAttentionArgs& a, int seq, int row, int head,
-               std::vector<float>& scores) {
+// As Linear's threshold (linear.cc): below this, one thread.
+constexpr double kAttentionParallelMacs = 1 << 17;
+
+// Software prefetch of the K or V row this many positions ahead: the cache
+// rows stream from memory (a decode step's weights evict them), and the
+// hardware prefetcher alone left the loads waiting.
+constexpr int kPrefetchAhead = 2;
+
+struct AttentionScratch {
+  std::vector<float> weights;      // [heads in range, positions]
+  std::vector<std::size_t> kv_at;  // per head in range: its kv head's offset in a cache row
+};
+
+// One query row, heads [h0, h1): softmax(q k^T * scale) v over positions
+// first..pos. Position-major: each position's K (then V) row is read once,
+// contiguously, for every head of the range. Head-major order read 256 bytes
+// and jumped a whole cache row per position and head, and waited on memory.
+void AttendRow(const PagedAttentionArgs& a, const LinearKernels& kern, int seq, int row, int h0,
+               int h1, AttentionScratch& scratch) {
   const std::size_t kv_row = static_cast<std::size_t>(a.num_kv_heads) * a.head_dim;
-  const int kvh = head / (a.num_heads / a.num_kv_heads);
+  const int group = a.num_heads / a.num_kv_heads;
   const int pos = a.context_len[seq] - (a.query_start[seq + 1] - row);  // sees first..pos
   const int first = a.sliding_window > 0 ? std::max(0, pos - a.sliding_window + 1) : 0;
+  const int n = pos - first + 1, heads = h1 - h0;
   const std::int32_t* table =
       a.block_tables + static_cast<std::ptrdiff_t>(seq) * a.max_blocks_per_seq;
-  auto slot_of = [&](int p) {
-    return static_cast<std::size_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
+  auto row_at = [&](int p) {  // of position p in a cache
+    return (static_cast<std::size_t>(table[p / a.block_size]) * a.block_size + p % a.block_size) *
+           kv_row;
   };
-  const float* q = a.q + (static_cast<std::ptrdiff_t>(row) * a.num_heads + head) * a.head_dim;
-  scores.resize(static_cast<std::size_t>(pos - first) + 1);
-  float max_score = -INFINITY;
+  scratch.kv_at.resize(static_cast<std::size_t>(heads));
+  for (int h = 0; h < heads; ++h)
+    scratch.kv_at[static_cast<std::size_t>(h)] =
+        static_cast<std::size_t>((h0 + h) / group) * a.head_dim;
+  // The range's kv heads are contiguous in a cache row: [lo, hi) floats.
+  const std::size_t lo = scratch.kv_at.front(), hi = scratch.kv_at.back() + a.head_dim;
+  auto prefetch = [&](const float* cache, int p) {
+    if (p > pos) return;
+    const char* c = reinterpret_cast<const char*>(cache + row_at(p) + lo);
+    for (std::size_t b = 0; b < (hi - lo) * sizeof(float); b += 64) __builtin_prefetch(c + b);
+  };
+  const std::size_t head_floats = static_cast<std::size_t>(a.head_dim);
+  const float* q = a.q + (static_cast<std::size_t>(row) * a.num_heads + h0) * head_floats;
+  float* out = a.out + (static_cast<std::size_t>(row) * a.num_heads + h0) * head_floats;
+  scratch.weights.resize(static_cast<std::size_t>(n) * heads);
+  float* w = scratch.weights.data();  // w[h * n + (p - first)]
   for (int p = first; p <= pos; ++p) {
-    const float* k = a.k_cache + slot_of(p) * kv_row + static_cast<std::size_t>(kvh) * a.head_dim;
-    float dot = 0;
-    for (int d = 0; d < a.head_dim; ++d) dot += q[d] * k[d];
-    float score = dot * a.scale;
-    if (a.softcap > 0) score = a.softcap * std::tanh(score / a.softcap);
-    scores[static_cast<std::size_t>(p - first)] = score;
-    max_score = std::max(max_score, scores[static_cast<std::size_t>(p - first)]);
+    prefetch(a.k_cache, p + kPrefetchAhead);
+    const float* k = a.k_cache + row_at(p);
+    for (int h = 0; h < heads; ++h) {
+      float s = kern.dot(q + h * head_floats, k + scratch.kv_at[static_cast<std::size_t>(h)],
+                         a.head_dim) *
+                a.scale;
+      if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
+      w[static_cast<std::size_t>(h) * n + (p - first)] = s;
+    }
   }
-  float denom = 0;
-  for (float& e : scores) {
-    e = std::exp(e - max_score);
-    denom += e;
+  for (int h = 0; h < heads; ++h) {  // scores -> softmax weights
+    float* e = w + static_cast<std::size_t>(h) * n;
+    const float max_score = *std::max_element(e, e + n);
+    float denom = 0;
+    for (int i = 0; i < n; ++i) {
+      e[i] = std::exp(e[i] - max_score);
+      denom += e[i];
+    }
+    for (int i = 0; i < n; ++i) e[i] /= denom;
   }
-  float* o = a.out + (static_cast<std::ptrdiff_t>(row) * a.num_heads + head) * a.head_dim;
-  std::fill(o, o + a.head_dim, 0.0f);
+  std::fill(out, out + heads * head_floats, 0.0f);
   for (int p = first; p <= pos; ++p) {
-    const float* v = a.v_cache + slot_of(p) * kv_row + static_cast<std::size_t>(kvh) * a.head_dim;
-    const float w = scores[static_cast<std::size_t>(p - first)] / denom;
-    for (int d = 0; d < a.head_dim; ++d) o[d] += w * v[d];
+    prefetch(a.v_cache, p + kPrefetchAhead);
+    const float* v = a.v_cache + row_at(p);
+    for (int h = 0; h < heads; ++h)
+      kern.axpy(w[static_cast<std::size_t>(h) * n + (p - first)],
+                v + scratch.kv_at[static_cast<std::size_t>(h)], out + h * head_floats, a.head_dim);
   }
 }
 
 }  // namespace
 
 void PagedAttention(const PagedAttentionArgs& a) {
-  // (sequence, head) pairs are independent; threads pay off only for real batches.
-  const int pairs = a.num_seqs * a.num_heads;
-  const bool parallel = a.query_start[a.num_seqs] * a.num_heads >= 256;
+  if (a.num_seqs <= 0) return;
+  const LinearKernels& kern = LinearKernelsFor(BestIsa(HostCpuFeatures()));
+  // Work items are (sequence, range of heads), independent of each other.
+  // Threads pay off once there is more work than waking the team costs (the
+  // multiply-adds of q.k and p.v); then each sequence's heads are split so
+  // that a short batch (one decode, one prefill) still feeds every thread.
+  double macs = 0;
+  for (int s = 0; s < a.num_seqs; ++s)
+    macs += static_cast<double>(a.query_start[s + 1] - a.query_start[s]) * a.context_len[s];
+  const bool parallel = macs * a.num_heads * a.head_dim * 2 >= kAttentionParallelMacs;
+  const int threads = parallel ? ComputeThreads() : 1;
+  const int chunks = std::clamp((2 * threads + a.num_seqs - 1) / a.num_seqs, 1, a.num_heads);
+  const int per_chunk = (a.num_heads + chunks - 1) / chunks;
+  const int items = a.num_seqs * chunks;
 #pragma omp parallel if (parallel)
   {
-    std::vector<float> scores;
+    AttentionScratch scratch;
 #pragma omp for schedule(dynamic)
-    for (int i = 0; i < pairs; ++i) {
-      const int seq = i / a.num_heads, head = i % a.num_heads;
-      for (int row = a.query_start[seq]; row < a.query_start[seq + 1]; ++row)
-        AttendRow(a, seq, row, head, scores);
+    for (int i = 0; i < items; ++i) {
+      const int seq = i / chunks, h0 = i % chunks * per_chunk;
+      const int h1 = std::min(a.num_heads, h0 + per_chunk);
+      for (int row = a.query_start[seq]; h0 < h1 && row < a.query_start[seq + 1]; ++row)
+        AttendRow(a, kern, seq, row, h0, h1, scratch);
     }
   }
 }
