@@ -28,6 +28,7 @@ packages=(
   prometheus-cpp-dev zlib1g-dev               # Prometheus data model
   libgtest-dev libgmock-dev libbenchmark-dev  # tests, benchmarks
   libcli11-dev nlohmann-json3-dev
+  libdnnl-dev ocl-icd-opencl-dev             # oneDNN (its CMake config wants OpenCL's dev files)
   libopenblas-dev libsentencepiece-dev libxxhash-dev
   libonig-dev libutf8proc-dev                 # tokenizer.json: HF's regex engine, Unicode normalization
   clang-format xz-utils                       # xz: the compressed test data (tests/CMakeLists.txt)

@@ -6,6 +6,7 @@
 
 #include "blas.h"
 #include "linear_kernels.h"
+#include "onednn_matmul.h"
 #include "sightline/kernels/cpu_linear.h"
 
 namespace sightline::kernels::cpu {
@@ -40,8 +41,8 @@ void InitCpuKernels() {
 
 std::string DescribeCpuKernels() {
   const CpuFeatures& f = HostCpuFeatures();
-  return std::string(IsaName(BestIsa(f))) + " (" + FeatureList(f) + "), OpenBLAS " +
-         OpenBlas().core;
+  return std::string(IsaName(BestIsa(f))) + " (" + FeatureList(f) + "), " + DescribeOneDnn() +
+         ", OpenBLAS " + OpenBlas().core;
 }
 
 const char* WeightFormatName(WeightFormat f) {
@@ -77,8 +78,14 @@ Linear Linear::Borrow(const float* w, int rows, int cols, CpuIsa isa) {
   l.rows_ = rows;
   l.cols_ = cols;
   l.f32_ = w;
+  l.onednn_ = OneDnnMatmul::Make(rows, cols, OneDnnMatmul::Weights::kFloat32);
   return l;
 }
+
+Linear::Linear() = default;
+Linear::Linear(Linear&&) noexcept = default;
+Linear& Linear::operator=(Linear&&) noexcept = default;
+Linear::~Linear() = default;
 
 Linear::Linear(const float* w, int rows, int cols, WeightFormat format, CpuIsa isa)
     : format_(format), isa_(std::min(isa, BestIsa(HostCpuFeatures()))), rows_(rows), cols_(cols) {
@@ -118,6 +125,10 @@ Linear::Linear(const float* w, int rows, int cols, WeightFormat format, CpuIsa i
       }
       break;
   }
+  if (format == WeightFormat::kFloat32)
+    onednn_ = OneDnnMatmul::Make(rows, cols, OneDnnMatmul::Weights::kFloat32);
+  else if (format == WeightFormat::kBFloat16)
+    onednn_ = OneDnnMatmul::Make(rows, cols, OneDnnMatmul::Weights::kBFloat16);
 }
 
 std::size_t Linear::bytes() const {
@@ -129,8 +140,18 @@ void Linear::Apply(const float* a, int m, float* out) const {
   if (m <= 0 || rows_ == 0) return;
   if (m <= kMaxGemvRows)
     ApplyGemv(a, m, out);
+  else if (onednn_ != nullptr)
+    onednn_->Run(a, m,
+                 format_ == WeightFormat::kBFloat16 ? static_cast<const void*>(bf16_.data()) : f32_,
+                 out, RowsPerThread(m, rows_, cols_));
   else
     ApplyBlas(a, m, out);
+}
+
+WeightFormat Linear::ActivationFormat(int m) const {
+  return m > kMaxGemvRows && onednn_ != nullptr && format_ == WeightFormat::kBFloat16
+             ? WeightFormat::kBFloat16
+             : WeightFormat::kFloat32;
 }
 
 void Linear::ApplyGemv(const float* a, int m, float* out) const {

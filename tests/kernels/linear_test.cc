@@ -55,6 +55,10 @@ void ExpectMatchesReference(WeightFormat format, CpuIsa isa, int m, int rows, in
   const Linear linear(w.data(), rows, cols, format, isa);
   std::vector<float> out(static_cast<std::size_t>(m) * rows, NAN);
   linear.Apply(a.data(), m, out.data());
+  // The activations as the product multiplies them (bfloat16 weights through
+  // oneDNN: rounded to bfloat16).
+  if (linear.ActivationFormat(m) == WeightFormat::kBFloat16)
+    for (float& x : a) x = ToFloat(ToBFloat16(x));
   for (int r = 0; r < rows; ++r) {
     float max_abs = 0;
     for (int j = 0; j < cols; ++j)
@@ -88,6 +92,24 @@ TEST(Linear, EveryFormatAndKernelFamilyMatchesADoubleProductOfTheStoredWeights) 
       for (const auto& [rows, cols] : shapes)
         for (const int m : {1, 2, 3, 4, 5, 19})
           ExpectMatchesReference(f, isa, m, rows, cols, seed++);
+}
+
+TEST(Linear, OnlyBFloat16WeightsOnManyRowsMultiplyBFloat16Activations) {
+  const std::vector<float> w(8 * 16, 0.5f);
+  for (const WeightFormat f : {WeightFormat::kFloat32, WeightFormat::kBFloat16,
+                               WeightFormat::kFloat16, WeightFormat::kInt8}) {
+    const Linear linear(w.data(), 8, 16, f);
+    for (const int m : {1, 4})
+      EXPECT_EQ(linear.ActivationFormat(m), WeightFormat::kFloat32) << WeightFormatName(f);
+    if (f != WeightFormat::kBFloat16) {
+      EXPECT_EQ(linear.ActivationFormat(5), WeightFormat::kFloat32) << WeightFormatName(f);
+    }
+  }
+  // Where oneDNN runs bfloat16 (any AVX-512 CPU), it multiplies in bfloat16.
+  if (BestIsa(HostCpuFeatures()) == CpuIsa::kAvx512) {
+    EXPECT_EQ(Linear(w.data(), 8, 16, WeightFormat::kBFloat16).ActivationFormat(5),
+              WeightFormat::kBFloat16);
+  }
 }
 
 TEST(Linear, SplitsAcrossThreadsWithTheSameResultAsOne) {

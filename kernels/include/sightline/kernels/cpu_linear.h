@@ -13,12 +13,15 @@
 // Apply() runs on the calling thread's OpenMP team (omp_set_num_threads):
 // up to kMaxGemvRows rows of activations through this library's
 // matrix-vector kernels (bandwidth-bound; each weight read once), more rows
-// through OpenBLAS sgemm (16-bit and int8 weights unpacked to float32 a tile
-// at a time). The kernels are chosen from the CPU's features (cpu_features.h).
+// through oneDNN (float32; bfloat16 weights times activations rounded to
+// bfloat16, accumulated in float32, as oneDNN and PyTorch multiply them) or
+// else OpenBLAS sgemm (float16 and int8 weights unpacked to float32 a tile at
+// a time). The kernels are chosen from the CPU's features (cpu_features.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +30,8 @@
 #include "sightline/kernels/half_float.h"
 
 namespace sightline::kernels::cpu {
+
+class OneDnnMatmul;
 
 enum class WeightFormat { kFloat32, kBFloat16, kFloat16, kInt8 };
 const char* WeightFormatName(WeightFormat f);   // "float32", "bfloat16", "float16", "int8"
@@ -43,9 +48,10 @@ int ComputeThreads();
 
 class Linear {
  public:
-  Linear() = default;
-  // Packs w[rows, cols] (float32, row-major). `isa` picks the kernels (one
-  // this CPU lacks is lowered to the best it has); by default the best.
+  Linear();
+  // Packs w[rows, cols] (float32, row-major). `isa` picks this library's
+  // kernels (one this CPU lacks is lowered to the best it has); by default
+  // the best. oneDNN dispatches on the CPU's features itself.
   // int8: a NaN weight packs as 0 and +-inf as +-127 steps, the row's scale
   // taken over its finite weights (a checkpoint should have neither).
   Linear(const float* w, int rows, int cols, WeightFormat format,
@@ -57,11 +63,17 @@ class Linear {
   // Move-only: a copy would point into the original's float32 buffer.
   Linear(const Linear&) = delete;
   Linear& operator=(const Linear&) = delete;
-  Linear(Linear&&) noexcept = default;
-  Linear& operator=(Linear&&) noexcept = default;
+  Linear(Linear&&) noexcept;
+  Linear& operator=(Linear&&) noexcept;
+  ~Linear();
 
   // out[m, rows] = a[m, cols] * W^T. a and out must not overlap.
   void Apply(const float* a, int m, float* out) const;
+  // The format Apply multiplies m rows of activations in: float32, except
+  // bfloat16 weights on more than kMaxGemvRows rows where oneDNN runs them
+  // (it multiplies bfloat16 by bfloat16, so the activations are rounded to
+  // bfloat16 first; the sum stays float32).
+  WeightFormat ActivationFormat(int m) const;
 
   int rows() const { return rows_; }
   int cols() const { return cols_; }
@@ -84,6 +96,9 @@ class Linear {
   std::vector<Float16> f16_;
   std::vector<std::int8_t> i8_;
   std::vector<float> scale_;  // int8: one per row
+  // More than kMaxGemvRows rows of float32 or bfloat16 weights, where oneDNN
+  // runs them (onednn_matmul.h); null otherwise: OpenBLAS.
+  std::unique_ptr<OneDnnMatmul> onednn_;
 };
 
 }  // namespace sightline::kernels::cpu

@@ -1,0 +1,122 @@
+#include "onednn_matmul.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace sightline::kernels::cpu {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+// The one CPU engine: oneDNN engines are thread-safe and meant to be shared;
+// immutable after its first use.
+const dnnl::engine& Engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// out[m, width] (row stride n) = a[m, k] * W_slice^T, any m.
+dnnl::matmul MakePrimitive(int width, int n, int k, dt t) {
+  const dnnl::memory::desc src({DNNL_RUNTIME_DIM_VAL, k}, t, tag::ab);
+  const dnnl::memory::desc wei({k, width}, t, tag::ba);  // W [width, k] row-major is W^T in "ba"
+  const dnnl::memory::desc dst({DNNL_RUNTIME_DIM_VAL, width}, dt::f32, dnnl::memory::dims{n, 1});
+  return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), Engine()));
+}
+
+}  // namespace
+
+struct OneDnnMatmul::Impl {
+  int n, k;
+  dt type;
+  std::mutex mu;  // guards by_width
+  std::map<int, dnnl::matmul> by_width;
+
+  const dnnl::matmul& For(int width) {
+    const std::lock_guard<std::mutex> lock(mu);
+    auto it = by_width.find(width);
+    if (it == by_width.end()) it = by_width.emplace(width, MakePrimitive(width, n, k, type)).first;
+    return it->second;
+  }
+};
+
+OneDnnMatmul::OneDnnMatmul(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OneDnnMatmul::~OneDnnMatmul() = default;
+
+std::unique_ptr<OneDnnMatmul> OneDnnMatmul::Make(int n, int k, Weights type) {
+  auto impl = std::make_unique<Impl>();
+  impl->n = n;
+  impl->k = k;
+  impl->type = type == Weights::kBFloat16 ? dt::bf16 : dt::f32;
+  try {
+    impl->For(n);  // the whole matrix (one thread); fails where oneDNN lacks the product
+  } catch (const dnnl::error&) {
+    return nullptr;  // e.g. bfloat16 on a CPU without AVX-512
+  }
+  return std::unique_ptr<OneDnnMatmul>(new OneDnnMatmul(std::move(impl)));
+}
+
+void OneDnnMatmul::Run(const float* a, int m, const void* w, float* out, int rows_per_slice) const {
+  Impl& p = *impl_;
+  const void* src = a;
+  std::size_t weight_bytes = sizeof(float);
+  if (p.type == dt::bf16) {
+    // Kept per thread across calls: a fresh buffer per product would page-fault.
+    static thread_local std::vector<BFloat16> rounded;
+    rounded.resize(static_cast<std::size_t>(m) * p.k);
+    for (std::size_t i = 0; i < rounded.size(); ++i) rounded[i] = ToBFloat16(a[i]);
+    src = rounded.data();
+    weight_bytes = sizeof(BFloat16);
+  }
+  const int slices = (p.n + rows_per_slice - 1) / rows_per_slice;
+  // Always inside a parallel region (of one thread, if one slice): oneDNN
+  // then runs each product on its calling thread alone.
+#pragma omp parallel for schedule(static) num_threads(slices)
+  for (int s = 0; s < slices; ++s) {
+    const int r0 = s * rows_per_slice, width = std::min(rows_per_slice, p.n - r0);
+    const dnnl::matmul& prim = p.For(width);
+    const char* wbytes =
+        static_cast<const char*>(w) + static_cast<std::size_t>(r0) * p.k * weight_bytes;
+    dnnl::memory src_mem({{m, p.k}, p.type, tag::ab}, Engine(), const_cast<void*>(src));
+    dnnl::memory wei_mem({{p.k, width}, p.type, tag::ba}, Engine(), const_cast<char*>(wbytes));
+    dnnl::memory dst_mem({{m, width}, dt::f32, dnnl::memory::dims{p.n, 1}}, Engine(), out + r0);
+    dnnl::stream stream(Engine());
+    prim.execute(stream,
+                 {{DNNL_ARG_SRC, src_mem}, {DNNL_ARG_WEIGHTS, wei_mem}, {DNNL_ARG_DST, dst_mem}});
+    stream.wait();
+  }
+}
+
+std::string DescribeOneDnn() {
+  const dnnl_version_t* v = dnnl_version();
+  std::string isa;
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core_amx:
+      isa = "avx512_core_amx";
+      break;
+    case dnnl::cpu_isa::avx512_core_bf16:
+      isa = "avx512_core_bf16";
+      break;
+    case dnnl::cpu_isa::avx512_core_vnni:
+      isa = "avx512_core_vnni";
+      break;
+    case dnnl::cpu_isa::avx512_core:
+      isa = "avx512_core";
+      break;
+    case dnnl::cpu_isa::avx2:
+      isa = "avx2";
+      break;
+    default:
+      isa = "other";
+      break;
+  }
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch) + " (" + isa + ")";
+}
+
+}  // namespace sightline::kernels::cpu
