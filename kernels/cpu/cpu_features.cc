@@ -63,13 +63,15 @@ const CpuFeatures& HostCpuFeatures() {
 
 CpuIsa BestIsa(const CpuFeatures& f) {
   if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.fma && f.f16c)
-    return CpuIsa::kAvx512;
+    return f.avx512_bf16 ? CpuIsa::kAvx512Bf16 : CpuIsa::kAvx512;
   if (f.avx2 && f.fma && f.f16c) return CpuIsa::kAvx2;
   return CpuIsa::kGeneric;
 }
 
 const char* IsaName(CpuIsa isa) {
   switch (isa) {
+    case CpuIsa::kAvx512Bf16:
+      return "avx512_bf16";
     case CpuIsa::kAvx512:
       return "avx512";
     case CpuIsa::kAvx2:
@@ -84,7 +86,7 @@ const char* OpenBlasCoreType(const CpuFeatures& f) {
   // OpenBLAS's SkylakeX kernels use AVX-512 F/BW/VL/DQ (its Cooperlake
   // differs only in bf16 GEMM, which is not used, and is missing from older
   // builds); Haswell's use AVX2 and FMA; Sandybridge's plain AVX.
-  if (BestIsa(f) == CpuIsa::kAvx512) return "SkylakeX";
+  if (BestIsa(f) >= CpuIsa::kAvx512) return "SkylakeX";
   if (f.avx2 && f.fma) return "Haswell";
   if (f.avx) return "Sandybridge";
   return "";

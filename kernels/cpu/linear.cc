@@ -24,6 +24,16 @@ int RowsPerThread(int m, int rows, int cols) {
   return ((rows + threads - 1) / threads + 15) / 16 * 16;
 }
 
+// a[n] rounded to bfloat16 (nearest even) in the calling thread's buffer,
+// valid until its next call; kept across calls, as a fresh buffer per
+// product would page-fault.
+const BFloat16* RoundedToBFloat16(const float* a, std::size_t n) {
+  static thread_local std::vector<BFloat16> rounded;
+  rounded.resize(n);
+  for (std::size_t i = 0; i < n; ++i) rounded[i] = ToBFloat16(a[i]);
+  return rounded.data();
+}
+
 }  // namespace
 
 int ComputeThreads() {
@@ -140,18 +150,20 @@ void Linear::Apply(const float* a, int m, float* out) const {
   if (m <= 0 || rows_ == 0) return;
   if (m <= kMaxGemvRows)
     ApplyGemv(a, m, out);
-  else if (onednn_ != nullptr)
-    onednn_->Run(a, m,
-                 format_ == WeightFormat::kBFloat16 ? static_cast<const void*>(bf16_.data()) : f32_,
-                 out, RowsPerThread(m, rows_, cols_));
-  else
+  else if (onednn_ == nullptr)
     ApplyBlas(a, m, out);
+  else if (format_ == WeightFormat::kBFloat16)
+    onednn_->Run(RoundedToBFloat16(a, static_cast<std::size_t>(m) * cols_), m, bf16_.data(), out,
+                 RowsPerThread(m, rows_, cols_));
+  else
+    onednn_->Run(a, m, f32_, out, RowsPerThread(m, rows_, cols_));
 }
 
 WeightFormat Linear::ActivationFormat(int m) const {
-  return m > kMaxGemvRows && onednn_ != nullptr && format_ == WeightFormat::kBFloat16
-             ? WeightFormat::kBFloat16
-             : WeightFormat::kFloat32;
+  if (format_ != WeightFormat::kBFloat16) return WeightFormat::kFloat32;
+  const bool bf16 =
+      m <= kMaxGemvRows ? LinearKernelsFor(isa_).gemv_bf16_dot != nullptr : onednn_ != nullptr;
+  return bf16 ? WeightFormat::kBFloat16 : WeightFormat::kFloat32;
 }
 
 void Linear::ApplyGemv(const float* a, int m, float* out) const {
@@ -159,6 +171,9 @@ void Linear::ApplyGemv(const float* a, int m, float* out) const {
   const int per = RowsPerThread(m, rows_, cols_);
   const int slices = (rows_ + per - 1) / per;
   const float* scale = scale_.empty() ? nullptr : scale_.data();
+  const BFloat16* a_bf16 = nullptr;  // for gemv_bf16_dot
+  if (format_ == WeightFormat::kBFloat16 && kern.gemv_bf16_dot != nullptr)
+    a_bf16 = RoundedToBFloat16(a, static_cast<std::size_t>(m) * cols_);
 #pragma omp parallel for schedule(static) if (slices > 1)
   for (int s = 0; s < slices; ++s) {
     const int r0 = s * per, n = std::min(per, rows_ - r0);
@@ -169,7 +184,10 @@ void Linear::ApplyGemv(const float* a, int m, float* out) const {
         kern.gemv_f32(a, cols_, m, f32_ + off, n, cols_, sc, out + r0, rows_);
         break;
       case WeightFormat::kBFloat16:
-        kern.gemv_bf16(a, cols_, m, bf16_.data() + off, n, cols_, sc, out + r0, rows_);
+        if (a_bf16 != nullptr)
+          kern.gemv_bf16_dot(a_bf16, cols_, m, bf16_.data() + off, n, cols_, out + r0, rows_);
+        else
+          kern.gemv_bf16(a, cols_, m, bf16_.data() + off, n, cols_, sc, out + r0, rows_);
         break;
       case WeightFormat::kFloat16:
         kern.gemv_f16(a, cols_, m, f16_.data() + off, n, cols_, sc, out + r0, rows_);

@@ -30,6 +30,8 @@ const LinearKernels& GenericLinearKernels() {
 const LinearKernels& LinearKernelsFor(CpuIsa isa) {
 #ifdef SIGHTLINE_X86_KERNELS
   switch (isa) {
+    case CpuIsa::kAvx512Bf16:
+      return Avx512Bf16LinearKernels();
     case CpuIsa::kAvx512:
       return Avx512LinearKernels();
     case CpuIsa::kAvx2:

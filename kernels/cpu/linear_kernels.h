@@ -29,8 +29,13 @@ using UnpackFn = void (*)(const W* w, int rows, int k, const float* scale, float
 // 16-bit weights).
 // Dot: sum_j a[j] * b[j] (float32, the family's order); Axpy: y[j] += s * x[j]
 // (rounded as the scalar expression). Attention's inner loops.
+// GemvBf16Dot: Gemv of bfloat16 weights by activations already rounded to
+// bfloat16 (products exact in float32, sums in float32); only families with
+// a bfloat16 dot-product instruction have one (null otherwise).
 using DotFn = float (*)(const float* a, const float* b, int n);
 using AxpyFn = void (*)(float s, const float* x, float* y, int n);
+using GemvBf16DotFn = void (*)(const BFloat16* a, int lda, int m, const BFloat16* w, int rows,
+                               int k, float* out, int ldo);
 struct LinearKernels {
   GemvFn<float> gemv_f32;
   GemvFn<BFloat16> gemv_bf16;
@@ -41,11 +46,13 @@ struct LinearKernels {
   UnpackFn<std::int8_t> unpack_i8;
   DotFn dot;
   AxpyFn axpy;
+  GemvBf16DotFn gemv_bf16_dot = nullptr;
 };
 
 const LinearKernels& GenericLinearKernels();
 const LinearKernels& Avx2LinearKernels();
 const LinearKernels& Avx512LinearKernels();
+const LinearKernels& Avx512Bf16LinearKernels();
 
 // The table for `isa` (which the caller has checked the CPU runs).
 const LinearKernels& LinearKernelsFor(CpuIsa isa);

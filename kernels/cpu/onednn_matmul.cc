@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
-#include <vector>
 
 namespace sightline::kernels::cpu {
 
@@ -61,18 +60,10 @@ std::unique_ptr<OneDnnMatmul> OneDnnMatmul::Make(int n, int k, Weights type) {
   return std::unique_ptr<OneDnnMatmul>(new OneDnnMatmul(std::move(impl)));
 }
 
-void OneDnnMatmul::Run(const float* a, int m, const void* w, float* out, int rows_per_slice) const {
+void OneDnnMatmul::Run(const void* src, int m, const void* w, float* out,
+                       int rows_per_slice) const {
   Impl& p = *impl_;
-  const void* src = a;
-  std::size_t weight_bytes = sizeof(float);
-  if (p.type == dt::bf16) {
-    // Kept per thread across calls: a fresh buffer per product would page-fault.
-    static thread_local std::vector<BFloat16> rounded;
-    rounded.resize(static_cast<std::size_t>(m) * p.k);
-    for (std::size_t i = 0; i < rounded.size(); ++i) rounded[i] = ToBFloat16(a[i]);
-    src = rounded.data();
-    weight_bytes = sizeof(BFloat16);
-  }
+  const std::size_t weight_bytes = p.type == dt::bf16 ? sizeof(BFloat16) : sizeof(float);
   const int slices = (p.n + rows_per_slice - 1) / rows_per_slice;
   // Always inside a parallel region (of one thread, if one slice): oneDNN
   // then runs each product on its calling thread alone.

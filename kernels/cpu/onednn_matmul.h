@@ -33,13 +33,13 @@ class OneDnnMatmul {
   static std::unique_ptr<OneDnnMatmul> Make(int n, int k, Weights type);
   ~OneDnnMatmul();
 
-  // w: the [n, k] weights (float or BFloat16, as made); a [m, k] float32
-  // (bfloat16 weights: rounded to bfloat16 first, oneDNN's arithmetic
-  // multiplies bfloat16 by bfloat16 and accumulates in float32); out [m, n].
+  // w: the [n, k] weights and a: the [m, k] activations, both float or both
+  // BFloat16 as made (oneDNN multiplies bfloat16 by bfloat16, summing in
+  // float32); out [m, n] float32.
   // The weights are split in slices of `rows_per_slice` rows, one OpenMP
   // thread each (Linear's RowsPerThread); one primitive per slice width,
   // made at first use.
-  void Run(const float* a, int m, const void* w, float* out, int rows_per_slice) const;
+  void Run(const void* a, int m, const void* w, float* out, int rows_per_slice) const;
 
  private:
   struct Impl;

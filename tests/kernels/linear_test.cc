@@ -25,6 +25,7 @@ std::vector<CpuIsa> IsasHere() {
   const CpuIsa best = BestIsa(HostCpuFeatures());
   if (best >= CpuIsa::kAvx2) out.push_back(CpuIsa::kAvx2);
   if (best >= CpuIsa::kAvx512) out.push_back(CpuIsa::kAvx512);
+  if (best >= CpuIsa::kAvx512Bf16) out.push_back(CpuIsa::kAvx512Bf16);
   return out;
 }
 
@@ -94,21 +95,24 @@ TEST(Linear, EveryFormatAndKernelFamilyMatchesADoubleProductOfTheStoredWeights) 
           ExpectMatchesReference(f, isa, m, rows, cols, seed++);
 }
 
-TEST(Linear, OnlyBFloat16WeightsOnManyRowsMultiplyBFloat16Activations) {
+// Which products round the activations to bfloat16: bfloat16 weights only,
+// through AVX512-BF16's dot product (up to kMaxGemvRows rows) or oneDNN
+// (more, on any AVX-512 CPU).
+TEST(Linear, OnlyBFloat16WeightsMultiplyBFloat16Activations) {
   const std::vector<float> w(8 * 16, 0.5f);
-  for (const WeightFormat f : {WeightFormat::kFloat32, WeightFormat::kBFloat16,
-                               WeightFormat::kFloat16, WeightFormat::kInt8}) {
-    const Linear linear(w.data(), 8, 16, f);
-    for (const int m : {1, 4})
-      EXPECT_EQ(linear.ActivationFormat(m), WeightFormat::kFloat32) << WeightFormatName(f);
-    if (f != WeightFormat::kBFloat16) {
-      EXPECT_EQ(linear.ActivationFormat(5), WeightFormat::kFloat32) << WeightFormatName(f);
+  for (const WeightFormat f : {WeightFormat::kFloat32, WeightFormat::kFloat16, WeightFormat::kInt8})
+    for (const int m : {1, 4, 5, 64})
+      EXPECT_EQ(Linear(w.data(), 8, 16, f).ActivationFormat(m), WeightFormat::kFloat32)
+          << WeightFormatName(f) << " m=" << m;
+  for (const CpuIsa isa : IsasHere()) {
+    const Linear bf16(w.data(), 8, 16, WeightFormat::kBFloat16, isa);
+    const WeightFormat few =
+        isa == CpuIsa::kAvx512Bf16 ? WeightFormat::kBFloat16 : WeightFormat::kFloat32;
+    EXPECT_EQ(bf16.ActivationFormat(1), few) << IsaName(isa);
+    EXPECT_EQ(bf16.ActivationFormat(4), few) << IsaName(isa);
+    if (BestIsa(HostCpuFeatures()) >= CpuIsa::kAvx512) {
+      EXPECT_EQ(bf16.ActivationFormat(5), WeightFormat::kBFloat16) << IsaName(isa);
     }
-  }
-  // Where oneDNN runs bfloat16 (any AVX-512 CPU), it multiplies in bfloat16.
-  if (BestIsa(HostCpuFeatures()) == CpuIsa::kAvx512) {
-    EXPECT_EQ(Linear(w.data(), 8, 16, WeightFormat::kBFloat16).ActivationFormat(5),
-              WeightFormat::kBFloat16);
   }
 }
 
@@ -281,6 +285,9 @@ TEST(CpuFeatures, IsaFollowsTheFeatures) {
   EXPECT_EQ(BestIsa(f), CpuIsa::kAvx2);
   f.avx512dq = true;
   EXPECT_EQ(BestIsa(f), CpuIsa::kAvx512);
+  EXPECT_STREQ(OpenBlasCoreType(f), "SkylakeX");
+  f.avx512_bf16 = true;
+  EXPECT_EQ(BestIsa(f), CpuIsa::kAvx512Bf16);
   EXPECT_STREQ(OpenBlasCoreType(f), "SkylakeX");
   f.f16c = false;
   EXPECT_EQ(BestIsa(f), CpuIsa::kGeneric);
