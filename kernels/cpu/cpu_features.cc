@@ -63,7 +63,9 @@ const CpuFeatures& HostCpuFeatures() {
 
 CpuIsa BestIsa(const CpuFeatures& f) {
   if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.fma && f.f16c)
-    return f.avx512_bf16 ? CpuIsa::kAvx512Bf16 : CpuIsa::kAvx512;
+    return !f.avx512_vnni  ? CpuIsa::kAvx512
+           : f.avx512_bf16 ? CpuIsa::kAvx512Bf16
+                           : CpuIsa::kAvx512Vnni;
   if (f.avx2 && f.fma && f.f16c) return CpuIsa::kAvx2;
   return CpuIsa::kGeneric;
 }
@@ -72,6 +74,8 @@ const char* IsaName(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kAvx512Bf16:
       return "avx512_bf16";
+    case CpuIsa::kAvx512Vnni:
+      return "avx512_vnni";
     case CpuIsa::kAvx512:
       return "avx512";
     case CpuIsa::kAvx2:

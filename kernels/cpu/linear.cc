@@ -24,6 +24,46 @@ int RowsPerThread(int m, int rows, int cols) {
   return ((rows + threads - 1) / threads + 15) / 16 * 16;
 }
 
+// The fixed-point kernels' integer sums fit their registers below this many
+// columns (linear_avx512_vnni.cc).
+constexpr int kMaxFixed16Cols = 1 << 20;
+
+// a[m, k] as Fixed16Rows (cpu_linear.h's kFixed16) in the calling thread's
+// buffers, valid until its next call (kept across calls, as below).
+Fixed16Rows ToFixed16(const float* a, int m, int k) {
+  static thread_local std::vector<std::uint8_t> hi, lo;
+  static thread_local std::vector<float> step;
+  const std::size_t n = static_cast<std::size_t>(m) * k;
+  hi.resize(n);
+  lo.resize(n);
+  step.resize(static_cast<std::size_t>(m));
+  for (int i = 0; i < m; ++i) {
+    const float* row = a + static_cast<std::size_t>(i) * k;
+    const std::size_t at = static_cast<std::size_t>(i) * k;
+    float max_abs = 0;
+    bool finite = true;
+    for (int j = 0; j < k; ++j) {
+      finite = finite && std::isfinite(row[j]);
+      max_abs = std::max(max_abs, std::fabs(row[j]));
+    }
+    if (!finite || max_abs == 0) {  // q = 0 throughout: outputs 0, or NaN
+      step[static_cast<std::size_t>(i)] = finite ? 0.0f : NAN;
+      std::fill_n(hi.begin() + static_cast<std::ptrdiff_t>(at), k, std::uint8_t{128});
+      std::fill_n(lo.begin() + static_cast<std::ptrdiff_t>(at), k, std::uint8_t{0});
+      continue;
+    }
+    step[static_cast<std::size_t>(i)] = max_abs / 32767.0f;
+    const float inv = 32767.0f / max_abs;
+    for (int j = 0; j < k; ++j) {
+      const float q = std::clamp(std::nearbyint(row[j] * inv), -32767.0f, 32767.0f);
+      const unsigned x = static_cast<unsigned>(static_cast<int>(q) + 32768);
+      hi[at + static_cast<std::size_t>(j)] = static_cast<std::uint8_t>(x >> 8);
+      lo[at + static_cast<std::size_t>(j)] = static_cast<std::uint8_t>(x & 255u);
+    }
+  }
+  return Fixed16Rows{hi.data(), lo.data(), k, m, step.data()};
+}
+
 // a[n] rounded to bfloat16 (nearest even) in the calling thread's buffer,
 // valid until its next call; kept across calls, as a fresh buffer per
 // product would page-fault.
@@ -133,6 +173,11 @@ Linear::Linear(const float* w, int rows, int cols, WeightFormat format, CpuIsa i
               static_cast<std::int8_t>(std::clamp(q, -127.0f, 127.0f));
         }
       }
+      row_sum_.assign(static_cast<std::size_t>(rows), 0);
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < cols; ++j)
+          row_sum_[static_cast<std::size_t>(r)] +=
+              i8_[static_cast<std::size_t>(r) * cols + static_cast<std::size_t>(j)];
       break;
   }
   if (format == WeightFormat::kFloat32)
@@ -152,18 +197,22 @@ void Linear::Apply(const float* a, int m, float* out) const {
     ApplyGemv(a, m, out);
   else if (onednn_ == nullptr)
     ApplyBlas(a, m, out);
-  else if (format_ == WeightFormat::kBFloat16)
+  else if (RoundingFor(m) == ActivationRounding::kBFloat16)
     onednn_->Run(RoundedToBFloat16(a, static_cast<std::size_t>(m) * cols_), m, bf16_.data(), out,
                  RowsPerThread(m, rows_, cols_));
   else
     onednn_->Run(a, m, f32_, out, RowsPerThread(m, rows_, cols_));
 }
 
-WeightFormat Linear::ActivationFormat(int m) const {
-  if (format_ != WeightFormat::kBFloat16) return WeightFormat::kFloat32;
-  const bool bf16 =
-      m <= kMaxGemvRows ? LinearKernelsFor(isa_).gemv_bf16_dot != nullptr : onednn_ != nullptr;
-  return bf16 ? WeightFormat::kBFloat16 : WeightFormat::kFloat32;
+ActivationRounding Linear::RoundingFor(int m) const {
+  const LinearKernels& kern = LinearKernelsFor(isa_);
+  if (format_ == WeightFormat::kBFloat16 &&
+      (m <= kMaxGemvRows ? kern.gemv_bf16_dot != nullptr : onednn_ != nullptr))
+    return ActivationRounding::kBFloat16;
+  if (format_ == WeightFormat::kInt8 && m <= kMaxGemvRows && kern.gemv_i8_dot != nullptr &&
+      cols_ < kMaxFixed16Cols)
+    return ActivationRounding::kFixed16;
+  return ActivationRounding::kNone;
 }
 
 void Linear::ApplyGemv(const float* a, int m, float* out) const {
@@ -171,9 +220,13 @@ void Linear::ApplyGemv(const float* a, int m, float* out) const {
   const int per = RowsPerThread(m, rows_, cols_);
   const int slices = (rows_ + per - 1) / per;
   const float* scale = scale_.empty() ? nullptr : scale_.data();
+  const ActivationRounding rounding = RoundingFor(m);
   const BFloat16* a_bf16 = nullptr;  // for gemv_bf16_dot
-  if (format_ == WeightFormat::kBFloat16 && kern.gemv_bf16_dot != nullptr)
+  Fixed16Rows a_fixed{};             // for gemv_i8_dot
+  if (rounding == ActivationRounding::kBFloat16)
     a_bf16 = RoundedToBFloat16(a, static_cast<std::size_t>(m) * cols_);
+  else if (rounding == ActivationRounding::kFixed16)
+    a_fixed = ToFixed16(a, m, cols_);
 #pragma omp parallel for schedule(static) if (slices > 1)
   for (int s = 0; s < slices; ++s) {
     const int r0 = s * per, n = std::min(per, rows_ - r0);
@@ -193,7 +246,11 @@ void Linear::ApplyGemv(const float* a, int m, float* out) const {
         kern.gemv_f16(a, cols_, m, f16_.data() + off, n, cols_, sc, out + r0, rows_);
         break;
       case WeightFormat::kInt8:
-        kern.gemv_i8(a, cols_, m, i8_.data() + off, n, cols_, sc, out + r0, rows_);
+        if (rounding == ActivationRounding::kFixed16)
+          kern.gemv_i8_dot(a_fixed, i8_.data() + off, n, cols_, sc, row_sum_.data() + r0, out + r0,
+                           rows_);
+        else
+          kern.gemv_i8(a, cols_, m, i8_.data() + off, n, cols_, sc, out + r0, rows_);
         break;
     }
   }

@@ -1,6 +1,6 @@
-// The AVX-512 kernels plus a matrix-vector product of bfloat16 weights by
-// bfloat16 activations with AVX512-BF16's vdpbf16ps; this file alone is
-// compiled with -mavx512bf16.
+// The AVX-512 kernels with VNNI's (linear_avx512_vnni.cc) plus a matrix-vector product of bfloat16
+// weights by bfloat16 activations with AVX512-BF16's vdpbf16ps; this file alone is compiled with
+// -mavx512bf16.
 //
 // Why: widening bfloat16 weights to float32 costs two instructions per 16
 // weights before the multiply-add, and that, not memory, bounded the
@@ -83,7 +83,7 @@ void GemvBf16Dot(const BFloat16* a, int lda, int m, const BFloat16* w, int rows,
 }
 
 LinearKernels Make() {
-  LinearKernels k = Avx512LinearKernels();
+  LinearKernels k = Avx512VnniLinearKernels();  // this family has VNNI too
   k.gemv_bf16_dot = &GemvBf16Dot;
   return k;
 }

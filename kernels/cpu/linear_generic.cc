@@ -32,6 +32,8 @@ const LinearKernels& LinearKernelsFor(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kAvx512Bf16:
       return Avx512Bf16LinearKernels();
+    case CpuIsa::kAvx512Vnni:
+      return Avx512VnniLinearKernels();
     case CpuIsa::kAvx512:
       return Avx512LinearKernels();
     case CpuIsa::kAvx2:

@@ -36,6 +36,21 @@ using DotFn = float (*)(const float* a, const float* b, int n);
 using AxpyFn = void (*)(float s, const float* x, float* y, int n);
 using GemvBf16DotFn = void (*)(const BFloat16* a, int lda, int m, const BFloat16* w, int rows,
                                int k, float* out, int ldo);
+
+// m activation rows as 16-bit fixed point, each split in two bytes:
+//   a[i][j] ~= step[i] * (256 * hi[i * ld + j] + lo[i * ld + j] - 32768).
+struct Fixed16Rows {
+  const std::uint8_t* hi;
+  const std::uint8_t* lo;
+  int ld, m;
+  const float* step;
+};
+// GemvI8Dot: Gemv of int8 weights by Fixed16Rows with integer dot products
+// (exact sums of the integers; row_sum[r] = sum_j w[r * k + j] cancels the
+// 32768 offset); out[i * ldo + r] = scale[r] * step[i] * sum. Only families
+// with an int8 dot-product instruction have one.
+using GemvI8DotFn = void (*)(const Fixed16Rows& a, const std::int8_t* w, int rows, int k,
+                             const float* scale, const std::int32_t* row_sum, float* out, int ldo);
 struct LinearKernels {
   GemvFn<float> gemv_f32;
   GemvFn<BFloat16> gemv_bf16;
@@ -47,11 +62,13 @@ struct LinearKernels {
   DotFn dot;
   AxpyFn axpy;
   GemvBf16DotFn gemv_bf16_dot = nullptr;
+  GemvI8DotFn gemv_i8_dot = nullptr;
 };
 
 const LinearKernels& GenericLinearKernels();
 const LinearKernels& Avx2LinearKernels();
 const LinearKernels& Avx512LinearKernels();
+const LinearKernels& Avx512VnniLinearKernels();
 const LinearKernels& Avx512Bf16LinearKernels();
 
 // The table for `isa` (which the caller has checked the CPU runs).

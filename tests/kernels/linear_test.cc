@@ -25,6 +25,7 @@ std::vector<CpuIsa> IsasHere() {
   const CpuIsa best = BestIsa(HostCpuFeatures());
   if (best >= CpuIsa::kAvx2) out.push_back(CpuIsa::kAvx2);
   if (best >= CpuIsa::kAvx512) out.push_back(CpuIsa::kAvx512);
+  if (best >= CpuIsa::kAvx512Vnni) out.push_back(CpuIsa::kAvx512Vnni);
   if (best >= CpuIsa::kAvx512Bf16) out.push_back(CpuIsa::kAvx512Bf16);
   return out;
 }
@@ -45,6 +46,25 @@ float Stored(float w, WeightFormat f, float int8_scale) {
   return w;
 }
 
+// cpu_linear.h's ActivationRounding, written out from its definition.
+void RoundAsTheProductDoes(ActivationRounding rounding, int m, int cols, std::vector<float>& a) {
+  if (rounding == ActivationRounding::kBFloat16)
+    for (float& x : a) x = ToFloat(ToBFloat16(x));
+  if (rounding != ActivationRounding::kFixed16) return;
+  for (int i = 0; i < m; ++i) {
+    float* row = a.data() + static_cast<std::size_t>(i) * cols;
+    float max_abs = 0;
+    for (int j = 0; j < cols; ++j) max_abs = std::max(max_abs, std::fabs(row[j]));
+    if (max_abs == 0) continue;
+    const float inv = 32767.0f / max_abs, step = max_abs / 32767.0f;
+    for (int j = 0; j < cols; ++j) {
+      const float q = std::nearbyint(row[j] * inv);
+      ASSERT_LE(std::fabs(q), 32767.0f);
+      row[j] = static_cast<float>(static_cast<double>(q) * step);  // exact in float
+    }
+  }
+}
+
 void ExpectMatchesReference(WeightFormat format, CpuIsa isa, int m, int rows, int cols,
                             std::uint32_t seed) {
   std::mt19937 rng(seed);
@@ -56,10 +76,8 @@ void ExpectMatchesReference(WeightFormat format, CpuIsa isa, int m, int rows, in
   const Linear linear(w.data(), rows, cols, format, isa);
   std::vector<float> out(static_cast<std::size_t>(m) * rows, NAN);
   linear.Apply(a.data(), m, out.data());
-  // The activations as the product multiplies them (bfloat16 weights through
-  // oneDNN: rounded to bfloat16).
-  if (linear.ActivationFormat(m) == WeightFormat::kBFloat16)
-    for (float& x : a) x = ToFloat(ToBFloat16(x));
+  // The activations as the product multiplies them (cpu_linear.h).
+  RoundAsTheProductDoes(linear.RoundingFor(m), m, cols, a);
   for (int r = 0; r < rows; ++r) {
     float max_abs = 0;
     for (int j = 0; j < cols; ++j)
@@ -95,25 +113,51 @@ TEST(Linear, EveryFormatAndKernelFamilyMatchesADoubleProductOfTheStoredWeights) 
           ExpectMatchesReference(f, isa, m, rows, cols, seed++);
 }
 
-// Which products round the activations to bfloat16: bfloat16 weights only,
+// Which products round their activations (cpu_linear.h): bfloat16 weights
 // through AVX512-BF16's dot product (up to kMaxGemvRows rows) or oneDNN
-// (more, on any AVX-512 CPU).
-TEST(Linear, OnlyBFloat16WeightsMultiplyBFloat16Activations) {
+// (more, on any AVX-512 CPU); int8 weights through VNNI (up to
+// kMaxGemvRows rows).
+TEST(Linear, OnlyTheDotProductFamiliesAndOneDnnRoundActivations) {
   const std::vector<float> w(8 * 16, 0.5f);
-  for (const WeightFormat f : {WeightFormat::kFloat32, WeightFormat::kFloat16, WeightFormat::kInt8})
-    for (const int m : {1, 4, 5, 64})
-      EXPECT_EQ(Linear(w.data(), 8, 16, f).ActivationFormat(m), WeightFormat::kFloat32)
-          << WeightFormatName(f) << " m=" << m;
+  const bool onednn_bf16 = BestIsa(HostCpuFeatures()) >= CpuIsa::kAvx512;
   for (const CpuIsa isa : IsasHere()) {
-    const Linear bf16(w.data(), 8, 16, WeightFormat::kBFloat16, isa);
-    const WeightFormat few =
-        isa == CpuIsa::kAvx512Bf16 ? WeightFormat::kBFloat16 : WeightFormat::kFloat32;
-    EXPECT_EQ(bf16.ActivationFormat(1), few) << IsaName(isa);
-    EXPECT_EQ(bf16.ActivationFormat(4), few) << IsaName(isa);
-    if (BestIsa(HostCpuFeatures()) >= CpuIsa::kAvx512) {
-      EXPECT_EQ(bf16.ActivationFormat(5), WeightFormat::kBFloat16) << IsaName(isa);
+    for (const int m : {1, 4, 5, 64}) {
+      const bool few = m <= 4;
+      EXPECT_EQ(Linear(w.data(), 8, 16, WeightFormat::kFloat32, isa).RoundingFor(m),
+                ActivationRounding::kNone);
+      EXPECT_EQ(Linear(w.data(), 8, 16, WeightFormat::kFloat16, isa).RoundingFor(m),
+                ActivationRounding::kNone);
+      const bool bf16 = few ? isa >= CpuIsa::kAvx512Bf16 : onednn_bf16;
+      EXPECT_EQ(Linear(w.data(), 8, 16, WeightFormat::kBFloat16, isa).RoundingFor(m),
+                bf16 ? ActivationRounding::kBFloat16 : ActivationRounding::kNone)
+          << IsaName(isa) << " m=" << m;
+      const bool fixed = few && isa >= CpuIsa::kAvx512Vnni;
+      EXPECT_EQ(Linear(w.data(), 8, 16, WeightFormat::kInt8, isa).RoundingFor(m),
+                fixed ? ActivationRounding::kFixed16 : ActivationRounding::kNone)
+          << IsaName(isa) << " m=" << m;
     }
   }
+}
+
+// A non-finite activation reaches the outputs as it would in float32: as NaN
+// (or inf), never as a finite number, in every format and family.
+TEST(Linear, ANonFiniteActivationIsNotLost) {
+  std::vector<float> w(40 * 70);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::sin(static_cast<float>(i));
+  for (const WeightFormat f : {WeightFormat::kFloat32, WeightFormat::kBFloat16,
+                               WeightFormat::kFloat16, WeightFormat::kInt8})
+    for (const CpuIsa isa : IsasHere()) {
+      const Linear linear(w.data(), 40, 70, f, isa);
+      for (const float bad : {NAN, INFINITY}) {
+        std::vector<float> a(2 * 70, 0.25f), out(2 * 40, 0.0f);
+        a[70 + 3] = bad;  // row 1 only
+        linear.Apply(a.data(), 2, out.data());
+        for (int r = 0; r < 40; ++r) {
+          EXPECT_TRUE(std::isfinite(out[r])) << WeightFormatName(f) << " " << IsaName(isa);
+          EXPECT_FALSE(std::isfinite(out[40 + r])) << WeightFormatName(f) << " " << IsaName(isa);
+        }
+      }
+    }
 }
 
 TEST(Linear, SplitsAcrossThreadsWithTheSameResultAsOne) {
@@ -286,8 +330,12 @@ TEST(CpuFeatures, IsaFollowsTheFeatures) {
   f.avx512dq = true;
   EXPECT_EQ(BestIsa(f), CpuIsa::kAvx512);
   EXPECT_STREQ(OpenBlasCoreType(f), "SkylakeX");
-  f.avx512_bf16 = true;
+  f.avx512_bf16 = true;  // without VNNI: no dot-product family
+  EXPECT_EQ(BestIsa(f), CpuIsa::kAvx512);
+  f.avx512_vnni = true;
   EXPECT_EQ(BestIsa(f), CpuIsa::kAvx512Bf16);
+  f.avx512_bf16 = false;
+  EXPECT_EQ(BestIsa(f), CpuIsa::kAvx512Vnni);
   EXPECT_STREQ(OpenBlasCoreType(f), "SkylakeX");
   f.f16c = false;
   EXPECT_EQ(BestIsa(f), CpuIsa::kGeneric);

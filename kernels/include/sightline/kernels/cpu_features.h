@@ -18,15 +18,18 @@ struct CpuFeatures {
 // Read once per process (CPUID does not change under a running process).
 const CpuFeatures& HostCpuFeatures();
 
-// The kernel families built into this library, best last. kAvx512Bf16 is
-// kAvx512 whose bfloat16 products multiply bfloat16 activations with the
-// AVX512-BF16 dot-product instruction.
-enum class CpuIsa { kGeneric, kAvx2, kAvx512, kAvx512Bf16 };
+// The kernel families built into this library, best last. The last two are
+// kAvx512 with the dot-product instructions: int8 products through VNNI
+// (activations as 16-bit fixed point), then also bfloat16 products through
+// AVX512-BF16 (activations rounded to bfloat16); cpu_linear.h says when.
+enum class CpuIsa { kGeneric, kAvx2, kAvx512, kAvx512Vnni, kAvx512Bf16 };
 
 // The best family `f` runs: kAvx512 needs F, BW, VL and DQ (and FMA, F16C),
-// kAvx512Bf16 those and AVX512-BF16; kAvx2 needs AVX2, FMA and F16C.
+// kAvx512Vnni those and AVX512-VNNI, kAvx512Bf16 those and AVX512-BF16;
+// kAvx2 needs AVX2, FMA and F16C.
 CpuIsa BestIsa(const CpuFeatures& f);
-const char* IsaName(CpuIsa isa);  // "avx512_bf16", "avx512", "avx2", "generic"
+// "avx512_bf16", "avx512_vnni", "avx512", "avx2", "generic"
+const char* IsaName(CpuIsa isa);
 
 // OpenBLAS's OPENBLAS_CORETYPE for these features ("SkylakeX", "Haswell",
 // "Sandybridge"), or "" to leave OpenBLAS's own choice.

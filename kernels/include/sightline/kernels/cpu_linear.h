@@ -37,6 +37,19 @@ enum class WeightFormat { kFloat32, kBFloat16, kFloat16, kInt8 };
 const char* WeightFormatName(WeightFormat f);   // "float32", "bfloat16", "float16", "int8"
 std::size_t WeightFormatBytes(WeightFormat f);  // per weight (int8: 1, plus a scale per row)
 
+// What a product does to its activations before multiplying (the sums stay
+// float32, or exact integers scaled once):
+//   kNone      float32 as given;
+//   kBFloat16  rounded to nearest-even bfloat16: bfloat16 weights through
+//              AVX512-BF16's dot product (up to kMaxGemvRows rows) or oneDNN
+//              (more rows), as oneDNN and PyTorch multiply bfloat16 weights;
+//   kFixed16   per row to 16-bit fixed point, q = nearbyint(a * (32767 /
+//              max|row|)) in [-32767, 32767], a ~= q * (max|row| / 32767):
+//              int8 weights through AVX512-VNNI (up to kMaxGemvRows rows).
+//              Finer than bfloat16 for all but a row's smallest values; a
+//              non-finite activation makes its row's outputs NaN.
+enum class ActivationRounding { kNone, kBFloat16, kFixed16 };
+
 // Reads CPUID and opens OpenBLAS, which sets OPENBLAS_CORETYPE and
 // OPENBLAS_NUM_THREADS (setenv): call before the process starts threads (the
 // first product calls it otherwise).
@@ -69,11 +82,8 @@ class Linear {
 
   // out[m, rows] = a[m, cols] * W^T. a and out must not overlap.
   void Apply(const float* a, int m, float* out) const;
-  // The format Apply multiplies m rows of activations in: float32, except
-  // bfloat16 weights on more than kMaxGemvRows rows where oneDNN runs them
-  // (it multiplies bfloat16 by bfloat16, so the activations are rounded to
-  // bfloat16 first; the sum stays float32).
-  WeightFormat ActivationFormat(int m) const;
+  // How Apply rounds m rows of activations before multiplying them.
+  ActivationRounding RoundingFor(int m) const;
 
   int rows() const { return rows_; }
   int cols() const { return cols_; }
@@ -95,7 +105,8 @@ class Linear {
   std::vector<BFloat16> bf16_;
   std::vector<Float16> f16_;
   std::vector<std::int8_t> i8_;
-  std::vector<float> scale_;  // int8: one per row
+  std::vector<float> scale_;           // int8: one per row
+  std::vector<std::int32_t> row_sum_;  // int8: the sum of each row's q (VNNI's offset)
   // More than kMaxGemvRows rows of float32 or bfloat16 weights, where oneDNN
   // runs them (onednn_matmul.h); null otherwise: OpenBLAS.
   std::unique_ptr<OneDnnMatmul> onednn_;
