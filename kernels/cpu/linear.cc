@@ -53,9 +53,9 @@ Fixed16Rows ToFixed16(const float* a, int m, int k) {
       continue;
     }
     step[static_cast<std::size_t>(i)] = max_abs / 32767.0f;
-    const float inv = 32767.0f / max_abs;
+    const double inv = 32767.0 / max_abs;  // in double: finite for any max_abs > 0
     for (int j = 0; j < k; ++j) {
-      const float q = std::clamp(std::nearbyint(row[j] * inv), -32767.0f, 32767.0f);
+      const double q = std::clamp(std::nearbyint(row[j] * inv), -32767.0, 32767.0);
       const unsigned x = static_cast<unsigned>(static_cast<int>(q) + 32768);
       hi[at + static_cast<std::size_t>(j)] = static_cast<std::uint8_t>(x >> 8);
       lo[at + static_cast<std::size_t>(j)] = static_cast<std::uint8_t>(x & 255u);
@@ -66,12 +66,16 @@ Fixed16Rows ToFixed16(const float* a, int m, int k) {
 
 // a[n] rounded to bfloat16 (nearest even) in the calling thread's buffer,
 // valid until its next call; kept across calls, as a fresh buffer per
-// product would page-fault.
+// product would page-fault (it holds half the bytes of the largest
+// activations seen, which the caller holds in float32 anyway).
 const BFloat16* RoundedToBFloat16(const float* a, std::size_t n) {
   static thread_local std::vector<BFloat16> rounded;
   rounded.resize(n);
-  for (std::size_t i = 0; i < n; ++i) rounded[i] = ToBFloat16(a[i]);
-  return rounded.data();
+  BFloat16* out = rounded.data();
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static) if (count >= kParallelMacs)
+  for (std::ptrdiff_t i = 0; i < count; ++i) out[i] = ToBFloat16(a[i]);
+  return out;
 }
 
 }  // namespace

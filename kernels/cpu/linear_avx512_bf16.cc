@@ -4,7 +4,7 @@
 //
 // Why: widening bfloat16 weights to float32 costs two instructions per 16
 // weights before the multiply-add, and that, not memory, bounded the
-// bfloat16 decode (PERFORMANCE.md). vdpbf16ps multiplies 32 weights by 32
+// bfloat16 decode (tools/bench/PERFORMANCE.md). vdpbf16ps multiplies 32 weights by 32
 // activations and adds the pairs into 16 float32 lanes in one instruction,
 // so the product reads its weights at the memory's rate. The activations
 // are rounded to bfloat16 once per product (the caller does it), as oneDNN

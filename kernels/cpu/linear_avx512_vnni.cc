@@ -3,7 +3,7 @@
 //
 // Why: widening int8 weights to float32 costs two instructions per 16
 // weights before the multiply-add, and that, not memory, bounded the int8
-// decode (PERFORMANCE.md). vpdpbusd multiplies 64 unsigned bytes by 64
+// decode (tools/bench/PERFORMANCE.md). vpdpbusd multiplies 64 unsigned bytes by 64
 // signed bytes and adds each four into 16 int32 lanes in one instruction.
 // The activations enter as 16-bit fixed point per row (Fixed16Rows: a finer
 // rounding than bfloat16's 8 bits), split in a high and a low byte, so one

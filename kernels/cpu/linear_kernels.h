@@ -1,6 +1,7 @@
 // The CPU linear layer's inner kernels, one table per instruction-set family
-// (linear_avx512.cc, linear_avx2.cc, linear_generic.cc; each compiled with
-// its own -m flags and called only when the CPU has them). Internal to the
+// (linear_avx512_bf16.cc, linear_avx512_vnni.cc, linear_avx512.cc,
+// linear_avx2.cc, linear_generic.cc; each compiled with its own -m flags and
+// called only when the CPU has them). Internal to the
 // kernels library; Linear (cpu_linear.h) is the public face.
 #pragma once
 
@@ -13,7 +14,8 @@
 namespace sightline::kernels::cpu {
 
 // At most this many activation rows go through the matrix-vector kernels
-// (each weight row is read once for all of them); more go through BLAS.
+// (each weight row is read once for all of them); more go through oneDNN or
+// OpenBLAS (linear.cc).
 inline constexpr int kMaxGemvRows = 4;
 
 template <class W>
@@ -30,8 +32,9 @@ using UnpackFn = void (*)(const W* w, int rows, int k, const float* scale, float
 // Dot: sum_j a[j] * b[j] (float32, the family's order); Axpy: y[j] += s * x[j]
 // (rounded as the scalar expression). Attention's inner loops.
 // GemvBf16Dot: Gemv of bfloat16 weights by activations already rounded to
-// bfloat16 (products exact in float32, sums in float32); only families with
-// a bfloat16 dot-product instruction have one (null otherwise).
+// bfloat16 (products exact in float32, sums in float32; vdpbf16ps treats
+// denormal inputs and results as zero); only families with a bfloat16
+// dot-product instruction have one (null otherwise).
 using DotFn = float (*)(const float* a, const float* b, int n);
 using AxpyFn = void (*)(float s, const float* x, float* y, int n);
 using GemvBf16DotFn = void (*)(const BFloat16* a, int lda, int m, const BFloat16* w, int rows,

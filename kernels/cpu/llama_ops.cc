@@ -195,7 +195,9 @@ void AttendRow(const PagedAttentionArgs& a, const LinearKernels& kern, int seq, 
   auto prefetch = [&](const float* cache, int p) {
     if (p > pos) return;
     const char* c = reinterpret_cast<const char*>(cache + row_at(p) + lo);
-    for (std::size_t b = 0; b < (hi - lo) * sizeof(float); b += 64) __builtin_prefetch(c + b);
+    const std::size_t bytes = (hi - lo) * sizeof(float);
+    for (std::size_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b);
+    __builtin_prefetch(c + bytes - 1);  // the last line, where c is not line-aligned
   };
   const std::size_t head_floats = static_cast<std::size_t>(a.head_dim);
   const float* q = a.q + (static_cast<std::size_t>(row) * a.num_heads + h0) * head_floats;
@@ -236,7 +238,7 @@ void AttendRow(const PagedAttentionArgs& a, const LinearKernels& kern, int seq, 
 }  // namespace
 
 void PagedAttention(const PagedAttentionArgs& a) {
-  if (a.num_seqs <= 0) return;
+  if (a.num_seqs <= 0 || a.num_heads <= 0) return;
   const LinearKernels& kern = LinearKernelsFor(BestIsa(HostCpuFeatures()));
   // Work items are (sequence, range of heads), independent of each other.
   // Threads pay off once there is more work than waking the team costs (the

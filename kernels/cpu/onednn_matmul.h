@@ -6,10 +6,10 @@
 //
 // The threads split the weight rows (one slice each, oneDNN single-threaded
 // inside): left to itself, oneDNN's run-time-m product did not get faster
-// with a second thread at 16 rows (PERFORMANCE.md).
+// with a second thread at 16 rows (tools/bench/PERFORMANCE.md).
 //
 // Why oneDNN: measured side by side on one decode step's matrices
-// (tools/bench/cpu_linear_libraries.sh, PERFORMANCE.md) it beat OpenBLAS and
+// (tools/bench/cpu_linear_libraries.sh, tools/bench/PERFORMANCE.md) it beat OpenBLAS and
 // BLIS at 16 and 64 rows, and it multiplies bfloat16 with the CPU's
 // AVX512-BF16 instructions (2.2x the float32-unpacking path at 16-64 rows).
 // The weights stay in their plain layout: oneDNN's blocked layout is faster

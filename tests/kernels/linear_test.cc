@@ -46,23 +46,26 @@ float Stored(float w, WeightFormat f, float int8_scale) {
   return w;
 }
 
-// cpu_linear.h's ActivationRounding, written out from its definition.
-void RoundAsTheProductDoes(ActivationRounding rounding, int m, int cols, std::vector<float>& a) {
+// The activations as the product multiplies them: cpu_linear.h's
+// ActivationRounding, written out from its definition, in double.
+std::vector<double> RoundAsTheProductDoes(ActivationRounding rounding, int m, int cols,
+                                          const std::vector<float>& a) {
+  std::vector<double> out(a.begin(), a.end());
   if (rounding == ActivationRounding::kBFloat16)
-    for (float& x : a) x = ToFloat(ToBFloat16(x));
-  if (rounding != ActivationRounding::kFixed16) return;
+    for (std::size_t i = 0; i < a.size(); ++i) out[i] = ToFloat(ToBFloat16(a[i]));
+  if (rounding != ActivationRounding::kFixed16) return out;
   for (int i = 0; i < m; ++i) {
-    float* row = a.data() + static_cast<std::size_t>(i) * cols;
+    const float* row = a.data() + static_cast<std::size_t>(i) * cols;
     float max_abs = 0;
     for (int j = 0; j < cols; ++j) max_abs = std::max(max_abs, std::fabs(row[j]));
-    if (max_abs == 0) continue;
-    const float inv = 32767.0f / max_abs, step = max_abs / 32767.0f;
+    const double inv = 32767.0 / max_abs, step = max_abs / 32767.0f;
     for (int j = 0; j < cols; ++j) {
-      const float q = std::nearbyint(row[j] * inv);
-      ASSERT_LE(std::fabs(q), 32767.0f);
-      row[j] = static_cast<float>(static_cast<double>(q) * step);  // exact in float
+      const double q = std::nearbyint(row[j] * inv);
+      EXPECT_LE(std::fabs(q), 32767.0);
+      out[static_cast<std::size_t>(i) * cols + j] = max_abs == 0 ? 0.0 : q * step;
     }
   }
+  return out;
 }
 
 void ExpectMatchesReference(WeightFormat format, CpuIsa isa, int m, int rows, int cols,
@@ -76,8 +79,11 @@ void ExpectMatchesReference(WeightFormat format, CpuIsa isa, int m, int rows, in
   const Linear linear(w.data(), rows, cols, format, isa);
   std::vector<float> out(static_cast<std::size_t>(m) * rows, NAN);
   linear.Apply(a.data(), m, out.data());
-  // The activations as the product multiplies them (cpu_linear.h).
-  RoundAsTheProductDoes(linear.RoundingFor(m), m, cols, a);
+  const ActivationRounding rounding = linear.RoundingFor(m);
+  const std::vector<double> a_used = RoundAsTheProductDoes(rounding, m, cols, a);
+  // float32 sums in any order: within a few ulps of the terms' magnitude;
+  // fixed point: exact integer sums, scaled once.
+  const double tolerance = rounding == ActivationRounding::kFixed16 ? 1e-6 : 1e-5;
   for (int r = 0; r < rows; ++r) {
     float max_abs = 0;
     for (int j = 0; j < cols; ++j)
@@ -86,14 +92,13 @@ void ExpectMatchesReference(WeightFormat format, CpuIsa isa, int m, int rows, in
     for (int i = 0; i < m; ++i) {
       double want = 0, magnitude = 0;
       for (int j = 0; j < cols; ++j) {
-        const double term = static_cast<double>(a[static_cast<std::size_t>(i) * cols + j]) *
+        const double term = a_used[static_cast<std::size_t>(i) * cols + j] *
                             Stored(w[static_cast<std::size_t>(r) * cols + j], format, scale);
         want += term;
         magnitude += std::fabs(term);
       }
       const float got = out[static_cast<std::size_t>(i) * rows + r];
-      // float32 accumulation in any order: within a few ulps of the terms' magnitude.
-      ASSERT_NEAR(got, want, 1e-5 * magnitude + 1e-6)
+      ASSERT_NEAR(got, want, tolerance * magnitude + 1e-6)
           << WeightFormatName(format) << " " << IsaName(isa) << " m=" << m << " rows=" << rows
           << " cols=" << cols << " at [" << i << ", " << r << "]";
     }
@@ -103,8 +108,10 @@ void ExpectMatchesReference(WeightFormat format, CpuIsa isa, int m, int rows, in
 TEST(Linear, EveryFormatAndKernelFamilyMatchesADoubleProductOfTheStoredWeights) {
   const WeightFormat formats[] = {WeightFormat::kFloat32, WeightFormat::kBFloat16,
                                   WeightFormat::kFloat16, WeightFormat::kInt8};
-  // Shapes with and without vector tails (8, 16 lanes) and row blocks (2, 4).
-  const int shapes[][2] = {{1, 1}, {3, 7}, {5, 16}, {9, 17}, {16, 33}, {37, 100}, {64, 768}};
+  // Shapes with and without vector tails (8, 16 floats; 32 bfloat16 and 64
+  // int8 in the dot-product families) and unrolled blocks.
+  const int shapes[][2] = {{1, 1},   {3, 7},    {5, 16},  {9, 17},
+                           {16, 33}, {37, 100}, {7, 200}, {64, 768}};
   std::uint32_t seed = 1;
   for (const WeightFormat f : formats)
     for (const CpuIsa isa : IsasHere())
@@ -137,6 +144,19 @@ TEST(Linear, OnlyTheDotProductFamiliesAndOneDnnRoundActivations) {
           << IsaName(isa) << " m=" << m;
     }
   }
+}
+
+// Rows too long for the fixed-point kernels' int32 sums take the widening
+// kernel, with the same result as it.
+TEST(Linear, Int8RowsOfAMillionWeightsOrMoreAreNotSummedInFixedPoint) {
+  const int cols = 1 << 20;
+  ExpectMatchesReference(WeightFormat::kInt8, BestIsa(HostCpuFeatures()), 1, 2, cols, 5);
+  const std::vector<float> w(static_cast<std::size_t>(cols), 0.5f);
+  EXPECT_EQ(Linear(w.data(), 1, cols, WeightFormat::kInt8).RoundingFor(1),
+            ActivationRounding::kNone);
+  EXPECT_EQ(Linear(w.data(), 1, cols - 1, WeightFormat::kInt8).RoundingFor(1),
+            BestIsa(HostCpuFeatures()) >= CpuIsa::kAvx512Vnni ? ActivationRounding::kFixed16
+                                                              : ActivationRounding::kNone);
 }
 
 // A non-finite activation reaches the outputs as it would in float32: as NaN

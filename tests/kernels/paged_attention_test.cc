@@ -122,28 +122,33 @@ std::vector<float> Attend(const Batch& b, int threads) {
 
 TEST(PagedAttentionCpu, MatchesAttentionInDoubleOnEveryShape) {
   const Shape shapes[] = {
-      {4, 4, 16, 4, 0, 0},   {8, 2, 64, 16, 0, 0}, {6, 1, 80, 8, 0, 0},   {12, 12, 64, 16, 5, 0},
-      {8, 4, 128, 4, 0, 30}, {2, 2, 7, 3, 3, 20},  {32, 8, 64, 16, 0, 0},
+      {4, 4, 16, 4, 0, 0},    {8, 2, 64, 16, 0, 0},  {6, 1, 80, 8, 0, 0},
+      {12, 12, 64, 16, 5, 0}, {8, 4, 128, 4, 0, 30}, {2, 2, 7, 3, 3, 20},
+      {32, 8, 64, 16, 0, 0},  {12, 4, 64, 16, 0, 0}, {7, 7, 32, 8, 0, 0},
   };
-  // (query rows, context): decodes, a prefill, a prefill on a cached prefix.
-  const std::vector<std::pair<int, int>> seqs = {{1, 1}, {1, 37}, {9, 9}, {5, 70}, {1, 144}};
+  // (query rows, context): decodes, a prefill, a prefill on a cached prefix
+  // in one batch; and one sequence alone, whose heads are split in ranges
+  // (two per thread), differently on one thread than on two.
+  const std::vector<std::vector<std::pair<int, int>>> batches = {
+      {{1, 1}, {1, 37}, {9, 9}, {5, 70}, {1, 144}}, {{1, 100}}, {{7, 40}}};
   std::uint32_t seed = 1;
-  for (const Shape& s : shapes) {
-    const Batch b = MakeBatch(s, seqs, seed++);
-    const std::vector<float> one = Attend(b, 1), two = Attend(b, 2);
-    EXPECT_EQ(one, two) << "heads " << s.heads;  // each (row, head) summed by one thread
-    for (int seq = 0; seq < static_cast<int>(seqs.size()); ++seq)
-      for (int row = b.query_start[seq]; row < b.query_start[seq + 1]; ++row)
-        for (int h = 0; h < s.heads; ++h) {
-          const std::vector<double> want = Reference(b, seq, row, h);
-          for (int d = 0; d < s.head_dim; ++d)
-            ASSERT_NEAR(one[(static_cast<std::size_t>(row) * s.heads + h) * s.head_dim + d],
-                        want[static_cast<std::size_t>(d)], 1e-5)
-                << "heads " << s.heads << "/" << s.kv_heads << " dim " << s.head_dim << " window "
-                << s.window << " softcap " << s.softcap << " seq " << seq << " row " << row
-                << " head " << h << " d " << d;
-        }
-  }
+  for (const Shape& s : shapes)
+    for (const auto& seqs : batches) {
+      const Batch b = MakeBatch(s, seqs, seed++);
+      const std::vector<float> one = Attend(b, 1), two = Attend(b, 2);
+      EXPECT_EQ(one, two) << "heads " << s.heads;  // each (row, head) summed by one thread
+      for (int seq = 0; seq < static_cast<int>(seqs.size()); ++seq)
+        for (int row = b.query_start[seq]; row < b.query_start[seq + 1]; ++row)
+          for (int h = 0; h < s.heads; ++h) {
+            const std::vector<double> want = Reference(b, seq, row, h);
+            for (int d = 0; d < s.head_dim; ++d)
+              ASSERT_NEAR(one[(static_cast<std::size_t>(row) * s.heads + h) * s.head_dim + d],
+                          want[static_cast<std::size_t>(d)], 1e-5)
+                  << "heads " << s.heads << "/" << s.kv_heads << " dim " << s.head_dim << " window "
+                  << s.window << " softcap " << s.softcap << " seq " << seq << " row " << row
+                  << " head " << h << " d " << d;
+          }
+    }
 }
 
 TEST(PagedAttentionCpu, AnEmptyBatchWritesNothing) {

@@ -46,8 +46,10 @@ std::size_t WeightFormatBytes(WeightFormat f);  // per weight (int8: 1, plus a s
 //   kFixed16   per row to 16-bit fixed point, q = nearbyint(a * (32767 /
 //              max|row|)) in [-32767, 32767], a ~= q * (max|row| / 32767):
 //              int8 weights through AVX512-VNNI (up to kMaxGemvRows rows).
-//              Finer than bfloat16 for all but a row's smallest values; a
-//              non-finite activation makes its row's outputs NaN.
+//              Finer than bfloat16's rounding for values above max|row| /
+//              128, coarser below (a row with an outlier 1000x its median
+//              rounds most of its values coarser); a non-finite activation
+//              makes its row's outputs NaN.
 enum class ActivationRounding { kNone, kBFloat16, kFixed16 };
 
 // Reads CPUID and opens OpenBLAS, which sets OPENBLAS_CORETYPE and
