@@ -1,13 +1,6 @@
 // The linear kernels for AVX-512 (F, BW, VL, DQ) with FMA; this file alone is
 // compiled with those -m flags. 16 floats per register, 4 accumulators per
 // activation row (with 4 rows: 16 of the 32 registers).
-// GCC 12's AVX-512 intrinsics initialise their "undefined" operands from
-// themselves (__Y = __Y), which -Wuninitialized reports at every inlined use
-// (a false positive of GCC 12); nothing here is uninitialised.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include <immintrin.h>
 
 #include "linear_kernel_impl.h"

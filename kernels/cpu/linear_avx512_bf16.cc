@@ -9,14 +9,9 @@
 // so the product reads its weights at the memory's rate. The activations
 // are rounded to bfloat16 once per product (the caller does it), as oneDNN
 // and PyTorch multiply bfloat16 weights; the sums stay float32.
-// (GCC 12's -Wuninitialized false positive: see linear_avx512.cc.)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include <immintrin.h>
 
-#include "linear_kernels.h"
+#include "linear_kernel_impl.h"  // WithRowCount
 
 namespace sightline::kernels::cpu {
 namespace {
@@ -69,17 +64,8 @@ void GemvM(const BFloat16* a, int lda, const BFloat16* w, int rows, int k, float
 
 void GemvBf16Dot(const BFloat16* a, int lda, int m, const BFloat16* w, int rows, int k, float* out,
                  int ldo) {
-  static_assert(kMaxGemvRows == 4);
-  switch (m) {
-    case 1:
-      return GemvM<1>(a, lda, w, rows, k, out, ldo);
-    case 2:
-      return GemvM<2>(a, lda, w, rows, k, out, ldo);
-    case 3:
-      return GemvM<3>(a, lda, w, rows, k, out, ldo);
-    default:
-      return GemvM<4>(a, lda, w, rows, k, out, ldo);
-  }
+  WithRowCount(
+      m, [&](auto rows_of_a) { GemvM<decltype(rows_of_a)::value>(a, lda, w, rows, k, out, ldo); });
 }
 
 LinearKernels Make() {

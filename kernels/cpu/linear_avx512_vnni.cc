@@ -5,18 +5,13 @@
 // weights before the multiply-add, and that, not memory, bounded the int8
 // decode (tools/bench/PERFORMANCE.md). vpdpbusd multiplies 64 unsigned bytes by 64
 // signed bytes and adds each four into 16 int32 lanes in one instruction.
-// The activations enter as 16-bit fixed point per row (Fixed16Rows: a finer
-// rounding than bfloat16's 8 bits), split in a high and a low byte, so one
+// The activations enter as 16-bit fixed point per row (Fixed16Rows;
+// cpu_linear.h's kFixed16 says how fine), split in a high and a low byte, so one
 // weight load feeds two vpdpbusd per activation row; the integer sums are
 // exact and are scaled to float once per output.
-// (GCC 12's -Wuninitialized false positive: see linear_avx512.cc.)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include <immintrin.h>
 
-#include "linear_kernels.h"
+#include "linear_kernel_impl.h"  // WithRowCount
 
 namespace sightline::kernels::cpu {
 namespace {
@@ -86,17 +81,8 @@ void GemvM(const Fixed16Rows& a, const std::int8_t* w, int rows, int k, const fl
 
 void GemvI8Dot(const Fixed16Rows& a, const std::int8_t* w, int rows, int k, const float* scale,
                const std::int32_t* row_sum, float* out, int ldo) {
-  static_assert(kMaxGemvRows == 4);
-  switch (a.m) {
-    case 1:
-      return GemvM<1>(a, w, rows, k, scale, row_sum, out, ldo);
-    case 2:
-      return GemvM<2>(a, w, rows, k, scale, row_sum, out, ldo);
-    case 3:
-      return GemvM<3>(a, w, rows, k, scale, row_sum, out, ldo);
-    default:
-      return GemvM<4>(a, w, rows, k, scale, row_sum, out, ldo);
-  }
+  WithRowCount(a.m,
+               [&](auto m) { GemvM<decltype(m)::value>(a, w, rows, k, scale, row_sum, out, ldo); });
 }
 
 LinearKernels Make() {

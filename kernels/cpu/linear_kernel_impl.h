@@ -11,11 +11,29 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "linear_kernels.h"
 
 namespace sightline::kernels::cpu {
 namespace {
+
+// body(std::integral_constant<int, M>{}) for M = m in 1..kMaxGemvRows: the
+// matrix-vector kernels are compiled for each row count.
+template <class Body>
+void WithRowCount(int m, Body body) {
+  static_assert(kMaxGemvRows == 4);
+  switch (m) {
+    case 1:
+      return body(std::integral_constant<int, 1>{});
+    case 2:
+      return body(std::integral_constant<int, 2>{});
+    case 3:
+      return body(std::integral_constant<int, 3>{});
+    default:
+      return body(std::integral_constant<int, 4>{});
+  }
+}
 
 // A tail of n < kWidth elements, zero-padded.
 template <class V, class T>
@@ -73,17 +91,9 @@ void GemvM(const float* a, int lda, const T* w, int rows, int k, const float* sc
 template <class V, class T>
 void Gemv(const float* a, int lda, int m, const T* w, int rows, int k, const float* scale,
           float* out, int ldo) {
-  static_assert(kMaxGemvRows == 4);
-  switch (m) {
-    case 1:
-      return GemvM<V, T, 1>(a, lda, w, rows, k, scale, out, ldo);
-    case 2:
-      return GemvM<V, T, 2>(a, lda, w, rows, k, scale, out, ldo);
-    case 3:
-      return GemvM<V, T, 3>(a, lda, w, rows, k, scale, out, ldo);
-    default:
-      return GemvM<V, T, 4>(a, lda, w, rows, k, scale, out, ldo);
-  }
+  WithRowCount(m, [&](auto rows_of_a) {
+    GemvM<V, T, decltype(rows_of_a)::value>(a, lda, w, rows, k, scale, out, ldo);
+  });
 }
 
 template <class V, class T>
