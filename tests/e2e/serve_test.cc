@@ -255,6 +255,35 @@ TEST(Serve, ServesAModelDirectory) {
   std::filesystem::remove_all(dir);
 }
 
+// The CPU's narrow weight formats served for real: each format's kernels
+// (on this CPU, the dot-product ones where it has them) behind the whole
+// stack, a batch of concurrent streams and single requests, counted exactly.
+TEST(Serve, ServesNarrowCpuWeightsInEveryFormat) {
+  const std::vector<std::vector<std::string>> formats = {
+      {"--dtype", "bfloat16"}, {"--dtype", "float16"}, {"--quantization", "int8"}};
+  for (const auto& flags : formats) {
+    ServeInstance serve(flags);
+    ASSERT_GT(serve.port(), 0) << serve.Log();
+    EXPECT_NE(serve.Log().find("CPU kernels"), std::string::npos) << serve.Log();
+    constexpr int kN = 12, kMax = 6;
+    std::vector<std::future<Outcome>> streams;
+    for (int i = 0; i < kN; ++i)
+      streams.push_back(std::async(
+          std::launch::async, [&, i] { return Complete(serve.port(), 10 + i, kMax, i % 2 == 0); }));
+    int ok = 0;
+    for (auto& s : streams) {
+      const Outcome o = s.get();
+      ok += o.ok;
+      EXPECT_TRUE(o.ok) << flags.back() << ": " << o.failure;
+    }
+    EXPECT_EQ(ok, kN);
+    EXPECT_TRUE(WaitForPage(
+        serve.port(), [&](auto p) { return p[Key("vllm:generation_tokens_total")] == kN * kMax; },
+        5s))
+        << flags.back();
+  }
+}
+
 TEST(Serve, BadFlagsFailBeforeAnythingStarts) {
   int busy_port = 0;
   const int busy = ListenLoopback(&busy_port);
