@@ -26,7 +26,20 @@ void MatMulTransB(const float* a, const float* w, int m, int n, int k, float* ou
   OpenBlas().sgemm_nt(m, n, k, a, k, w, k, out, n);
 }
 
+namespace {
+
+// Elementwise ops split over the team above these many elements (a batch's
+// worth): below, waking the team costs more than the op. Each element (each
+// row, for RmsNorm) is computed as on one thread, so results do not depend
+// on the thread count.
+constexpr std::ptrdiff_t kParallelElements = 1 << 15;
+constexpr std::ptrdiff_t kParallelTranscendentals = 1 << 13;  // exp, tanh, sin/cos
+
+}  // namespace
+
 void RmsNorm(const float* x, const float* weight, float eps, int rows, int dim, float* out) {
+#pragma omp parallel for schedule(static) \
+    if (static_cast<std::ptrdiff_t>(rows) * dim >= kParallelElements)
   for (int r = 0; r < rows; ++r) {
     const float* xr = x + static_cast<std::ptrdiff_t>(r) * dim;
     float* o = out + static_cast<std::ptrdiff_t>(r) * dim;
@@ -43,24 +56,33 @@ void AddBias(float* x, const float* bias, int rows, int n) {
 }
 
 void SiluMul(const float* gate, const float* up, std::size_t n, float* out) {
-  for (std::size_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  const auto count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static) if (count >= kParallelTranscendentals)
+  for (std::ptrdiff_t i = 0; i < count; ++i)
+    out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 void GeluTanhMul(const float* gate, const float* up, std::size_t n, float* out) {
   const float k = std::sqrt(2.0f / std::numbers::pi_v<float>);
-  for (std::size_t i = 0; i < n; ++i) {
+  const auto count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static) if (count >= kParallelTranscendentals)
+  for (std::ptrdiff_t i = 0; i < count; ++i) {
     const float g = gate[i];
     out[i] = 0.5f * g * (1.0f + std::tanh(k * (g + 0.044715f * g * g * g))) * up[i];
   }
 }
 
 void SoftCap(float* x, std::size_t n, float cap) {
-  for (std::size_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+  const auto count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static) if (count >= kParallelTranscendentals)
+  for (std::ptrdiff_t i = 0; i < count; ++i) x[i] = cap * std::tanh(x[i] / cap);
 }
 
 void Rope(float* x, const std::int32_t* positions, int tokens, int heads, int head_dim,
           const float* inv_freq) {
   const int half = head_dim / 2;
+#pragma omp parallel for schedule(static) \
+    if (static_cast<std::ptrdiff_t>(tokens) * half >= kParallelTranscendentals)
   for (int t = 0; t < tokens; ++t) {
     for (int i = 0; i < half; ++i) {
       const double angle = static_cast<double>(positions[t]) * inv_freq[i];
