@@ -38,8 +38,8 @@ constexpr std::ptrdiff_t kParallelTranscendentals = 1 << 13;  // exp, tanh, sin/
 }  // namespace
 
 void RmsNorm(const float* x, const float* weight, float eps, int rows, int dim, float* out) {
-#pragma omp parallel for schedule(static) \
-    if (static_cast<std::ptrdiff_t>(rows) * dim >= kParallelElements)
+  const bool parallel = static_cast<std::ptrdiff_t>(rows) * dim >= kParallelElements;
+#pragma omp parallel for schedule(static) if (parallel)
   for (int r = 0; r < rows; ++r) {
     const float* xr = x + static_cast<std::ptrdiff_t>(r) * dim;
     float* o = out + static_cast<std::ptrdiff_t>(r) * dim;
@@ -58,8 +58,7 @@ void AddBias(float* x, const float* bias, int rows, int n) {
 void SiluMul(const float* gate, const float* up, std::size_t n, float* out) {
   const auto count = static_cast<std::ptrdiff_t>(n);
 #pragma omp parallel for schedule(static) if (count >= kParallelTranscendentals)
-  for (std::ptrdiff_t i = 0; i < count; ++i)
-    out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  for (std::ptrdiff_t i = 0; i < count; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 void GeluTanhMul(const float* gate, const float* up, std::size_t n, float* out) {
@@ -81,8 +80,8 @@ void SoftCap(float* x, std::size_t n, float cap) {
 void Rope(float* x, const std::int32_t* positions, int tokens, int heads, int head_dim,
           const float* inv_freq) {
   const int half = head_dim / 2;
-#pragma omp parallel for schedule(static) \
-    if (static_cast<std::ptrdiff_t>(tokens) * half >= kParallelTranscendentals)
+  const bool parallel = static_cast<std::ptrdiff_t>(tokens) * half >= kParallelTranscendentals;
+#pragma omp parallel for schedule(static) if (parallel)
   for (int t = 0; t < tokens; ++t) {
     for (int i = 0; i < half; ++i) {
       const double angle = static_cast<double>(positions[t]) * inv_freq[i];
@@ -186,17 +185,12 @@ constexpr double kAttentionParallelMacs = 1 << 17;
 // hardware prefetcher alone left the loads waiting.
 constexpr int kPrefetchAhead = 2;
 
-struct AttentionScratch {
-  std::vector<float> weights;      // [heads in range, positions]
-  std::vector<std::size_t> kv_at;  // per head in range: its kv head's offset in a cache row
-};
-
 // One query row, heads [h0, h1): softmax(q k^T * scale) v over positions
 // first..pos. Position-major: each position's K (then V) row is read once,
 // contiguously, for every head of the range. Head-major order read 256 bytes
 // and jumped a whole cache row per position and head, and waited on memory.
 void AttendRow(const PagedAttentionArgs& a, const LinearKernels& kern, int seq, int row, int h0,
-               int h1, AttentionScratch& scratch) {
+               int h1, std::vector<float>& weights) {
   const std::size_t kv_row = static_cast<std::size_t>(a.num_kv_heads) * a.head_dim;
   const int group = a.num_heads / a.num_kv_heads;
   const int pos = a.context_len[seq] - (a.query_start[seq + 1] - row);  // sees first..pos
@@ -208,12 +202,11 @@ void AttendRow(const PagedAttentionArgs& a, const LinearKernels& kern, int seq, 
     return (static_cast<std::size_t>(table[p / a.block_size]) * a.block_size + p % a.block_size) *
            kv_row;
   };
-  scratch.kv_at.resize(static_cast<std::size_t>(heads));
-  for (int h = 0; h < heads; ++h)
-    scratch.kv_at[static_cast<std::size_t>(h)] =
-        static_cast<std::size_t>((h0 + h) / group) * a.head_dim;
+  auto kv_at = [&](int h) {  // head h0 + h's kv head, as an offset in a cache row
+    return static_cast<std::size_t>((h0 + h) / group) * a.head_dim;
+  };
   // The range's kv heads are contiguous in a cache row: [lo, hi) floats.
-  const std::size_t lo = scratch.kv_at.front(), hi = scratch.kv_at.back() + a.head_dim;
+  const std::size_t lo = kv_at(0), hi = kv_at(heads - 1) + a.head_dim;
   auto prefetch = [&](const float* cache, int p) {
     if (p > pos) return;
     const char* c = reinterpret_cast<const char*>(cache + row_at(p) + lo);
@@ -224,15 +217,13 @@ void AttendRow(const PagedAttentionArgs& a, const LinearKernels& kern, int seq, 
   const std::size_t head_floats = static_cast<std::size_t>(a.head_dim);
   const float* q = a.q + (static_cast<std::size_t>(row) * a.num_heads + h0) * head_floats;
   float* out = a.out + (static_cast<std::size_t>(row) * a.num_heads + h0) * head_floats;
-  scratch.weights.resize(static_cast<std::size_t>(n) * heads);
-  float* w = scratch.weights.data();  // w[h * n + (p - first)]
+  weights.resize(static_cast<std::size_t>(n) * heads);
+  float* w = weights.data();  // w[h * n + (p - first)]
   for (int p = first; p <= pos; ++p) {
     prefetch(a.k_cache, p + kPrefetchAhead);
     const float* k = a.k_cache + row_at(p);
     for (int h = 0; h < heads; ++h) {
-      float s = kern.dot(q + h * head_floats, k + scratch.kv_at[static_cast<std::size_t>(h)],
-                         a.head_dim) *
-                a.scale;
+      float s = kern.dot(q + h * head_floats, k + kv_at(h), a.head_dim) * a.scale;
       if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
       w[static_cast<std::size_t>(h) * n + (p - first)] = s;
     }
@@ -252,8 +243,8 @@ void AttendRow(const PagedAttentionArgs& a, const LinearKernels& kern, int seq, 
     prefetch(a.v_cache, p + kPrefetchAhead);
     const float* v = a.v_cache + row_at(p);
     for (int h = 0; h < heads; ++h)
-      kern.axpy(w[static_cast<std::size_t>(h) * n + (p - first)],
-                v + scratch.kv_at[static_cast<std::size_t>(h)], out + h * head_floats, a.head_dim);
+      kern.axpy(w[static_cast<std::size_t>(h) * n + (p - first)], v + kv_at(h),
+                out + h * head_floats, a.head_dim);
   }
 }
 
@@ -276,13 +267,13 @@ void PagedAttention(const PagedAttentionArgs& a) {
   const int items = a.num_seqs * chunks;
 #pragma omp parallel if (parallel)
   {
-    AttentionScratch scratch;
+    std::vector<float> weights;  // each thread's softmax weights, reused across items
 #pragma omp for schedule(dynamic)
     for (int i = 0; i < items; ++i) {
       const int seq = i / chunks, h0 = i % chunks * per_chunk;
       const int h1 = std::min(a.num_heads, h0 + per_chunk);
       for (int row = a.query_start[seq]; h0 < h1 && row < a.query_start[seq + 1]; ++row)
-        AttendRow(a, kern, seq, row, h0, h1, scratch);
+        AttendRow(a, kern, seq, row, h0, h1, weights);
     }
   }
 }
