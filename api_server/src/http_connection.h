@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "http_session.h"
@@ -115,6 +116,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void TakeWaitingBytes();
   void WriteWhole(bool keep_alive);
   void Pump();
+  Clock::duration WriteTick() const;
+  void StartWriteTimer();
   void ArmWriteTimer(Clock::duration d);
   void Hangup();
   void Linger();
@@ -171,7 +174,10 @@ class Session : public std::enable_shared_from_this<Session> {
   bool counted_ = false;  // this request is in core_->answering
   bool write_timer_armed_ = false;
   bool watching_ = false;  // the hangup watch is pending
-  Clock::time_point write_started_;
+  // The write progress timer's state: when a write last completed or the
+  // client last acknowledged bytes, and the acknowledged count last seen.
+  Clock::time_point last_progress_;
+  std::optional<std::uint64_t> acked_;
   std::function<void()> on_disconnect_;
   struct Exchange {
     bool open = false;

@@ -11,6 +11,7 @@
 
 #include "http_connection.h"
 #include "http_protocol.h"
+#include "tcp_progress.h"
 
 namespace sightline::api::http_internal {
 
@@ -253,8 +254,8 @@ void Session::Finish(HttpResponse r, bool keep_alive) {
 // progress (the client stopped reading), not the whole body, which a slow
 // but reading client may take long over.
 void Session::WriteWhole(bool keep_alive) {
-  write_started_ = Clock::now();
-  if (!write_timer_armed_) ArmWriteTimer(Seconds(core_->options.write_timeout_s));
+  last_progress_ = Clock::now();
+  if (!write_timer_armed_) StartWriteTimer();
   auto done = [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
     if (!ec && !self->whole_->is_done()) return self->WriteWhole(keep_alive);
     self->writing_ = false;
@@ -308,9 +309,9 @@ void Session::Pump() {
     last = true;
   }
   writing_ = true;
-  // One clock read per chunk; the timer is armed at most once per deadline.
-  write_started_ = Clock::now();
-  if (!write_timer_armed_) ArmWriteTimer(Seconds(core_->options.write_timeout_s));
+  // One clock read per chunk; the timer runs only while something is written.
+  last_progress_ = Clock::now();
+  if (!write_timer_armed_) StartWriteTimer();
   // The raw socket: no Beast timer or rate policy per chunk.
   asio::async_write(stream_.socket(), asio::buffer(pending_.front()),
                     [self = shared_from_this(), last](beast::error_code ec, std::size_t) {
@@ -325,19 +326,37 @@ void Session::Pump() {
                     });
 }
 
-// A write (a chunk, or a piece of a whole response) that makes no progress
-// for write_timeout_s means the client stopped reading: it is dropped, so it
-// cannot pin the connection or the chunks queued behind the write.
+// A write (a chunk, or a piece of a whole response) during which the client
+// takes nothing for write_timeout_s means it stopped reading: it is dropped,
+// so it cannot pin the connection or the chunks queued behind the write.
+// Progress is a write completing or the client acknowledging more bytes
+// (tcp_progress.h says why a completed write alone is not enough: how long a
+// write waits grows with the kernel's send buffer, not with the client's
+// pace). The acknowledgements are sampled every quarter deadline, so a
+// client that stops reading is dropped 1 to 1.25 deadlines after it last read.
+Clock::duration Session::WriteTick() const {
+  return Seconds(core_->options.write_timeout_s) / 4;
+}
+
+void Session::StartWriteTimer() {
+  acked_ = TcpBytesAcked(stream_.socket().native_handle());
+  ArmWriteTimer(WriteTick());
+}
+
 void Session::ArmWriteTimer(Clock::duration d) {
   write_timer_armed_ = true;
   write_timer_.expires_after(d);
   write_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
     self->write_timer_armed_ = false;
     if (ec || self->gone_ || self->closing_ || !self->writing_) return;
+    const auto now = Clock::now();
+    const auto acked = TcpBytesAcked(self->stream_.socket().native_handle());
+    if (acked && acked != self->acked_) self->last_progress_ = now;
+    self->acked_ = acked;
     const auto limit = Seconds(self->core_->options.write_timeout_s);
-    const auto stalled = Clock::now() - self->write_started_;
+    const auto stalled = now - self->last_progress_;
     if (stalled >= limit) return self->Hangup();
-    self->ArmWriteTimer(limit - stalled);
+    self->ArmWriteTimer(std::min(limit - stalled, self->WriteTick()));
   });
 }
 
