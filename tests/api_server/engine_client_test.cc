@@ -14,6 +14,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -81,7 +83,7 @@ class EngineClientTest : public ::testing::Test {
                                      "tiny",
                                      "--heartbeat-timeout",
                                      "1.5"};
-    engine_ = ChildProcess::Exec(args);
+    engine_ = ChildProcess::ExecLogged(args, base_ + ".log");
     client_ = std::make_unique<EngineClient>(Options());
   }
   EngineClient::Options Options() const {
@@ -100,6 +102,18 @@ class EngineClientTest : public ::testing::Test {
     if (engine_.pid() > 0) engine_.KillAndWait(SIGTERM);
     std::filesystem::remove(base_ + ".in");
     std::filesystem::remove(base_ + ".out");
+    std::filesystem::remove(base_ + ".log");
+  }
+  // Whether the engine's log (stdout and stderr) says `what` within `ceiling`.
+  bool EngineLogged(const std::string& what, std::chrono::seconds ceiling) const {
+    const auto until = std::chrono::steady_clock::now() + ceiling;
+    do {
+      std::ifstream in(base_ + ".log");
+      const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (log.find(what) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } while (std::chrono::steady_clock::now() < until);
+    return false;
   }
   std::string base_;
   ChildProcess engine_;
@@ -274,9 +288,14 @@ TEST_F(EngineClientTest, AStalledProcessEndsItsAbortedRequestsWhenItResumes) {
   });
   api.WaitReady();
   ASSERT_EQ(kill(api.pid(), SIGSTOP), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // 2x the timeout
+  // Stopped until the engine has judged it silent: on a loaded machine the
+  // engine gives every client a fresh timeout whenever its own input thread
+  // did not run for a while, so a fixed pause (3 s once) can end before the
+  // engine acts, and the requests then run to their end for minutes.
+  const bool aborted = EngineLogged("went silent; aborted", std::chrono::seconds(120));
   ASSERT_EQ(kill(api.pid(), SIGCONT), 0);
-  EXPECT_EQ(api.WaitFor(10), std::optional<int>(0));
+  ASSERT_TRUE(aborted);
+  EXPECT_EQ(api.WaitFor(120), std::optional<int>(0));
 }
 
 // More requests than a ZeroMQ high-water mark (1,000) submitted while the
