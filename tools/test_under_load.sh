@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole suite under load: a fresh clone of the committed HEAD, two CPU
+# hogs beside it, and the README's test command (tools/setup.sh test) RUNS
+# times in a row (default 3; the first builds both trees from scratch, the
+# others reuse them). One line per run: exit code, seconds, each phase's
+# seconds, and the tests that failed. tests/README.md ("Under load") keeps
+# the results. Logs stay in the printed directory.
+#
+#   tools/test_under_load.sh [RUNS]
+set -uo pipefail
+
+runs="${1:-3}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+work="$(mktemp -d /tmp/sightline-load.XXXXXX)"
+git clone -q "$here" "$work/src"
+echo "under load: $(git -C "$work/src" rev-parse --short HEAD), logs in $work"
+
+hogs=()
+for _ in 1 2; do
+  yes >/dev/null &
+  hogs+=($!)
+done
+trap 'kill "${hogs[@]}" 2>/dev/null' EXIT
+
+failures=0
+for i in $(seq 1 "$runs"); do
+  log="$work/run$i.log"
+  start=$SECONDS
+  (cd "$work/src" && tools/setup.sh test) >"$log" 2>&1
+  rc=$?
+  ((rc == 0)) || failures=$((failures + 1))
+  phases=$(grep -o 'setup: [a-z_]* took [0-9]* s' "$log" | sed 's/setup: //; s/ took / /' | paste -sd, -)
+  failed=$(grep -E '^[[:space:]]*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception|Child aborted)' "$log" |
+           sed -E 's/^[[:space:]]*[0-9]+ - //' | paste -sd, -)
+  echo "run $i: rc $rc, $((SECONDS - start)) s (${phases}); failed: ${failed:-none}"
+done
+exit $((failures > 0))
