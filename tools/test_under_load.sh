@@ -10,9 +10,17 @@
 set -uo pipefail
 
 runs="${1:-3}"
+if ! [[ "$runs" =~ ^[1-9][0-9]*$ ]]; then
+  echo "usage: tools/test_under_load.sh [RUNS]" >&2
+  exit 2
+fi
+if ((EUID != 0)); then
+  echo "test_under_load: tools/setup.sh test installs packages: run as root" >&2
+  exit 2
+fi
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 work="$(mktemp -d /tmp/sightline-load.XXXXXX)"
-git clone -q "$here" "$work/src"
+git clone -q "$here" "$work/src" || exit 1
 echo "under load: $(git -C "$work/src" rev-parse --short HEAD), logs in $work"
 
 hogs=()
@@ -29,8 +37,11 @@ for i in $(seq 1 "$runs"); do
   (cd "$work/src" && tools/setup.sh test) >"$log" 2>&1
   rc=$?
   ((rc == 0)) || failures=$((failures + 1))
+  # The phases that finished (setup.sh stops at the first that fails, so a
+  # failed full suite means the sanitizer step did not run) and every entry of
+  # ctest's failure summary, whatever its kind.
   phases=$(grep -o 'setup: [a-z_]* took [0-9]* s' "$log" | sed 's/setup: //; s/ took / /' | paste -sd, -)
-  failed=$(grep -E '^[[:space:]]*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception|Child aborted)' "$log" |
+  failed=$(sed -n '/The following tests FAILED:/,/^$/p' "$log" | grep -E '^[[:space:]]+[0-9]+ - ' |
            sed -E 's/^[[:space:]]*[0-9]+ - //' | paste -sd, -)
   echo "run $i: rc $rc, $((SECONDS - start)) s (${phases}); failed: ${failed:-none}"
 done

@@ -116,6 +116,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void TakeWaitingBytes();
   void WriteWhole(bool keep_alive);
   void Pump();
+  void BeginTimedWrite();
   Clock::duration WriteTick() const;
   void StartWriteTimer();
   void ArmWriteTimer(Clock::duration d);

@@ -147,10 +147,11 @@ void Session::OnHeader(beast::error_code ec) {
   };
   const auto expect = m.find(http::field::expect);
   if (version_ >= 11 && expect != m.end() && IEquals(View(expect->value()), "100-continue")) {
-    stream_.expires_after(Seconds(core_->options.write_timeout_s));
-    asio::async_write(stream_, asio::buffer(kContinue),
+    BeginTimedWrite();
+    asio::async_write(stream_.socket(), asio::buffer(kContinue),
                       [self = shared_from_this(), read_body](beast::error_code e, std::size_t) {
-                        if (e) return self->Close();
+                        self->writing_ = false;
+                        if (e) return self->Hangup();
                         read_body();
                       });
     return;
@@ -254,8 +255,7 @@ void Session::Finish(HttpResponse r, bool keep_alive) {
 // progress (the client stopped reading), not the whole body, which a slow
 // but reading client may take long over.
 void Session::WriteWhole(bool keep_alive) {
-  last_progress_ = Clock::now();
-  if (!write_timer_armed_) StartWriteTimer();
+  BeginTimedWrite();
   auto done = [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
     if (!ec && !self->whole_->is_done()) return self->WriteWhole(keep_alive);
     self->writing_ = false;
@@ -284,13 +284,11 @@ void Session::StreamHeader(int status, std::string type,
   stream_header_->keep_alive(false);
   stream_header_->set(http::field::connection, "close");
   serializer_ = std::make_unique<http::response_serializer<http::empty_body>>(*stream_header_);
-  writing_ = true;
-  stream_.expires_after(Seconds(core_->options.write_timeout_s));
-  http::async_write_header(stream_, *serializer_,
+  BeginTimedWrite();
+  http::async_write_header(stream_.socket(), *serializer_,
                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
                              self->writing_ = false;
                              if (ec) return self->Hangup();
-                             self->stream_.expires_never();
                              self->Pump();
                            });
 }
@@ -308,10 +306,7 @@ void Session::Pump() {
     pending_.push_back(kLastChunk);
     last = true;
   }
-  writing_ = true;
-  // One clock read per chunk; the timer runs only while something is written.
-  last_progress_ = Clock::now();
-  if (!write_timer_armed_) StartWriteTimer();
+  BeginTimedWrite();  // one clock read per chunk
   // The raw socket: no Beast timer or rate policy per chunk.
   asio::async_write(stream_.socket(), asio::buffer(pending_.front()),
                     [self = shared_from_this(), last](beast::error_code ec, std::size_t) {
@@ -326,14 +321,26 @@ void Session::Pump() {
                     });
 }
 
-// A write (a chunk, or a piece of a whole response) during which the client
-// takes nothing for write_timeout_s means it stopped reading: it is dropped,
-// so it cannot pin the connection or the chunks queued behind the write.
-// Progress is a write completing or the client acknowledging more bytes
-// (tcp_progress.h says why a completed write alone is not enough: how long a
-// write waits grows with the kernel's send buffer, not with the client's
-// pace). The acknowledgements are sampled every quarter deadline, so a
-// client that stops reading is dropped 1 to 1.25 deadlines after it last read.
+// Every write to the client (100 Continue, a whole response piece by piece,
+// a stream's header and chunks) goes through the raw socket under one
+// progress timer: a write during which the connection does not move for
+// write_timeout_s means the client stopped reading, and it is dropped, so it
+// cannot pin the connection or the chunks queued behind the write. The
+// connection moves when a write completes or the client acknowledges more
+// bytes (tcp_progress.h says why a completed write alone is not enough: how
+// long one write waits grows with the kernel's send buffer, not with the
+// client's pace). Acknowledgements are sampled every quarter deadline, so
+// the drop comes 1 to 1.25 deadlines after the connection last moved
+// (without TCP_INFO, a deadline after the last completed write). A client
+// that stops reading is still acknowledged into its own receive buffer
+// until that fills; one that reads a byte per deadline keeps its connection,
+// which max_connections bounds.
+void Session::BeginTimedWrite() {
+  writing_ = true;
+  last_progress_ = Clock::now();
+  if (!write_timer_armed_) StartWriteTimer();
+}
+
 Clock::duration Session::WriteTick() const {
   return Seconds(core_->options.write_timeout_s) / 4;
 }

@@ -115,9 +115,11 @@ class SlowRunner : public ModelRunner {
 
 // A step longer than an API server's health bound must not silence the
 // engine's heartbeats (its /health would answer 503 though the engine works):
-// they keep coming every ~0.5 s while the main loop is inside the step.
+// they keep coming every ~0.5 s while the main loop is inside the step. The
+// bound on a gap sits between the two outcomes: 5x the interval (a loaded
+// machine's late wake-ups) and well under the 4.7 s a blocked sender shows.
 TEST(EngineServer, HeartbeatsKeepComingDuringALongStep) {
-  InProcessEngine engine(std::make_unique<SlowRunner>(Ms(3000)));
+  InProcessEngine engine(std::make_unique<SlowRunner>(Ms(5000)));
   zmq::context_t ctx(1);
   FakeApiServer a = engine.Client(ctx, 0);
   ASSERT_TRUE(a.Recv());
@@ -129,7 +131,7 @@ TEST(EngineServer, HeartbeatsKeepComingDuringALongStep) {
   const int start = a.engine_heartbeats();
   int beats = start;
   std::optional<ipc::EnvelopeT> output;
-  while (!output && std::chrono::steady_clock::now() - last < std::chrono::seconds(5)) {
+  while (!output && std::chrono::steady_clock::now() - last < std::chrono::seconds(10)) {
     output = a.Recv(Ms(100));
     const auto now = std::chrono::steady_clock::now();
     if (a.engine_heartbeats() != beats) {
@@ -141,8 +143,8 @@ TEST(EngineServer, HeartbeatsKeepComingDuringALongStep) {
   longest_gap = std::max(longest_gap, std::chrono::steady_clock::now() - last);
   ASSERT_TRUE(output) << "the step never ended";
   EXPECT_EQ(output->body.type, ipc::Body::EngineOutputs);
-  EXPECT_LT(longest_gap, std::chrono::milliseconds(1200));
-  EXPECT_GE(beats - start, 3);  // ~5 in the rest of the 3 s step
+  EXPECT_LT(longest_gap, std::chrono::milliseconds(2500));
+  EXPECT_GE(beats - start, 3);  // ~9 in the rest of the 5 s step
 }
 
 // The other side of not judging silence across the engine's own gaps: steps

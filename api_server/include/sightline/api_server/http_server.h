@@ -125,10 +125,12 @@ struct HttpServerOptions {
   // included), and its body within this again; otherwise the connection is
   // closed (slow clients cannot hold connections).
   double read_timeout_s = 30;
-  // A write that makes no progress for this long (the client stopped
-  // reading) drops the connection: the OnDisconnect callback runs and what
-  // was queued is freed. A slow client that keeps reading is not cut, however
-  // long the body or stream.
+  // A write during which the connection does not move for this long (the
+  // client stopped reading) drops it, 1 to 1.25 times this after it last
+  // moved: the OnDisconnect callback runs and what was queued is freed. It
+  // moves when a write completes or the client acknowledges bytes (Linux's
+  // TCP_INFO), so a slow client that keeps reading is not cut, however long
+  // the body or stream and however large the kernel's send buffer.
   double write_timeout_s = 30;
   // Connections open at once; beyond it a new connection is answered 503
   // and closed. 0: derived from RLIMIT_NOFILE, with headroom left for the
