@@ -6,12 +6,15 @@
 # seconds, and the tests that failed. tests/README.md ("Under load") keeps
 # the results. Logs stay in the printed directory.
 #
-#   tools/test_under_load.sh [RUNS]
+#   tools/test_under_load.sh [RUNS [DIR]]
+#
+# DIR: a directory an earlier run printed; its clone is moved to this HEAD
+# and its built trees are reused (the first run then rebuilds incrementally).
 set -uo pipefail
 
 runs="${1:-3}"
 if ! [[ "$runs" =~ ^[1-9][0-9]*$ ]]; then
-  echo "usage: tools/test_under_load.sh [RUNS]" >&2
+  echo "usage: tools/test_under_load.sh [RUNS [DIR]]" >&2
   exit 2
 fi
 if ((EUID != 0)); then
@@ -19,8 +22,13 @@ if ((EUID != 0)); then
   exit 2
 fi
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-work="$(mktemp -d /tmp/sightline-load.XXXXXX)"
-git clone -q "$here" "$work/src" || exit 1
+if [[ -n "${2:-}" ]]; then
+  work="$2"
+  git -C "$work/src" fetch -q "$here" HEAD && git -C "$work/src" checkout -q FETCH_HEAD || exit 1
+else
+  work="$(mktemp -d /tmp/sightline-load.XXXXXX)"
+  git clone -q "$here" "$work/src" || exit 1
+fi
 echo "under load: $(git -C "$work/src" rev-parse --short HEAD), logs in $work"
 
 hogs=()

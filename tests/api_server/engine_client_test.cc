@@ -277,18 +277,21 @@ TEST_F(EngineClientTest, AStalledProcessEndsItsAbortedRequestsWhenItResumes) {
     // Declared before the client, so that the client (and its handler
     // thread) is gone before what the handlers touch, whatever return is taken.
     std::vector<std::unique_ptr<Collector>> c;
-    bool told = false;
+    std::atomic<int> running{0};
     EngineClient client(options);
     EngineInfo info;
     if (!client.Start(&info).ok()) return 10;
     for (int i = 0; i < kStalled; ++i) {
       c.push_back(std::make_unique<Collector>());
       auto inner = c.back()->Handler();
-      auto handler = [&told, &control, inner](const RequestDelta& d) {
+      // Stopped only once every request has its first token: one still
+      // queued in this process's socket when it stops would reach the engine
+      // after the abort, as a new client's, and run to its end.
+      auto seen = std::make_shared<std::atomic<bool>>(false);  // shared by copies
+      auto handler = [&running, &control, inner, seen](const RequestDelta& d) {
         inner(d);
-        if (!told) {
-          told = true;
-          control.Ready();  // they are running
+        if (d.output && !seen->exchange(true) && ++running == kStalled) {
+          control.Ready();  // all are running
         }
       };
       const std::string id = "long" + std::to_string(i);
