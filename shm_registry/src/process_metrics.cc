@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <future>
 #include <thread>
 
 namespace sightline::metrics {
@@ -125,7 +126,14 @@ Status ProcessMetrics::Start(Registry* r, bool start_time, double interval_s,
   std::unique_ptr<ProcessMetrics> pm(new ProcessMetrics(std::move(impl)));
   pm->Sample();
   ProcessMetrics* self = pm.get();
-  pm->impl_->thread = std::thread([self] {
+  // Start returns once the thread runs: a thread still starting holds
+  // allocator locks (ASan's, in clang 14, are not reset at fork), so a
+  // process that forks right after Start could leave its child waiting on
+  // them forever.
+  std::promise<void> started;
+  std::future<void> running = started.get_future();
+  pm->impl_->thread = std::thread([self, started = std::move(started)]() mutable {
+    started.set_value();
     Impl& m = *self->impl_;
     std::unique_lock<std::mutex> lock(m.mu);
     while (!m.cv.wait_for(lock, m.interval, [&m] { return m.stop; })) {
@@ -134,6 +142,7 @@ Status ProcessMetrics::Start(Registry* r, bool start_time, double interval_s,
       lock.lock();
     }
   });
+  running.wait();
   *out = std::move(pm);
   return Status::Ok();
 }
