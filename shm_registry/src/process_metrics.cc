@@ -7,10 +7,10 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <sstream>
 #include <string>
-#include <future>
 #include <thread>
 
 namespace sightline::metrics {

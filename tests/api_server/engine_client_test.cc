@@ -16,8 +16,8 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <future>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -73,6 +73,8 @@ class EngineClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
     base_ = "/tmp/" + sightline::testing::UniqueInstance();
+    // The engine's IPC is under test, not its math: one compute thread
+    // (--threads 1) keeps its pace steady on an oversubscribed machine.
     std::vector<std::string> args = {SIGHTLINE_CLI,
                                      "engine",
                                      "--input",
@@ -84,9 +86,6 @@ class EngineClientTest : public ::testing::Test {
                                      "tiny",
                                      "--heartbeat-timeout",
                                      "1.5",
-                                     // The engine's IPC is under test, not its
-                                     // math: one compute thread keeps its pace
-                                     // steady on an oversubscribed machine.
                                      "--threads",
                                      "1"};
     engine_ = ChildProcess::ExecLogged(args, base_ + ".log");
@@ -117,8 +116,7 @@ class EngineClientTest : public ::testing::Test {
   }
   // Whether the engine's log says `what` past its first `from` bytes within
   // `ceiling`.
-  bool EngineLogged(const std::string& what, std::size_t from,
-                    std::chrono::seconds ceiling) const {
+  bool EngineLogged(const std::string& what, std::size_t from, std::chrono::seconds ceiling) const {
     const auto until = std::chrono::steady_clock::now() + ceiling;
     do {
       const std::string log = EngineLog();
@@ -307,8 +305,7 @@ TEST_F(EngineClientTest, AStalledProcessEndsItsAbortedRequestsWhenItResumes) {
       if (one->reason == ipc::FinishReason::Abort) {
         ++aborted;
         if (one->tokens.size() >= kStalledTokens) return 15;
-      } else if (one->reason != ipc::FinishReason::Length ||
-                 one->tokens.size() != kStalledTokens) {
+      } else if (one->reason != ipc::FinishReason::Length || one->tokens.size() != kStalledTokens) {
         return 14;
       }
     }
