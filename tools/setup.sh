@@ -78,13 +78,10 @@ sanitize_test() {
   cd "$dir"
   # Left to the GCC tree: a test that runs 32 x 1,900 tokens to the end through
   # an ASan-built engine (minutes here, seconds there) and checks only timing.
-  # A failure is tried once more, for now: a case hung in this tree (a fork
-  # while ASan's allocator was locked, fixed in ProcessMetrics::Start;
-  # tests/README.md, "Under load"), and the suite has not yet passed three
-  # loaded runs in a row since. A test that needs the second try is a defect
-  # to fix; drop the retry once none does.
+  # No retry: a test that fails one try in two is a defect a retry would hide
+  # (tests/README.md, "Under load").
   UBSAN_OPTIONS=print_stacktrace=1 ctest -j"$(nproc)" -L sanitize --output-on-failure --timeout 600 \
-    --repeat until-pass:2 -E '^EngineClientTest\.ASlowHandlerDoesNotDelayHeartbeats$'
+    -E '^EngineClientTest\.ASlowHandlerDoesNotDelayHeartbeats$'
 }
 
 run_tests() { (cd "$build_dir" && ctest -j"$(nproc)" --output-on-failure --timeout 600); }
