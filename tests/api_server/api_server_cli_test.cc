@@ -90,8 +90,7 @@ TEST(ApiServerCli, StartedBeforeTheEngineItWaitsForItsRegistry) {
   bool healthy = false;
   for (int i = 0; i < 150 && !healthy; ++i) {  // up within 15 s
     try {
-      healthy =
-          HttpClient(port).Request(boost::beast::http::verb::get, "/health").result_int() == 200;
+      healthy = HttpClient(port).Request("GET", "/health").result_int() == 200;
     } catch (const std::exception&) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -160,8 +159,7 @@ TEST(ApiServerCli, StandaloneApiServersShareAPortAndExitAfterTheEngineDies) {
   bool unhealthy = false;
   for (int i = 0; i < 100 && !unhealthy; ++i) {
     try {
-      unhealthy =
-          HttpClient(port).Request(boost::beast::http::verb::get, "/health").result_int() == 503;
+      unhealthy = HttpClient(port).Request("GET", "/health").result_int() == 503;
     } catch (const std::exception&) {
     }
     if (!unhealthy) std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -191,12 +189,12 @@ TEST(ApiServerCli, HealthIs503WhileTheEngineIsFrozen) {
                                          std::to_string(port), "--engine-health-timeout", "1"});
   auto health = [&] {
     try {
-      return HttpClient(port).Request(boost::beast::http::verb::get, "/health").result_int();
+      return HttpClient(port).Request("GET", "/health").result_int();
     } catch (const std::exception&) {
-      return 0u;
+      return 0;
     }
   };
-  auto await = [&](unsigned want) {
+  auto await = [&](int want) {
     for (int i = 0; i < 200; ++i) {  // 10 s
       if (health() == want) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -26,7 +26,6 @@ namespace {
 
 using sightline::testing::ParseResponse;
 using sightline::testing::RawConnection;
-using Verb = boost::beast::http::verb;
 
 HttpResponse Text(std::string body) {
   return HttpResponse{200, "text/plain", {}, std::move(body)};
@@ -245,14 +244,14 @@ TEST(HttpHardening, BearerIsCaseInsensitiveAndEvery401NamesTheScheme) {
   ASSERT_TRUE(server.Start().ok());
   sightline::testing::HttpClient c(server.port());
   for (const char* good : {"Bearer s3cret", "bearer s3cret", "BEARER s3cret", "Bearer  s3cret "})
-    EXPECT_EQ(c.Request(Verb::get, "/text", {{"Authorization", good}}).result_int(), 200) << good;
+    EXPECT_EQ(c.Request("GET", "/text", {{"Authorization", good}}).result_int(), 200) << good;
   for (const char* bad : {"Basic s3cret", "Bearers3cret", "Bearer s3cre", "s3cret", "Bearer"}) {
-    auto r = c.Request(Verb::get, "/text", {{"Authorization", bad}});
+    auto r = c.Request("GET", "/text", {{"Authorization", bad}});
     EXPECT_EQ(r.result_int(), 401) << bad;
-    EXPECT_EQ(r[boost::beast::http::field::www_authenticate], "Bearer") << bad;
+    EXPECT_EQ(r["WWW-Authenticate"], "Bearer") << bad;
   }
   // A 401 a handler makes gets the header too.
-  EXPECT_EQ(c.Request(Verb::get, "/deny")[boost::beast::http::field::www_authenticate], "Bearer");
+  EXPECT_EQ(c.Request("GET", "/deny")["WWW-Authenticate"], "Bearer");
   // Refused on its header: no 100 Continue, and the body is never read.
   RawConnection raw(server.port());
   raw.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");

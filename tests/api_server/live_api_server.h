@@ -50,8 +50,7 @@ class CompletionsTest : public ::testing::Test {
     close(fd);
     for (int i = 0; i < 100; ++i) {  // up within 10 s
       try {
-        if (HttpClient(port_).Request(boost::beast::http::verb::get, "/health").result_int() == 200)
-          return;
+        if (HttpClient(port_).Request("GET", "/health").result_int() == 200) return;
       } catch (const std::exception&) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include "api_server/live_api_server.h"
+#include "support/raw_http.h"
 
 namespace sightline::api {
 namespace {
+
+using sightline::testing::RawSocket;
 
 TEST_F(CompletionsTest, RequestMetricsAreExact) {
   constexpr int kN = 3, kP = 17, kM = 8;  // kGreedy's 16 bytes and BOS
@@ -44,24 +47,21 @@ TEST_F(CompletionsTest, RequestMetricsAreExact) {
 // router; sizes are the request's Content-Length and the body sent.
 TEST_F(CompletionsTest, EveryInstrumentedRouteCountsOnceAndExcludedOnesNothing) {
   struct Call {
-    boost::beast::http::verb verb;
-    std::string target, body, handler, method, status;
+    std::string verb, target, body, handler, method, status;
   };
-  using boost::beast::http::verb;
   json stream = kGreedy;
   stream["model"] = "tiny";
   stream["stream"] = true;
   const std::vector<Call> calls = {
-      {verb::post, "/tokenize", json{{"prompt", "hi"}}.dump(), "/tokenize", "POST", "2xx"},
-      {verb::post, "/tokenize", "[]", "/tokenize", "POST", "4xx"},
-      {verb::post, "/detokenize", json{{"tokens", {104, 105}}}.dump(), "/detokenize", "POST",
-       "2xx"},
-      {verb::get, "/v1/models", "", "/v1/models", "GET", "2xx"},
-      {verb::get, "/v1/models?x=1", "", "/v1/models", "GET", "2xx"},
-      {verb::post, "/v1/completions", "{not json", "/v1/completions", "POST", "4xx"},
-      {verb::get, "/v1/completions", "", "/v1/completions", "GET", "4xx"},
-      {verb::get, "/no/such/route", "", "none", "GET", "4xx"},
-      {verb::post, "/v1/completions", stream.dump(), "/v1/completions", "POST", "2xx"},
+      {"POST", "/tokenize", json{{"prompt", "hi"}}.dump(), "/tokenize", "POST", "2xx"},
+      {"POST", "/tokenize", "[]", "/tokenize", "POST", "4xx"},
+      {"POST", "/detokenize", json{{"tokens", {104, 105}}}.dump(), "/detokenize", "POST", "2xx"},
+      {"GET", "/v1/models", "", "/v1/models", "GET", "2xx"},
+      {"GET", "/v1/models?x=1", "", "/v1/models", "GET", "2xx"},
+      {"POST", "/v1/completions", "{not json", "/v1/completions", "POST", "4xx"},
+      {"GET", "/v1/completions", "", "/v1/completions", "GET", "4xx"},
+      {"GET", "/no/such/route", "", "none", "GET", "4xx"},
+      {"POST", "/v1/completions", stream.dump(), "/v1/completions", "POST", "2xx"},
   };
   auto sum = [](const std::map<std::string, double>& p, const std::string& prefix) {
     double total = 0;
@@ -89,14 +89,14 @@ TEST_F(CompletionsTest, EveryInstrumentedRouteCountsOnceAndExcludedOnesNothing) 
   const auto before = Page();
   HttpClient c(port_);
   for (const char* path : {"/metrics", "/health", "/ping", "/version"})
-    EXPECT_EQ(c.Request(boost::beast::http::verb::get, path).result_int(), 200) << path;
+    EXPECT_EQ(c.Request("GET", path).result_int(), 200) << path;
   EXPECT_EQ(sum(Page(), "http_requests_total"), sum(before, "http_requests_total"));
 }
 
 // A stream that fails after its header (the engine died) is counted once,
 // with the status it sent; how it ended is the stream outcome's to say.
 TEST_F(CompletionsTest, AStreamFailingAfterItsHeaderCountsOnceWithTheStatusSent) {
-  HttpClient c(port_);
+  RawSocket c(port_);
   json body = {{"model", "tiny"},
                {"prompt", "long"},
                {"max_tokens", 1500},
@@ -104,14 +104,11 @@ TEST_F(CompletionsTest, AStreamFailingAfterItsHeaderCountsOnceWithTheStatusSent)
                {"stream", true}};
   const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
                           std::to_string(body.dump().size()) + "\r\n\r\n" + body.dump();
-  boost::asio::write(c.socket(), boost::asio::buffer(req));
-  std::string received(256, '\0');
-  received.resize(c.socket().read_some(boost::asio::buffer(received)));  // the stream has started
+  ASSERT_TRUE(c.Send(req));
+  std::string received = c.ReadSome(60);  // the stream has started
+  ASSERT_FALSE(received.empty());
   engine_.KillAndWait(SIGKILL);
-  boost::system::error_code ec;
-  std::string rest;
-  boost::asio::read(c.socket(), boost::asio::dynamic_buffer(rest), ec);  // to the end
-  received += rest;
+  received += c.ReadUntil(120);  // to the end
   EXPECT_NE(received.find("\"error\""), std::string::npos);
   EXPECT_EQ(received.find("[DONE]"), std::string::npos);
   auto p = Page();
@@ -157,7 +154,7 @@ TEST_F(EngineLabelTest, RequestMetricsCarryTheServingEnginesIndex) {
 
 TEST_F(CompletionsTest, AClientHangingUpMidStreamIsCountedAsAbort) {
   {
-    HttpClient c(port_);
+    RawSocket c(port_);
     json body = {{"model", "tiny"},
                  {"prompt", "long"},
                  {"n", 2},  // both choices end when the client goes
@@ -168,10 +165,9 @@ TEST_F(CompletionsTest, AClientHangingUpMidStreamIsCountedAsAbort) {
         "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
         "application/json\r\nContent-Length: " +
         std::to_string(body.dump().size()) + "\r\n\r\n" + body.dump();
-    boost::asio::write(c.socket(), boost::asio::buffer(req));
-    char buf[256];
-    c.socket().read_some(boost::asio::buffer(buf));  // the stream has started
-  }                                                  // hang up
+    ASSERT_TRUE(c.Send(req));
+    ASSERT_FALSE(c.ReadSome(60).empty());  // the stream has started
+  }                                        // hang up
   double aborted = 0, running = 1;
   for (int i = 0; i < 50 && (aborted < 2 || running > 0); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -206,23 +202,20 @@ class ShutdownTimeoutTest : public CompletionsTest {
 };
 
 TEST_F(ShutdownTimeoutTest, RequestsCutOffByShutdownEndAndCountAsAborted) {
-  HttpClient c(port_);
+  RawSocket c(port_);
   json body = {{"model", "tiny"},    {"prompt", "long"},   {"n", 2},
                {"max_tokens", 1500}, {"ignore_eos", true}, {"stream", true}};
   const std::string req =
       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
       "application/json\r\nContent-Length: " +
       std::to_string(body.dump().size()) + "\r\n\r\n" + body.dump();
-  boost::asio::write(c.socket(), boost::asio::buffer(req));
-  std::string received(256, '\0');
-  received.resize(c.socket().read_some(boost::asio::buffer(received)));  // the stream has started
+  ASSERT_TRUE(c.Send(req));
+  std::string received = c.ReadSome(60);  // the stream has started
+  ASSERT_FALSE(received.empty());
   const int status = api_.KillAndWait(SIGTERM);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  boost::system::error_code ec;
-  std::string rest;
-  boost::asio::read(c.socket(), boost::asio::dynamic_buffer(rest), ec);  // to the end
-  received += rest;
-  EXPECT_EQ(ec, boost::asio::error::eof);
+  received += c.ReadUntil(120);  // to the end
+  EXPECT_TRUE(c.eof());
   EXPECT_NE(received.find("\"finish_reason\":\"abort\""), std::string::npos);
   EXPECT_NE(received.find("data: [DONE]"), std::string::npos);
 
@@ -304,11 +297,10 @@ TEST_F(PerRequestMetricsTest, OnBodiesAndOnTheFinalUsageChunkOnly) {
 
 TEST_F(PerRequestMetricsTest, LoadCountsRequestsBeingAnswered) {
   auto load = [&] {
-    return json::parse(
-        HttpClient(port_).Request(boost::beast::http::verb::get, "/load").body())["server_load"];
+    return json::parse(HttpClient(port_).Request("GET", "/load").body())["server_load"];
   };
   EXPECT_EQ(load(), 0);
-  HttpClient streaming(port_);
+  RawSocket streaming(port_);
   json body = {{"model", "tiny"},
                {"prompt", "x"},
                {"max_tokens", 1900},
@@ -316,11 +308,10 @@ TEST_F(PerRequestMetricsTest, LoadCountsRequestsBeingAnswered) {
                {"stream", true}};
   const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
                           std::to_string(body.dump().size()) + "\r\n\r\n" + body.dump();
-  boost::asio::write(streaming.socket(), boost::asio::buffer(req));
-  char buf[64];
-  streaming.socket().read_some(boost::asio::buffer(buf));
+  ASSERT_TRUE(streaming.Send(req));
+  ASSERT_FALSE(streaming.ReadSome(60).empty());
   EXPECT_EQ(load(), 1);
-  streaming.socket().close();  // hang up: aborted, no longer in flight
+  streaming.Close();  // hang up: aborted, no longer in flight
   int now = 1;
   for (int i = 0; i < 30 && now != 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

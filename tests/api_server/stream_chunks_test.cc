@@ -7,11 +7,8 @@
 #include <poll.h>
 #include <signal.h>
 
-#include <boost/asio/read_until.hpp>
-#include <boost/asio/streambuf.hpp>
-#include <boost/asio/write.hpp>
-
 #include "api_server/live_api_server.h"
+#include "support/raw_http.h"
 
 namespace sightline::api {
 namespace {
@@ -83,7 +80,8 @@ TEST_F(CompletionsTest, EveryStreamedTokenIsAChunkEvenWhenItsTextIsHeldBack) {
 // client receives besides the headers comes from the API server alone.
 TEST_F(CompletionsTest, AChatStreamSendsItsRoleWithTheFirstOutputNotBefore) {
   ASSERT_EQ(kill(engine_.pid(), SIGSTOP), 0);
-  HttpClient c(port_);
+  sightline::testing::RawSocket c(port_);
+  ASSERT_TRUE(c.ok());
   const std::string body = json{
       {"model", "tiny"},
       {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
@@ -94,18 +92,15 @@ TEST_F(CompletionsTest, AChatStreamSendsItsRoleWithTheFirstOutputNotBefore) {
       "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
       "Content-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body;
-  boost::asio::write(c.socket(), boost::asio::buffer(req));
-  boost::asio::streambuf buf;
-  boost::asio::read_until(c.socket(), buf, "\r\n\r\n");  // the stream's headers
+  ASSERT_TRUE(c.Send(req));
+  const std::string early = c.ReadUntil(60, "\r\n\r\n");  // the stream's headers
   // 300 ms of silence: nothing but the headers while the model cannot run.
-  pollfd p{c.socket().native_handle(), POLLIN, 0};
+  pollfd p{c.fd(), POLLIN, 0};
   const int ready = poll(&p, 1, 300);
-  std::string early(boost::asio::buffers_begin(buf.data()), boost::asio::buffers_end(buf.data()));
   EXPECT_EQ(early.find("data:"), std::string::npos) << early;
   EXPECT_EQ(ready, 0) << "the API server sent a chunk before the engine's first output";
   ASSERT_EQ(kill(engine_.pid(), SIGCONT), 0);
-  boost::asio::read_until(c.socket(), buf, "data: [DONE]");
-  std::string all(boost::asio::buffers_begin(buf.data()), boost::asio::buffers_end(buf.data()));
+  const std::string all = early + c.ReadUntil(60, "data: [DONE]");
   // Each event is one HTTP chunk, so the events read whole between the sizes.
   const std::vector<std::string> events = SseEvents(all);
   ASSERT_GE(events.size(), 3u) << all;

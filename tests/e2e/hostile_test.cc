@@ -53,8 +53,7 @@ class Hostile : public ::testing::Test {
     const auto problems = scraper_->problems();
     EXPECT_TRUE(problems.empty()) << problems.front();
     try {
-      const std::string page =
-          HttpClient(port()).Request(boost::beast::http::verb::get, "/metrics").body();
+      const std::string page = HttpClient(port()).Request("GET", "/metrics").body();
       scraper_->Check(page);  // parses, and nothing went down since the last page
     } catch (const std::exception& e) {
       ADD_FAILURE() << "/metrics: " << e.what();
@@ -254,13 +253,12 @@ TEST_F(Hostile, HttpFramingAsTheRfcsSay) {
 
 TEST_F(Hostile, BearerIsCaseInsensitiveAnd401sSayBearer) {
   Start({"--api-key", "sekret"});
-  auto r = HttpClient(port()).Request(boost::beast::http::verb::get, "/v1/models");
+  auto r = HttpClient(port()).Request("GET", "/v1/models");
   EXPECT_EQ(r.result_int(), 401);
-  EXPECT_EQ(r[boost::beast::http::field::www_authenticate], "Bearer");
+  EXPECT_EQ(r["WWW-Authenticate"], "Bearer");
   for (const std::string scheme : {"Bearer", "bearer", "BEARER"})
     EXPECT_EQ(HttpClient(port())
-                  .Request(boost::beast::http::verb::get, "/v1/models",
-                           {{"Authorization", scheme + " sekret"}})
+                  .Request("GET", "/v1/models", {{"Authorization", scheme + " sekret"}})
                   .result_int(),
               200)
         << scheme;
@@ -369,8 +367,7 @@ TEST_F(Hostile, ARestartedApiServerNeverSeesItsPredecessorsTokens) {
     bool up = false;
     if (successor > 0 && successor != victim) {
       try {
-        up = HttpClient(port()).Request(boost::beast::http::verb::get, "/health").result_int() ==
-             200;
+        up = HttpClient(port()).Request("GET", "/health").result_int() == 200;
       } catch (const std::exception&) {
       }
     }
@@ -443,8 +440,7 @@ TEST_F(Hostile, HealthIs503WhileTheEngineIsFrozen) {
   ASSERT_GT(engine, 0);
   auto health = [this]() -> int {
     try {
-      return static_cast<int>(
-          HttpClient(port()).Request(boost::beast::http::verb::get, "/health").result_int());
+      return static_cast<int>(HttpClient(port()).Request("GET", "/health").result_int());
     } catch (const std::exception&) {
       return 0;
     }

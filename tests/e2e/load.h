@@ -132,7 +132,7 @@ class Scraper {
   void Run() {
     while (!stop_) {
       try {
-        auto r = HttpClient(port_).Request(boost::beast::http::verb::get, "/metrics");
+        auto r = HttpClient(port_).Request("GET", "/metrics");
         if (r.result_int() == 200) {
           Check(r.body());
           ++scrapes_;
@@ -157,7 +157,7 @@ class Scraper {
 };
 
 inline std::map<std::string, double> Scrape(int port) {
-  auto r = HttpClient(port).Request(boost::beast::http::verb::get, "/metrics");
+  auto r = HttpClient(port).Request("GET", "/metrics");
   return ParseSamples(r.body());
 }
 

@@ -42,7 +42,7 @@ std::vector<std::string> LeValues(const std::string& page, const std::string& fa
 }
 
 std::string Page(int port) {
-  return HttpClient(port).Request(boost::beast::http::verb::get, "/metrics").body();
+  return HttpClient(port).Request("GET", "/metrics").body();
 }
 
 struct CliRun {

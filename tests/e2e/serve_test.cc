@@ -21,7 +21,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-const std::string kRunning = Key("vllm:num_requests_running");
+const std::string kRunningKey = Key("vllm:num_requests_running");
 const std::string kLength = Key("vllm:request_success_total", "finished_reason=\"length\",");
 const std::string kStreamed = "sightline:stream_outcomes_total{handler=\"/v1/completions\",";
 
@@ -64,7 +64,7 @@ TEST(Serve, ThreeApiServersCountExactly) {
     EXPECT_EQ(p[Key("vllm:e2e_request_latency_seconds_count")], kN);
     EXPECT_EQ(p["http_requests_total{handler=\"/v1/completions\",method=\"POST\",status=\"2xx\"}"],
               kN);
-    EXPECT_EQ(p[kRunning], 0);
+    EXPECT_EQ(p[kRunningKey], 0);
     EXPECT_EQ(p["sightline:api_server_restarts_total"], 0);
     EXPECT_EQ(p["sightline:registry_slots_in_use"], 5);  // supervisor, engine, 3 API servers
     EXPECT_EQ(p[kStreamed + "outcome=\"completed\"}"], kN / 2);
@@ -131,7 +131,7 @@ TEST(Serve, ApiServerKilledMidLoadIsRestartedAndNothingIsLost) {
   EXPECT_GE(p[kLength], before);
   EXPECT_GE(p[kLength], ok + 9);
   EXPECT_LE(p[kLength], ok + failed + 9);
-  EXPECT_TRUE(WaitForPage(serve.port(), [](auto q) { return q[kRunning] == 0; }));
+  EXPECT_TRUE(WaitForPage(serve.port(), [](auto q) { return q[kRunningKey] == 0; }));
 }
 
 TEST(Serve, EngineKilledMeans503FailedStreamsAndExitWithoutOrphans) {
@@ -143,16 +143,14 @@ TEST(Serve, EngineKilledMeans503FailedStreamsAndExitWithoutOrphans) {
   for (int i = 0; i < 3; ++i)
     streams.push_back(
         std::async(std::launch::async, [&] { return Complete(serve.port(), 8, 2000, true); }));
-  ASSERT_TRUE(WaitForPage(serve.port(), [](auto p) { return p[kRunning] == 3; }));
+  ASSERT_TRUE(WaitForPage(serve.port(), [](auto p) { return p[kRunningKey] == 3; }));
 
   ASSERT_EQ(kill(serve.Child(" engine "), SIGKILL), 0);
   const auto killed = Clock::now();
   bool unhealthy = false;
   while (!unhealthy && Clock::now() - killed < 2s) {
     try {
-      unhealthy =
-          HttpClient(serve.port()).Request(boost::beast::http::verb::get, "/health").result_int() ==
-          503;
+      unhealthy = HttpClient(serve.port()).Request("GET", "/health").result_int() == 503;
     } catch (const std::exception&) {
     }
     if (!unhealthy) std::this_thread::sleep_for(50ms);
@@ -184,7 +182,7 @@ TEST(Serve, SigtermDrainsRequestsUnderWayThenExitsCleanly) {
   for (int i = 0; i < 4; ++i)
     streams.push_back(std::async(std::launch::async,
                                  [&, i] { return Complete(serve.port(), 8, 1500, i % 2 == 0); }));
-  ASSERT_TRUE(WaitForPage(serve.port(), [](auto p) { return p[kRunning] == 4; }));
+  ASSERT_TRUE(WaitForPage(serve.port(), [](auto p) { return p[kRunningKey] == 4; }));
   ASSERT_EQ(kill(serve.pid(), SIGTERM), 0);
   // The same stop delivered twice (`timeout` forwarding what a group kill
   // also sent) still drains and cleans up; only a later one is impatience.
@@ -249,7 +247,7 @@ TEST(Serve, ServesAModelDirectory) {
     EXPECT_NE(serve.Log().find("using the byte tokenizer"), std::string::npos) << serve.Log();
     const Outcome o = Complete(serve.port(), 8, 4, true);
     EXPECT_TRUE(o.ok) << o.failure;
-    auto r = HttpClient(serve.port()).Request(boost::beast::http::verb::get, "/v1/models");
+    auto r = HttpClient(serve.port()).Request("GET", "/v1/models");
     EXPECT_NE(r.body().find("\"my-model\""), std::string::npos) << r.body();
   }
   std::filesystem::remove_all(dir);

@@ -18,9 +18,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <chrono>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -32,8 +29,6 @@
 namespace sightline::testing {
 namespace {
 
-namespace beast = boost::beast;
-namespace http = beast::http;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
@@ -96,22 +91,11 @@ void OnEvent(const std::string& data, double t, double* last, Seen* s) {
 Seen Send(int port, const std::string& route, const json& body) {
   Seen s;
   try {
-    boost::asio::io_context io;
-    beast::tcp_stream stream(io);
-    stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"),
-                                                  static_cast<unsigned short>(port)));
-    stream.expires_after(std::chrono::seconds(60));
-    http::request<http::string_body> req(http::verb::post, route, 11);
-    req.set(http::field::host, "127.0.0.1");
-    req.set(http::field::content_type, "application/json");
-    req.body() = body.dump();
-    req.prepare_payload();
+    HttpClient client(port, 60);
+    const std::map<std::string, std::string> fields = {{"Content-Type", "application/json"}};
     const Clock::time_point sent = Clock::now();
-    http::write(stream, req);
-    beast::flat_buffer buffer;
     if (!body.value("stream", false)) {  // one body: only its end is timed
-      http::response<http::string_body> res;
-      http::read(stream, buffer, res);
+      const HttpClient::Response res = client.Request("POST", route, fields, body.dump());
       s.e2e = Since(sent);
       s.status = res.result_int();
       s.body = json::parse(res.body(), nullptr, false);
@@ -122,27 +106,21 @@ Seen Send(int port, const std::string& route, const json& body) {
       if (s.status != 200) s.failure = "status " + std::to_string(s.status) + ": " + res.body();
       return s;
     }
-    http::response_parser<http::buffer_body> parser;
-    parser.body_limit(boost::none);
-    http::read_header(stream, buffer, parser);
-    s.status = parser.get().result_int();
     std::string pending;
     double last = 0;
-    char chunk[16384];
-    while (!parser.is_done()) {
-      parser.get().body().data = chunk;
-      parser.get().body().size = sizeof chunk;
-      beast::error_code ec;
-      http::read_some(stream, buffer, parser, ec);
-      if (ec && ec != http::error::need_buffer) throw beast::system_error(ec);
-      const double t = Since(sent);
-      pending.append(chunk, sizeof chunk - parser.get().body().size);
-      for (std::size_t end; (end = pending.find("\n\n")) != std::string::npos;) {
-        const std::string event = pending.substr(0, end);
-        pending.erase(0, end + 2);
-        if (event.rfind("data: ", 0) == 0) OnEvent(event.substr(6), t, &last, &s);
-      }
-    }
+    s.status =
+        client
+            .Stream("POST", route, fields, body.dump(),
+                    [&](std::string_view piece) {
+                      const double t = Since(sent);
+                      pending.append(piece);
+                      for (std::size_t end; (end = pending.find("\n\n")) != std::string::npos;) {
+                        const std::string event = pending.substr(0, end);
+                        pending.erase(0, end + 2);
+                        if (event.rfind("data: ", 0) == 0) OnEvent(event.substr(6), t, &last, &s);
+                      }
+                    })
+            .result_int();
     s.e2e = Since(sent);
     if (s.status != 200) s.failure = "status " + std::to_string(s.status) + ": " + pending;
   } catch (const std::exception& e) {

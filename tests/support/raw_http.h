@@ -32,10 +32,8 @@ class RawSocket {
       fd_ = -1;
     }
   }
-  ~RawSocket() {
-    if (fd_ >= 0) close(fd_);
-  }
-  RawSocket(RawSocket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  ~RawSocket() { Close(); }
+  RawSocket(RawSocket&& o) noexcept : fd_(o.fd_), eof_(o.eof_) { o.fd_ = -1; }
   RawSocket(const RawSocket&) = delete;
   RawSocket& operator=(const RawSocket&) = delete;
 
@@ -63,11 +61,24 @@ class RawSocket {
       if (left.count() <= 0) return out;
       pollfd p{fd_, POLLIN, 0};
       if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return out;
-      char buf[16384];
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) return out;
-      out.append(buf, static_cast<std::size_t>(n));
+      const std::string got = Recv();
+      if (got.empty()) return out;
+      out += got;
     }
+  }
+  // What one read returns once bytes arrive within `timeout_s` ("" if none
+  // do, or the peer closed).
+  std::string ReadSome(double timeout_s) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(timeout_s * 1000)) <= 0) return {};
+    return Recv();
+  }
+  // True once a read met the peer's orderly close (FIN), not a reset.
+  bool eof() const { return eof_; }
+  // Hangs up now.
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
   }
   // True if the peer has closed (or reset) the connection within `timeout_s`.
   bool ClosedWithin(double timeout_s) {
@@ -78,7 +89,15 @@ class RawSocket {
   }
 
  private:
+  std::string Recv() {
+    char buf[16384];
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n == 0) eof_ = true;
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+  }
+
   int fd_ = -1;
+  bool eof_ = false;
 };
 
 // Sends `request` on a new connection and returns the whole answer (the

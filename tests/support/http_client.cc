@@ -1,0 +1,106 @@
+#include "support/http_client.h"
+
+#include <strings.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <optional>
+
+namespace sightline::testing {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+struct HttpClient::Impl {
+  explicit Impl(double timeout) : stream(io), timeout_s(timeout) {}
+  // Before each operation: the deadline, if any, counts from now.
+  void Arm() {
+    if (timeout_s > 0) {
+      stream.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(timeout_s)));
+    }
+  }
+  void Send(std::string_view method, const std::string& target,
+            const std::map<std::string, std::string>& fields, std::string body) {
+    const beast::string_view name(method.data(), method.size());
+    http::request<http::string_body> req(http::string_to_verb(name), target, 11);
+    if (req.method() == http::verb::unknown) req.method_string(name);
+    req.set(http::field::host, "127.0.0.1");
+    for (const auto& [k, v] : fields) req.set(k, v);
+    req.body() = std::move(body);
+    req.prepare_payload();
+    Arm();
+    http::write(stream, req);
+  }
+  template <class Message>
+  static void CopyHead(const Message& m, Response* out) {
+    out->status = static_cast<int>(m.result_int());
+    for (const auto& f : m) out->fields.emplace_back(f.name_string(), f.value());
+  }
+
+  asio::io_context io;
+  beast::tcp_stream stream;
+  beast::flat_buffer buffer;
+  double timeout_s;
+};
+
+std::string HttpClient::Response::operator[](std::string_view name) const {
+  for (const auto& [k, v] : fields) {
+    if (k.size() == name.size() && strncasecmp(k.data(), name.data(), k.size()) == 0) return v;
+  }
+  return {};
+}
+
+HttpClient::HttpClient(int port, double timeout_s) : impl_(std::make_unique<Impl>(timeout_s)) {
+  impl_->Arm();
+  impl_->stream.connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"),
+                                                static_cast<unsigned short>(port)));
+}
+
+HttpClient::~HttpClient() = default;
+
+HttpClient::Response HttpClient::Request(std::string_view method, const std::string& target,
+                                         const std::map<std::string, std::string>& fields,
+                                         std::string body) {
+  impl_->Send(method, target, fields, std::move(body));
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(boost::none);
+  if (method == "HEAD") parser.skip(true);
+  impl_->Arm();
+  http::read(impl_->stream, impl_->buffer, parser);
+  Response out;
+  Impl::CopyHead(parser.get(), &out);
+  out.content = std::move(parser.get().body());
+  return out;
+}
+
+HttpClient::Response HttpClient::Stream(std::string_view method, const std::string& target,
+                                        const std::map<std::string, std::string>& fields,
+                                        std::string body,
+                                        const std::function<void(std::string_view)>& on_body) {
+  impl_->Send(method, target, fields, std::move(body));
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(boost::none);
+  impl_->Arm();
+  http::read_header(impl_->stream, impl_->buffer, parser);
+  Response out;
+  Impl::CopyHead(parser.get(), &out);
+  char piece[16384];
+  while (!parser.is_done()) {
+    parser.get().body().data = piece;
+    parser.get().body().size = sizeof piece;
+    beast::error_code ec;
+    impl_->Arm();
+    http::read_some(impl_->stream, impl_->buffer, parser, ec);
+    if (ec && ec != http::error::need_buffer) throw beast::system_error(ec);
+    const std::size_t n = sizeof piece - parser.get().body().size;
+    if (n > 0) on_body(std::string_view(piece, n));
+  }
+  return out;
+}
+
+}  // namespace sightline::testing
