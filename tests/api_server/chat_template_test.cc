@@ -114,7 +114,7 @@ TEST(ChatTemplate, LoadsModelTemplatesAndRefusesBadOnes) {
   EXPECT_EQ(t->name(), "plain");
   ASSERT_TRUE(ResolveChatTemplate("llama-2", "", false, o, &t).ok());
   EXPECT_EQ(t->name(), "llama-2");
-  const std::string file = testing::TempDir() + "/template.jinja";
+  const std::string file = ::testing::TempDir() + "/template.jinja";
   std::ofstream(file) << "{% for m in messages %}<{{ m.role }}>{% endfor %}\n";
   ASSERT_TRUE(ResolveChatTemplate(file, "", false, o, &t).ok());
   EXPECT_EQ(RenderText(t, Conversation()), "<system><user><assistant><user>");
@@ -274,10 +274,10 @@ TEST(ChatTemplate, ParsesMessagesAndRejectsBadOnes) {
       {R"([{"role":"user"}])", "'messages[0].content' must be"},  // only assistants may omit it
       {"[5]", "'messages[0]' must be a message object"},
       {"not json", "not valid JSON"}};
-  for (const auto& [json, why] : bad) {
-    const Status s = ParseMessages(json, &m);
-    EXPECT_FALSE(s.ok()) << json;
-    EXPECT_NE(s.message().find(why), std::string::npos) << json << " -> " << s.message();
+  for (const auto& [text, why] : bad) {
+    const Status s = ParseMessages(text, &m);
+    EXPECT_FALSE(s.ok()) << text;
+    EXPECT_NE(s.message().find(why), std::string::npos) << text << " -> " << s.message();
   }
 }
 
@@ -295,12 +295,12 @@ TEST(ChatTemplate, MessageErrorsNameTheField) {
       {R"([{"role":"user","content":{}}])", "messages[0].content"},
       {R"({"role":"user"})", "messages"},
   };
-  for (const auto& [json, param] : cases) {
+  for (const auto& [text, param] : cases) {
     std::vector<ChatMessage> m;
     std::string at;
-    const Status s = ParseMessages(json, &m, &at);
-    EXPECT_FALSE(s.ok()) << json;
-    EXPECT_EQ(at, param) << json << " -> " << s.message();
+    const Status s = ParseMessages(text, &m, &at);
+    EXPECT_FALSE(s.ok()) << text;
+    EXPECT_EQ(at, param) << text << " -> " << s.message();
   }
   // 64 levels parse; deeper is refused before the parser sees it.
   std::string deep = "1";

@@ -18,7 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-const json& Reference() {
+const json& NormalizerReference() {
   static const json data = [] {
     std::ifstream in(std::string(SIGHTLINE_SOURCE_TESTDATA) + "/hf_components.json");
     std::stringstream ss;
@@ -36,7 +36,7 @@ std::string Normalized(const json& config, std::string_view text) {
 }
 
 TEST(HfNormalizersTest, MatchesTokenizersOnEveryInput) {
-  const json& ref = Reference();
+  const json& ref = NormalizerReference();
   const json& inputs = ref.at("inputs");
   ASSERT_GE(inputs.size(), 60u);
   ASSERT_GE(ref.at("normalizers").size(), 20u);
@@ -108,7 +108,7 @@ TEST(HfNormalizersTest, InvalidUtf8BecomesReplacementCharacters) {
   EXPECT_EQ(Normalized({{"type", "Prepend"}, {"prepend", "_"}}, "\xC3"), "_\xEF\xBF\xBD");
 }
 
-void ExpectRefused(const json& config, const std::string& needle) {
+void ExpectNormalizerRefused(const json& config, const std::string& needle) {
   std::unique_ptr<Normalizer> n;
   const Status s = MakeNormalizer(config, &n);
   EXPECT_FALSE(s.ok()) << config.dump();
@@ -117,27 +117,30 @@ void ExpectRefused(const json& config, const std::string& needle) {
 }
 
 TEST(HfNormalizersTest, RefusesWhatItCannotReproduce) {
-  ExpectRefused({{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA"}},
-                "normalizer 'Precompiled' is not supported");
-  ExpectRefused({{"type", "BertNormalizer"},
-                 {"clean_text", true},
-                 {"handle_chinese_chars", true},
-                 {"strip_accents", nullptr},
-                 {"lowercase", true}},
-                "normalizer 'BertNormalizer' is not supported");
-  ExpectRefused({{"type", "Fancy"}}, "normalizer 'Fancy' is not supported");
-  ExpectRefused({{"strip_left", true}}, "normalizer without a 'type'");
-  ExpectRefused(json::array(), "normalizer without a 'type'");
-  ExpectRefused({{"type", "Strip"}, {"strip_left", true}}, "missing 'strip_right'");
-  ExpectRefused({{"type", "Strip"}, {"strip_left", 1}, {"strip_right", true}},
-                "'strip_left' is not a boolean");
-  ExpectRefused({{"type", "Prepend"}}, "normalizer 'Prepend': missing 'prepend'");
-  ExpectRefused({{"type", "Replace"}, {"pattern", {{"String", " "}}}}, "missing 'content'");
-  ExpectRefused({{"type", "Replace"}, {"pattern", " "}, {"content", "_"}}, "'pattern' is neither");
-  ExpectRefused({{"type", "Replace"}, {"pattern", {{"Regex", "(unclosed"}}}, {"content", "_"}},
-                "regex '(unclosed' does not compile");
-  ExpectRefused({{"type", "Sequence"}}, "missing 'normalizers'");
-  ExpectRefused(
+  ExpectNormalizerRefused({{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA"}},
+                          "normalizer 'Precompiled' is not supported");
+  ExpectNormalizerRefused({{"type", "BertNormalizer"},
+                           {"clean_text", true},
+                           {"handle_chinese_chars", true},
+                           {"strip_accents", nullptr},
+                           {"lowercase", true}},
+                          "normalizer 'BertNormalizer' is not supported");
+  ExpectNormalizerRefused({{"type", "Fancy"}}, "normalizer 'Fancy' is not supported");
+  ExpectNormalizerRefused({{"strip_left", true}}, "normalizer without a 'type'");
+  ExpectNormalizerRefused(json::array(), "normalizer without a 'type'");
+  ExpectNormalizerRefused({{"type", "Strip"}, {"strip_left", true}}, "missing 'strip_right'");
+  ExpectNormalizerRefused({{"type", "Strip"}, {"strip_left", 1}, {"strip_right", true}},
+                          "'strip_left' is not a boolean");
+  ExpectNormalizerRefused({{"type", "Prepend"}}, "normalizer 'Prepend': missing 'prepend'");
+  ExpectNormalizerRefused({{"type", "Replace"}, {"pattern", {{"String", " "}}}},
+                          "missing 'content'");
+  ExpectNormalizerRefused({{"type", "Replace"}, {"pattern", " "}, {"content", "_"}},
+                          "'pattern' is neither");
+  ExpectNormalizerRefused(
+      {{"type", "Replace"}, {"pattern", {{"Regex", "(unclosed"}}}, {"content", "_"}},
+      "regex '(unclosed' does not compile");
+  ExpectNormalizerRefused({{"type", "Sequence"}}, "missing 'normalizers'");
+  ExpectNormalizerRefused(
       {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Precompiled"}}}}},
       "normalizer 'Precompiled' is not supported");
 }

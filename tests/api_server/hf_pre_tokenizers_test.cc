@@ -23,7 +23,7 @@ namespace {
 using nlohmann::json;
 using Pieces = std::vector<std::string>;
 
-const json& Reference() {
+const json& PreTokenizerReference() {
   static const json data = [] {
     std::ifstream in(std::string(SIGHTLINE_SOURCE_TESTDATA) + "/hf_components.json");
     std::stringstream ss;
@@ -43,7 +43,7 @@ Pieces PreTokenized(const json& config, const Pieces& in, bool starts_input = tr
 }
 
 TEST(HfPreTokenizersTest, MatchesTokenizersOnEveryInput) {
-  const json& ref = Reference();
+  const json& ref = PreTokenizerReference();
   const json& inputs = ref.at("inputs");
   ASSERT_GE(ref.at("pre_tokenizers").size(), 50u);
   int exact = 0, total = 0;
@@ -208,7 +208,7 @@ TEST(HfRegexTest, SplitBehaviors) {
   EXPECT_FALSE(ParseSplitBehavior("Merged", &b).ok());
 }
 
-void ExpectRefused(const json& config, const std::string& needle) {
+void ExpectPreTokenizerRefused(const json& config, const std::string& needle) {
   std::unique_ptr<PreTokenizer> p;
   const Status s = MakePreTokenizer(config, &p);
   EXPECT_FALSE(s.ok()) << config.dump();
@@ -217,45 +217,53 @@ void ExpectRefused(const json& config, const std::string& needle) {
 }
 
 TEST(HfPreTokenizersTest, RefusesWhatItCannotReproduce) {
-  ExpectRefused({{"type", "UnicodeScripts"}}, "pre-tokenizer 'UnicodeScripts' is not supported");
-  ExpectRefused({{"type", "Fancy"}}, "pre-tokenizer 'Fancy' is not supported");
-  ExpectRefused({{"add_prefix_space", true}}, "pre-tokenizer without a 'type'");
-  ExpectRefused({{"type", "ByteLevel"}, {"trim_offsets", true}}, "missing 'add_prefix_space'");
-  ExpectRefused({{"type", "Split"},
-                 {"pattern", {{"Regex", "[a-"}}},
-                 {"behavior", "Isolated"},
-                 {"invert", false}},
-                "pre-tokenizer 'Split': regex '[a-' does not compile");
-  ExpectRefused({{"type", "Split"},
-                 {"pattern", {{"Glob", "*"}}},
-                 {"behavior", "Isolated"},
-                 {"invert", false}},
-                "'pattern' is neither");
-  ExpectRefused({{"type", "Split"},
-                 {"pattern", {{"String", " "}}},
-                 {"behavior", "Merged"},
-                 {"invert", false}},
-                "split behavior 'Merged' is not supported");
-  ExpectRefused({{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Removed"}},
-                "missing 'invert'");
-  ExpectRefused({{"type", "Split"}, {"pattern", {{"String", " "}}}, {"invert", false}},
-                "missing 'behavior'");
-  ExpectRefused({{"type", "Punctuation"}, {"behavior", "Sideways"}},
-                "split behavior 'Sideways' is not supported");
-  ExpectRefused({{"type", "Metaspace"}, {"replacement", "ab"}},
-                "'replacement' is not a single character");
-  ExpectRefused({{"type", "Metaspace"}}, "missing 'replacement'");
-  ExpectRefused({{"type", "Metaspace"}, {"replacement", "_"}, {"prepend_scheme", "sometimes"}},
-                "prepend_scheme '\"sometimes\"' is not supported");
+  ExpectPreTokenizerRefused({{"type", "UnicodeScripts"}},
+                            "pre-tokenizer 'UnicodeScripts' is not supported");
+  ExpectPreTokenizerRefused({{"type", "Fancy"}}, "pre-tokenizer 'Fancy' is not supported");
+  ExpectPreTokenizerRefused({{"add_prefix_space", true}}, "pre-tokenizer without a 'type'");
+  ExpectPreTokenizerRefused({{"type", "ByteLevel"}, {"trim_offsets", true}},
+                            "missing 'add_prefix_space'");
+  ExpectPreTokenizerRefused({{"type", "Split"},
+                             {"pattern", {{"Regex", "[a-"}}},
+                             {"behavior", "Isolated"},
+                             {"invert", false}},
+                            "pre-tokenizer 'Split': regex '[a-' does not compile");
+  ExpectPreTokenizerRefused({{"type", "Split"},
+                             {"pattern", {{"Glob", "*"}}},
+                             {"behavior", "Isolated"},
+                             {"invert", false}},
+                            "'pattern' is neither");
+  ExpectPreTokenizerRefused({{"type", "Split"},
+                             {"pattern", {{"String", " "}}},
+                             {"behavior", "Merged"},
+                             {"invert", false}},
+                            "split behavior 'Merged' is not supported");
+  ExpectPreTokenizerRefused(
+      {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Removed"}},
+      "missing 'invert'");
+  ExpectPreTokenizerRefused({{"type", "Split"}, {"pattern", {{"String", " "}}}, {"invert", false}},
+                            "missing 'behavior'");
+  ExpectPreTokenizerRefused({{"type", "Punctuation"}, {"behavior", "Sideways"}},
+                            "split behavior 'Sideways' is not supported");
+  ExpectPreTokenizerRefused({{"type", "Metaspace"}, {"replacement", "ab"}},
+                            "'replacement' is not a single character");
+  ExpectPreTokenizerRefused({{"type", "Metaspace"}}, "missing 'replacement'");
+  ExpectPreTokenizerRefused(
+      {{"type", "Metaspace"}, {"replacement", "_"}, {"prepend_scheme", "sometimes"}},
+      "prepend_scheme '\"sometimes\"' is not supported");
   // As `tokenizers`: add_prefix_space false contradicts the default "always".
-  ExpectRefused({{"type", "Metaspace"}, {"replacement", "_"}, {"add_prefix_space", false}},
-                "add_prefix_space does not match declared prepend_scheme");
-  ExpectRefused({{"type", "CharDelimiterSplit"}, {"delimiter", ""}}, "not a single character");
-  ExpectRefused({{"type", "FixedLength"}, {"length", 0}}, "'length' must be a positive integer");
-  ExpectRefused({{"type", "Sequence"}}, "missing 'pretokenizers'");
-  ExpectRefused({{"type", "Sequence"},
-                 {"pretokenizers", {{{"type", "Whitespace"}}, {{"type", "UnicodeScripts"}}}}},
-                "pre-tokenizer 'UnicodeScripts' is not supported");
+  ExpectPreTokenizerRefused(
+      {{"type", "Metaspace"}, {"replacement", "_"}, {"add_prefix_space", false}},
+      "add_prefix_space does not match declared prepend_scheme");
+  ExpectPreTokenizerRefused({{"type", "CharDelimiterSplit"}, {"delimiter", ""}},
+                            "not a single character");
+  ExpectPreTokenizerRefused({{"type", "FixedLength"}, {"length", 0}},
+                            "'length' must be a positive integer");
+  ExpectPreTokenizerRefused({{"type", "Sequence"}}, "missing 'pretokenizers'");
+  ExpectPreTokenizerRefused(
+      {{"type", "Sequence"},
+       {"pretokenizers", {{{"type", "Whitespace"}}, {{"type", "UnicodeScripts"}}}}},
+      "pre-tokenizer 'UnicodeScripts' is not supported");
 }
 
 TEST(HfPreTokenizersTest, InvalidUtf8IsMadeValidFirst) {

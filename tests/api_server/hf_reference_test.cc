@@ -23,7 +23,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kDir = std::string(SIGHTLINE_TESTDATA) + "/tokenizers/";
+const std::string kTokenizerDir = std::string(SIGHTLINE_TESTDATA) + "/tokenizers/";
 
 json ReadJson(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -63,7 +63,7 @@ std::string Label(const std::string& text) {
 class KnownDifferences {
  public:
   explicit KnownDifferences(const std::string& tokenizer) {
-    json all = ReadJson(kDir + "known_differences.json");
+    json all = ReadJson(kTokenizerDir + "known_differences.json");
     if (all.contains("differences") && all["differences"].contains(tokenizer)) {
       for (const json& d : all["differences"][tokenizer]) {
         EXPECT_TRUE(d.contains("reason") && !d["reason"].get<std::string>().empty())
@@ -136,7 +136,7 @@ DecodeOptions Options(bool skip_special_tokens) {
 }
 
 void RunReference(const std::string& name) {
-  const std::string dir = kDir + name;
+  const std::string dir = kTokenizerDir + name;
   std::unique_ptr<Tokenizer> t;
   Status s = LoadHfTokenizer(dir + "/tokenizer.json", &t);
   // A refused tokenizer is a failure, not a skip: each of these must load.
@@ -226,11 +226,11 @@ TEST(HfReference, DeepseekV3) {
 // The data is what the generator wrote: a corpus of the promised size whose
 // strings every reference covers, in order.
 TEST(HfReference, CorpusCoversEveryTokenizer) {
-  const json corpus = ReadJson(kDir + "corpus.json");
+  const json corpus = ReadJson(kTokenizerDir + "corpus.json");
   ASSERT_GE(corpus.size(), 600u);
   for (const char* name : {"llama3_1", "qwen3", "qwen2_5", "gemma3", "mistral_7b", "mistral_nemo",
                            "gpt2", "deepseek_v3"}) {
-    const json ref = ReadJson(kDir + name + "/reference.json");
+    const json ref = ReadJson(kTokenizerDir + name + "/reference.json");
     ASSERT_EQ(ref.at("cases").size(), corpus.size()) << name;
     for (std::size_t i = 0; i < corpus.size(); ++i) {
       ASSERT_EQ(ref["cases"][i].at("text"), corpus[i]) << name << " case " << i;

@@ -25,7 +25,7 @@ using sightline::testing::ParseResponse;
 using sightline::testing::RawConnection;
 using namespace std::chrono_literals;
 
-HttpResponse Text(std::string body) {
+HttpResponse PlainText(std::string body) {
   return HttpResponse{200, "text/plain", {}, std::move(body)};
 }
 
@@ -41,7 +41,7 @@ class HeldAnswer {
       out->OnDisconnect([this] { disconnected_.set_value(); });
       held_.set_value(out);
     });
-    server_->Route("GET", "/text", [](const HttpRequest&) { return Text("hello"); });
+    server_->Route("GET", "/text", [](const HttpRequest&) { return PlainText("hello"); });
     started_ = server_->Start().ok();
   }
   bool started() const { return started_; }
@@ -98,7 +98,7 @@ TEST_P(HangupAfterExtraBytes, IsNoticed) {
     // Past the cap on what is held the server stops reading: the close is
     // noticed when the answer's write fails instead (more than the socket
     // buffers take at once).
-    out->Send(Text(std::string(16u << 20, 'y')));
+    out->Send(PlainText(std::string(16u << 20, 'y')));
   }
   EXPECT_TRUE(s.Disconnected(5s));
 }
@@ -118,7 +118,7 @@ TEST(HttpSession, BytesReadWhileAnsweringAreTheNextRequest) {
   c.Send("xt HTTP/1.1\r\nHost: x\r\n\r\n");
   c.Send("GET /text HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   std::this_thread::sleep_for(100ms);
-  out->Send(Text("first"));
+  out->Send(PlainText("first"));
   EXPECT_EQ(ParseResponse(c.ReadResponse(5)).body, "first");
   auto second = ParseResponse(c.ReadResponse(5));
   EXPECT_EQ(second.status, 200);
@@ -143,8 +143,9 @@ TEST(HttpSession, AWholeBodyHasANoProgressDeadlineNotATotalOne) {
   o.write_timeout_s = 0.5;
   HttpServer server(o);
   const std::size_t size = 6u << 20;  // more than a default send buffer holds
-  server.Route("GET", "/big", [size](const HttpRequest&) { return Text(std::string(size, 'y')); });
-  server.Route("GET", "/text", [](const HttpRequest&) { return Text("hello"); });
+  server.Route("GET", "/big",
+               [size](const HttpRequest&) { return PlainText(std::string(size, 'y')); });
+  server.Route("GET", "/text", [](const HttpRequest&) { return PlainText("hello"); });
   server.RouteAsync("GET", "/stream", [](const HttpRequest&, std::shared_ptr<Responder> out) {
     out->StartStream(200, "text/plain");
     out->Write("streamed");
@@ -255,7 +256,7 @@ TEST(HttpSession, AResponderMayOutliveItsServer) {
   for (auto* out : {&waiting_out, &stream_out}) {
     (*out)->Write("data: late\n\n");
     (*out)->End();
-    (*out)->Send(Text("late"));
+    (*out)->Send(PlainText("late"));
     (*out)->OnDisconnect([] { ADD_FAILURE() << "a callback ran after the server was stopped"; });
     out->reset();  // the last reference to its session
   }

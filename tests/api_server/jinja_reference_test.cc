@@ -15,7 +15,7 @@
 namespace sightline::api {
 namespace {
 
-const std::string kDir = std::string(SIGHTLINE_SOURCE_TESTDATA) + "/chat_templates/";
+const std::string kTemplateDir = std::string(SIGHTLINE_SOURCE_TESTDATA) + "/chat_templates/";
 
 std::string Read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -37,8 +37,8 @@ std::tm FixedClock() {
 }
 
 TEST(JinjaReference, EveryTemplateAndConversationMatchesJinja2) {
-  const auto sources = nlohmann::json::parse(Read(kDir + "sources.json"));
-  const auto expected = nlohmann::ordered_json::parse(Read(kDir + "expected.json"));
+  const auto sources = nlohmann::json::parse(Read(kTemplateDir + "sources.json"));
+  const auto expected = nlohmann::ordered_json::parse(Read(kTemplateDir + "expected.json"));
   const auto& conversations = expected["conversations"];
   int renders = 0, exact = 0, refusals = 0, refused_too = 0;
   std::vector<std::string> misses;
@@ -48,8 +48,8 @@ TEST(JinjaReference, EveryTemplateAndConversationMatchesJinja2) {
     if (src["eos_token"].is_string()) options.eos_token = src["eos_token"];
     options.clock = FixedClock;
     std::shared_ptr<const ChatTemplate> t;
-    const Status loaded =
-        ChatTemplate::Create(name, {{"default", Read(kDir + name + ".jinja")}}, options, &t);
+    const Status loaded = ChatTemplate::Create(
+        name, {{"default", Read(kTemplateDir + name + ".jinja")}}, options, &t);
     for (const auto& [cname, conv] : conversations.items()) {
       const auto& want = expected["renders"][name + "__" + cname];
       const bool want_error = want.contains("error");

@@ -10,7 +10,7 @@
 namespace sightline::engine {
 namespace {
 
-constexpr int kBlock = 4;
+constexpr int kBlockSize = 4;
 constexpr std::int32_t kEos = 2;
 
 std::unique_ptr<Request> MakeRequest(const std::string& id, int prompt_len, int max_tokens,
@@ -29,7 +29,7 @@ class SchedulerTest : public ::testing::Test {
  protected:
   void Make(SchedulerConfig config, int num_blocks = 64) {
     config.eos_token_ids = {kEos};
-    kv_ = std::make_unique<KVCacheManager>(num_blocks, kBlock, true);
+    kv_ = std::make_unique<KVCacheManager>(num_blocks, kBlockSize, true);
     sched_ = std::make_unique<Scheduler>(config, kv_.get(), [this] { return now_; });
   }
   // One engine step; every sampling request gets `token`.
