@@ -4,78 +4,13 @@ namespace sightline::api {
 
 namespace {
 
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 constexpr std::size_t kWindow = 5;  // tokens of context the decoder gets (as vLLM)
 
-// What starts at s[i]: a well-formed character, a maximal subpart of an
-// ill-formed sequence (the longest prefix of a well-formed sequence that
-// is followed by a byte that cannot continue it, or a lone byte that can
-// start nothing), or a well-formed but truncated prefix running to the end.
-struct Unit {
-  enum Kind { kChar, kInvalid, kTruncated } kind;
-  std::size_t length;
-};
-
-// Table 3-7 of the Unicode standard (well-formed byte sequences): the lead
-// byte fixes the length and the range of the second byte, which is what
-// excludes overlongs (E0, F0), surrogates (ED) and code points above
-// U+10FFFF (F4).
-Unit UnitAt(std::string_view s, std::size_t i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) return {Unit::kChar, 1};
-  std::size_t len;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    len = 2;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    len = 3;
-    if (b0 == 0xE0) lo = 0xA0;
-    if (b0 == 0xED) hi = 0x9F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    len = 4;
-    if (b0 == 0xF0) lo = 0x90;
-    if (b0 == 0xF4) hi = 0x8F;
-  } else {
-    return {Unit::kInvalid, 1};  // 80..C1, F5..FF start no sequence
-  }
-  for (std::size_t k = 1; k < len; ++k) {
-    if (i + k >= s.size()) return {Unit::kTruncated, k};
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return {Unit::kInvalid, k};
-  }
-  return {Unit::kChar, len};
-}
-
 bool EndsWithReplacement(std::string_view s) {
-  return s.size() >= kReplacement.size() &&
-         s.substr(s.size() - kReplacement.size()) == kReplacement;
+  return s.ends_with(kReplacementUtf8);
 }
 
 }  // namespace
-
-std::string ValidUtf8Prefix(std::string_view bytes, bool final, std::size_t* pending) {
-  std::string out;
-  out.reserve(bytes.size());
-  *pending = 0;
-  for (std::size_t i = 0; i < bytes.size();) {
-    const Unit u = UnitAt(bytes, i);
-    if (u.kind == Unit::kChar) {
-      out.append(bytes.substr(i, u.length));
-    } else if (u.kind == Unit::kTruncated && !final) {
-      *pending = bytes.size() - i;  // may still complete
-      break;
-    } else {
-      out += kReplacement;  // one per maximal subpart, truncated ones included
-    }
-    i += u.length;
-  }
-  return out;
-}
-
-std::string LossyUtf8(std::string_view bytes) {
-  std::size_t pending = 0;
-  return ValidUtf8Prefix(bytes, /*final=*/true, &pending);
-}
 
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer* tokenizer, DecodeOptions options)
     : tokenizer_(tokenizer), options_(options) {}
@@ -111,7 +46,7 @@ std::string IncrementalDetokenizer::Add(std::int32_t token) {
   // nothing either. A byte token that decodes alone to a character (an
   // ASCII "<0x0A>") may still be part of a run that turns out invalid.
   const std::string alone = tokenizer_->Decode(all.subspan(tokens_.size() - 1), options_);
-  if (alone.empty() || alone == kReplacement || tokenizer_->is_byte_token(token)) return {};
+  if (alone.empty() || alone == kReplacementUtf8 || tokenizer_->is_byte_token(token)) return {};
   read_offset_ = tokens_.size();
   prefix_offset_ = read_offset_ > kWindow ? read_offset_ - kWindow : 0;
   text_ += text;

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "http_session.h"
-#include "sightline/api_server/detokenizer.h"
 #include "sightline/clock.h"
+#include "sightline/utf8.h"
 
 namespace sightline::api {
 
@@ -27,16 +27,14 @@ using tcp = asio::ip::tcp;
 
 HttpResponse ErrorResponse(int status, const std::string& message, const std::string& type,
                            const std::string& param) {
-  std::size_t pending = 0;
-  const nlohmann::json param_json = param.empty()
-                                        ? nlohmann::json(nullptr)
-                                        : nlohmann::json(ValidUtf8Prefix(param, true, &pending));
+  const nlohmann::json param_json =
+      param.empty() ? nlohmann::json(nullptr) : nlohmann::json(LossyUtf8(param));
   HttpResponse r;
   r.status = status;
   // The text is sanitised above; replace is the second line of defence, so a
   // body is always built.
   r.body = nlohmann::json{{"error",
-                           {{"message", ValidUtf8Prefix(message, true, &pending)},
+                           {{"message", LossyUtf8(message)},
                             {"type", type},
                             {"param", param_json},
                             {"code", status}}}}

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "jinja/pystr.h"
-#include "sightline/api_server/detokenizer.h"
+#include "sightline/api_server/tokenizer.h"
+#include "sightline/utf8.h"
 
 namespace sightline::api {
 
@@ -53,7 +53,7 @@ LogprobEntry UnscoredEntry(std::int32_t token, const Tokenizer& tokenizer) {
 }
 
 std::uint64_t TextOffsetLength(const std::string& text) {
-  return jinja::CodePointCount(text);  // Python's len(), which vLLM's offsets add up
+  return CodePointCount(text);  // Python's len(), which vLLM's offsets add up
 }
 
 json CompletionLogprobs(const std::vector<LogprobEntry>& entries, std::uint64_t text_offset) {

@@ -10,7 +10,8 @@
 
 #include "completion_request.h"
 #include "output_processor.h"
-#include "sightline/api_server/detokenizer.h"
+#include "sightline/api_server/tokenizer.h"
+#include "sightline/utf8.h"
 
 namespace sightline::api {
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "sightline/api_server/detokenizer.h"
+#include "sightline/api_server/stop_matcher.h"
 
 namespace sightline::api {
 

@@ -1,5 +1,7 @@
 #include "sightline/api_server/stop_matcher.h"
 
+#include "sightline/utf8.h"
+
 namespace sightline::api {
 
 namespace {
@@ -10,10 +12,6 @@ std::uint64_t EdgeKey(std::uint32_t parent, std::uint8_t byte) {
 
 std::uint64_t Slot(std::uint64_t key, std::uint64_t mask) {
   return (key * 0x9E3779B97F4A7C15ULL >> 20) & mask;
-}
-
-bool Continuation(char c) {
-  return (static_cast<unsigned char>(c) & 0xC0) == 0x80;
 }
 
 }  // namespace
@@ -158,7 +156,9 @@ StopMatcher::Result StopMatcher::Feed(std::string_view delta) {
   // Release all but what could still be the start of a stop string, never
   // cutting a UTF-8 character in two (at most three continuation bytes).
   std::size_t cut = buffer_.size() - nodes[state_].depth;
-  for (int k = 0; k < 3 && cut > head_ && cut < buffer_.size() && Continuation(buffer_[cut]); ++k)
+  for (int k = 0; k < 3 && cut > head_ && cut < buffer_.size() &&
+                  IsUtf8Continuation(static_cast<unsigned char>(buffer_[cut]));
+       ++k)
     --cut;
   r.text.assign(buffer_, head_, cut - head_);
   head_ = cut;

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "sightline/api_server/detokenizer.h"
+#include "sightline/api_server/stop_matcher.h"
 #include "sightline/api_server/tokenizer.h"
 #include "support/scrape.h"
 

@@ -16,7 +16,7 @@ namespace {
 // The last / first character of a string (valid UTF-8, non-empty).
 char32_t LastChar(std::string_view s) {
   std::size_t at = s.size() - 1;
-  while (at > 0 && (static_cast<unsigned char>(s[at]) & 0xC0) == 0x80) --at;
+  while (at > 0 && IsUtf8Continuation(static_cast<unsigned char>(s[at]))) --at;
   return NextCodepoint(s, &at);
 }
 char32_t FirstChar(std::string_view s) {
@@ -29,7 +29,7 @@ std::size_t TrailingSpaceStart(std::string_view s) {
   std::size_t start = s.size();
   while (start > 0) {
     std::size_t at = start - 1;
-    while (at > 0 && (static_cast<unsigned char>(s[at]) & 0xC0) == 0x80) --at;
+    while (at > 0 && IsUtf8Continuation(static_cast<unsigned char>(s[at]))) --at;
     std::size_t probe = at;
     if (!IsWhitespace(NextCodepoint(s, &probe))) break;
     start = at;

@@ -16,21 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-const char kReplacementChar[] = "\xEF\xBF\xBD";  // U+FFFD
-
-std::vector<char32_t> Chars(std::string_view s) {
-  return DecodeUtf8(s);
-}
-
-// String::from_utf8_lossy: one U+FFFD per maximal invalid subsequence.
-std::string Lossy(std::string_view bytes) {
-  return ToValidUtf8(bytes);
-}
-
-bool ValidUtf8(std::string_view bytes) {
-  return ToValidUtf8(bytes) == bytes;
-}
-
 class ByteLevelDecoder : public Decoder {
  public:
   ByteLevelDecoder() {
@@ -47,7 +32,7 @@ class ByteLevelDecoder : public Decoder {
     for (const std::string& t : *tokens) {
       std::string mapped;
       bool all = true;
-      for (char32_t c : Chars(t)) {
+      for (char32_t c : DecodeUtf8(t)) {
         const auto it = char_byte_.find(c);
         if (it == char_byte_.end()) {
           all = false;
@@ -57,7 +42,7 @@ class ByteLevelDecoder : public Decoder {
       }
       bytes += all ? mapped : t;
     }
-    *tokens = {Lossy(bytes)};
+    *tokens = {LossyUtf8(bytes)};  // String::from_utf8_lossy
   }
 
  private:
@@ -71,7 +56,7 @@ class MetaspaceDecoder : public Decoder {
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (std::size_t i = 0; i < tokens->size(); ++i) {
       std::string out;
-      for (char32_t c : Chars((*tokens)[i])) {
+      for (char32_t c : DecodeUtf8((*tokens)[i])) {
         if (c != replacement_)
           AppendUtf8(c, &out);
         else if (!(i == 0 && prepends_))
@@ -93,10 +78,10 @@ class ByteFallbackDecoder : public Decoder {
     std::string run;
     auto flush = [&] {
       if (run.empty()) return;
-      if (ValidUtf8(run))
+      if (IsValidUtf8(run))
         out.push_back(run);
       else
-        for (std::size_t i = 0; i < run.size(); ++i) out.push_back(kReplacementChar);
+        for (std::size_t i = 0; i < run.size(); ++i) out.push_back(std::string(kReplacementUtf8));
       run.clear();
     };
     for (std::string& t : *tokens) {
@@ -144,7 +129,7 @@ class StripDecoder : public Decoder {
       : content_(content), start_(start), stop_(stop) {}
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (std::string& t : *tokens) {
-      const std::vector<char32_t> chars = Chars(t);
+      const std::vector<char32_t> chars = DecodeUtf8(t);
       std::size_t start_cut = 0;
       for (std::size_t i = 0; i < start_ && i < chars.size() && chars[i] == content_; ++i)
         start_cut = i + 1;

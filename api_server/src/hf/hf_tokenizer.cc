@@ -65,7 +65,7 @@ class HfTokenizer : public Tokenizer {
   std::vector<std::int32_t> Encode(std::string_view text, bool add_special_tokens) const override {
     // Rust strings are valid UTF-8; an invalid input is taken as its lossy
     // conversion, which is what a caller of the library would have to pass.
-    const std::string valid = hf::ToValidUtf8(text);
+    const std::string valid = LossyUtf8(text);
     std::vector<std::int32_t> ids;
     for (auto& segment : added_.ExtractAndNormalize(valid, normalizer_.get())) {
       if (segment.id >= 0) {

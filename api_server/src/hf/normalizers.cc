@@ -64,7 +64,8 @@ class StripNormalizer : public Normalizer {
     if (right_) {
       while (end > begin) {
         std::size_t start = end - 1;  // back to the last character's lead byte
-        while (start > begin && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+        while (start > begin && IsUtf8Continuation(static_cast<unsigned char>(text[start])))
+          --start;
         std::size_t next = start;
         if (!IsWhitespace(NextCodepoint(text, &next))) break;
         end = start;
@@ -168,7 +169,7 @@ class ValidUtf8Normalizer : public Normalizer {
  public:
   explicit ValidUtf8Normalizer(std::unique_ptr<Normalizer> inner) : inner_(std::move(inner)) {}
   std::string Normalize(std::string_view text) const override {
-    return inner_->Normalize(ToValidUtf8(text));
+    return inner_->Normalize(LossyUtf8(text));
   }
 
  private:

@@ -227,7 +227,7 @@ class PreTokenizerImpl : public PreTokenizer {
     for (std::string& s : *pieces) {
       // Valid UTF-8, as Rust's &str guarantees. An empty piece stays until a
       // stage splits (an empty Sequence keeps it, as `tokenizers` does).
-      work.push_back({ToValidUtf8(s), starts_input});
+      work.push_back({LossyUtf8(s), starts_input});
       starts_input = false;
     }
     stage_->Run(&work);

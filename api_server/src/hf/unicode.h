@@ -13,7 +13,8 @@
 // version did: unassigned.
 //
 // Text is UTF-8. Rust strings are always valid UTF-8; bytes that are not
-// decode here as U+FFFD, as String::from_utf8_lossy would have made them.
+// decode as U+FFFD, as String::from_utf8_lossy would have made them
+// (sightline/utf8.h: DecodeUtf8, NextCodepoint, LossyUtf8).
 #pragma once
 
 #include <cstddef>
@@ -21,20 +22,11 @@
 #include <string_view>
 #include <vector>
 
+#include "sightline/utf8.h"
+
 namespace sightline::api::hf {
 
 enum class NormalForm { kNfc, kNfd, kNfkc, kNfkd };
-
-// UTF-8 -> code points (invalid sequences -> one U+FFFD per maximal invalid
-// subsequence, like from_utf8_lossy).
-std::vector<char32_t> DecodeUtf8(std::string_view text);
-// The code point at byte `*pos` of `text` (U+FFFD for a maximal invalid
-// subsequence); advances `*pos` past it. `*pos` < text.size().
-char32_t NextCodepoint(std::string_view text, std::size_t* pos);
-// `text` itself when it is valid UTF-8, else its lossy conversion.
-std::string ToValidUtf8(std::string_view text);
-void AppendUtf8(char32_t cp, std::string* out);
-std::string EncodeUtf8(const std::vector<char32_t>& cps);
 
 // Rust char::is_whitespace: the White_Space property (U+180E is not).
 bool IsWhitespace(char32_t cp);

@@ -3,6 +3,7 @@
 #include "hf/wordpiece_model.h"
 
 #include "hf/vocab.h"
+#include "sightline/utf8.h"
 
 #include <nlohmann/json.hpp>
 #include <unordered_map>
@@ -31,9 +32,7 @@ class WordPieceModel final : public Model {
 
   void Tokenize(std::string_view w, std::vector<std::int32_t>* ids) const override {
     if (w.empty()) return;
-    std::size_t chars = 0;
-    for (unsigned char c : w) chars += (c & 0xC0) != 0x80;
-    if (chars > max_chars_) return ids->push_back(unk_id_);
+    if (CodePointCount(w) > max_chars_) return ids->push_back(unk_id_);
     std::vector<std::int32_t> pieces;
     for (std::size_t start = 0; start < w.size();) {
       std::size_t end = w.size();
@@ -44,7 +43,7 @@ class WordPieceModel final : public Model {
         if ((found = vocab_.Find(sub)) >= 0) break;
         // Drop the last character (the Rust's len_utf8 of its last char).
         do --end;
-        while (end > start && (static_cast<unsigned char>(w[end]) & 0xC0) == 0x80);
+        while (end > start && IsUtf8Continuation(static_cast<unsigned char>(w[end])));
       }
       if (found < 0) return ids->push_back(unk_id_);
       pieces.push_back(found);

@@ -276,43 +276,6 @@ std::string ToJson(const Value& v, const JsonOptions& o) {
   return out;
 }
 
-std::vector<char32_t> DecodeUtf8(std::string_view s) {
-  std::vector<char32_t> out;
-  out.reserve(s.size());
-  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(s.data());
-  utf8proc_ssize_t left = static_cast<utf8proc_ssize_t>(s.size());
-  while (left > 0) {
-    utf8proc_int32_t c = 0;
-    utf8proc_ssize_t n = utf8proc_iterate(p, left, &c);
-    if (n <= 0) {  // not UTF-8 (JSON input is): keep the byte as U+FFFD
-      c = 0xFFFD;
-      n = 1;
-    }
-    out.push_back(static_cast<char32_t>(c));
-    p += n;
-    left -= n;
-  }
-  return out;
-}
-
-void AppendUtf8(char32_t c, std::string* out) {
-  utf8proc_uint8_t buf[4];
-  const auto n = utf8proc_encode_char(static_cast<utf8proc_int32_t>(c), buf);
-  out->append(reinterpret_cast<const char*>(buf), static_cast<std::size_t>(n));
-}
-
-std::string EncodeUtf8(const std::vector<char32_t>& cps) {
-  std::string out;
-  for (char32_t c : cps) AppendUtf8(c, &out);
-  return out;
-}
-
-std::size_t CodePointCount(std::string_view s) {
-  std::size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
 std::string Upper(std::string_view s) {
   std::string out;
   for (char32_t c : DecodeUtf8(s))

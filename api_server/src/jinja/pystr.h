@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "jinja/value.h"
+#include "sightline/utf8.h"
 
 namespace sightline::api::jinja {
 
@@ -25,10 +26,13 @@ struct JsonOptions {
 };
 std::string ToJson(const Value& v, const JsonOptions& o);
 
-std::vector<char32_t> DecodeUtf8(std::string_view s);
-std::string EncodeUtf8(const std::vector<char32_t>& cps);
-void AppendUtf8(char32_t c, std::string* out);
-std::size_t CodePointCount(std::string_view s);
+// Template text as code points. Ill-formed bytes (only a template read raw
+// from a file can hold them; JSON input is valid) become one U+FFFD each, as
+// utf8proc_iterate read them when the interpreter was written; encoding and
+// counting are sightline/utf8.h's.
+inline std::vector<char32_t> DecodeUtf8(std::string_view s) {
+  return DecodeUtf8PerByte(s);
+}
 
 // Unicode case mapping per code point (utf8proc), as str.upper()/lower()
 // do for all but the few one-to-many mappings (e.g. 'ß'.upper() is 'SS').

@@ -1,28 +1,15 @@
-// Streaming text out of token ids: UTF-8-safe incremental detokenization and
-// (stop_matcher.h) stop-string detection, the two things that decide what
-// text a streamed chunk may carry.
+// Streaming text out of token ids: UTF-8-safe incremental detokenization,
+// which decides what text a streamed chunk may carry.
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "sightline/api_server/stop_matcher.h"  // StopMatcher, long declared here
 #include "sightline/api_server/tokenizer.h"
+#include "sightline/utf8.h"
 
 namespace sightline::api {
-
-// Replaces invalid UTF-8 in `bytes` with U+FFFD, one per maximal subpart of
-// an ill-formed sequence (Unicode 3.9, "U+FFFD substitution of maximal
-// subparts": what Python's errors="replace", Rust's from_utf8_lossy and so
-// vLLM give; F0 9F 98 41 is U+FFFD "A"). A trailing sequence that is merely
-// incomplete is left out and its length reported in *pending (0 when
-// `final`: then it too becomes one U+FFFD). The result is valid UTF-8.
-std::string ValidUtf8Prefix(std::string_view bytes, bool final, std::size_t* pending);
-
-// ValidUtf8Prefix(bytes, final=true): the text a complete decode stands for.
-std::string LossyUtf8(std::string_view bytes);
 
 // Turns a growing token sequence into text deltas that never split a UTF-8
 // character, whatever the tokenizer's pieces are. Decodes a short window of
