@@ -121,8 +121,8 @@ class Comparer {
   const KnownDifferences* known_;
 };
 
-std::string Stream(const Tokenizer& t, const std::vector<std::int32_t>& ids,
-                   DecodeOptions options) {
+std::string StreamAll(const Tokenizer& t, const std::vector<std::int32_t>& ids,
+                      DecodeOptions options) {
   IncrementalDetokenizer detok(&t, options);
   std::string text;
   for (std::int32_t id : ids) text += detok.Add(id);
@@ -166,7 +166,7 @@ void RunReference(const std::string& name) {
                 t->Decode(want_special, Options(true)));
     // Streaming: the deltas add up to HF's decode of the whole sequence.
     cmp.Compare(&stream, text, c.at("decode_special").get<std::string>(),
-                Stream(*t, want_special, Options(false)));
+                StreamAll(*t, want_special, Options(false)));
   }
 
   Check invalid{"invalid_utf8"}, invalid_prefix{"invalid_utf8_prefix"},
@@ -183,7 +183,7 @@ void RunReference(const std::string& name) {
       cmp.Compare(&invalid_prefix, case_name + " [:" + std::to_string(k) + "]", prefixes[k - 1],
                   t->Decode(prefix, Options(false)));
     }
-    cmp.Compare(&invalid_stream, case_name, want, Stream(*t, ids, Options(false)));
+    cmp.Compare(&invalid_stream, case_name, want, StreamAll(*t, ids, Options(false)));
   }
 
   std::ostringstream summary;

@@ -94,6 +94,7 @@ TEST_F(CompletionsTest, AChatStreamSendsItsRoleWithTheFirstOutputNotBefore) {
       std::to_string(body.size()) + "\r\n\r\n" + body;
   ASSERT_TRUE(c.Send(req));
   const std::string early = c.ReadUntil(60, "\r\n\r\n");  // the stream's headers
+  ASSERT_NE(early.find("\r\n\r\n"), std::string::npos) << early;
   // 300 ms of silence: nothing but the headers while the model cannot run.
   pollfd p{c.fd(), POLLIN, 0};
   const int ready = poll(&p, 1, 300);
@@ -101,6 +102,7 @@ TEST_F(CompletionsTest, AChatStreamSendsItsRoleWithTheFirstOutputNotBefore) {
   EXPECT_EQ(ready, 0) << "the API server sent a chunk before the engine's first output";
   ASSERT_EQ(kill(engine_.pid(), SIGCONT), 0);
   const std::string all = early + c.ReadUntil(60, "data: [DONE]");
+  EXPECT_NE(all.find("data: [DONE]"), std::string::npos) << all;
   // Each event is one HTTP chunk, so the events read whole between the sizes.
   const std::vector<std::string> events = SseEvents(all);
   ASSERT_GE(events.size(), 3u) << all;

@@ -15,7 +15,7 @@
 namespace sightline::api {
 namespace {
 
-bool IsValidUtf8(const std::string& s) {
+bool IsWellFormedUtf8(const std::string& s) {
   std::size_t pending = 0;
   return ValidUtf8Prefix(s, false, &pending) == s && pending == 0;
 }
@@ -27,12 +27,12 @@ std::string Stream(const Tokenizer& t, const std::vector<std::int32_t>& ids,
   std::string out;
   for (std::int32_t id : ids) {
     const std::string delta = d.Add(id);
-    EXPECT_TRUE(IsValidUtf8(delta)) << "broken UTF-8 in a delta";
+    EXPECT_TRUE(IsWellFormedUtf8(delta)) << "broken UTF-8 in a delta";
     if (deltas && !delta.empty()) ++*deltas;
     out += delta;
   }
   const std::string rest = d.Flush();
-  EXPECT_TRUE(IsValidUtf8(rest));
+  EXPECT_TRUE(IsWellFormedUtf8(rest));
   return out + rest;
 }
 
@@ -160,7 +160,7 @@ TEST(IncrementalDetokenizer, StreamedEqualsFullDecodeRandomized) {
       }
       out += d.Flush();
       ASSERT_EQ(out, expected) << "round " << round << " skip " << skip;
-      ASSERT_TRUE(IsValidUtf8(out));
+      ASSERT_TRUE(IsWellFormedUtf8(out));
     }
   }
 }

@@ -131,7 +131,7 @@ void ExpectGolden(const std::vector<std::string>& lines, const std::string& name
   }
 }
 
-std::string Page(bool disable_log_stats) {
+std::string CataloguePage(bool disable_log_stats) {
   Instance in;
   const Status s = Build(disable_log_stats, &in);
   EXPECT_TRUE(s.ok()) << s.message();
@@ -140,11 +140,11 @@ std::string Page(bool disable_log_stats) {
 }
 
 TEST(MetricCatalogue, FullInstancePageIsTheGolden) {
-  ExpectGolden(Normalise(Page(false)), "full_page.txt");
+  ExpectGolden(Normalise(CataloguePage(false)), "full_page.txt");
 }
 
 TEST(MetricCatalogue, DisableLogStatsPageIsTheGolden) {
-  ExpectGolden(Normalise(Page(true)), "disable_log_stats_page.txt");
+  ExpectGolden(Normalise(CataloguePage(true)), "disable_log_stats_page.txt");
 }
 
 TEST(MetricCatalogue, MetricsBucketsFamiliesAreTheGolden) {

@@ -91,7 +91,7 @@ void OnEvent(const std::string& data, double t, double* last, Seen* s) {
 Seen Send(int port, const std::string& route, const json& body) {
   Seen s;
   try {
-    HttpClient client(port, 60);
+    HttpClient client(port);
     const std::map<std::string, std::string> fields = {{"Content-Type", "application/json"}};
     const Clock::time_point sent = Clock::now();
     if (!body.value("stream", false)) {  // one body: only its end is timed

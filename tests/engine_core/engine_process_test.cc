@@ -94,7 +94,7 @@ std::set<std::string> AddLong(FakeApiServer& client, const std::string& prefix, 
   std::set<std::string> ids;
   for (int i = 0; i < n; ++i) {
     const std::string id = prefix + std::to_string(i);
-    client.Add(id, Prompt(10, i), 1900);
+    client.Add(id, PatternPrompt(10, i), 1900);
     ids.insert(id);
   }
   return ids;
@@ -121,9 +121,9 @@ TEST_F(EngineProcessTest, ServesGreedyTokensEqualToTheDenseReference) {
   EXPECT_EQ(r->eos_token_ids, std::vector<std::int32_t>{257});
   ASSERT_TRUE(b.Recv());  // b's READY
 
-  a.Add("a1", Prompt(40, 1), 8);
-  a.Add("a2", Prompt(9, 2), 8);
-  b.Add("b1", Prompt(23, 3), 8);
+  a.Add("a1", PatternPrompt(40, 1), 8);
+  a.Add("a2", PatternPrompt(9, 2), 8);
+  b.Add("b1", PatternPrompt(23, 3), 8);
   const auto got_a = a.Collect({"a1", "a2"});
   const auto got_b = b.Collect({"b1"});
 
@@ -131,9 +131,9 @@ TEST_F(EngineProcessTest, ServesGreedyTokensEqualToTheDenseReference) {
   ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
   const ModelWeights w = DummyWeights(c, 0);  // --seed 0
   std::vector<float> margins;
-  EXPECT_EQ(got_a.at("a1"), testing::DenseGreedy(c, w, Prompt(40, 1), 8, &margins));
-  EXPECT_EQ(got_a.at("a2"), testing::DenseGreedy(c, w, Prompt(9, 2), 8, &margins));
-  EXPECT_EQ(got_b.at("b1"), testing::DenseGreedy(c, w, Prompt(23, 3), 8, &margins));
+  EXPECT_EQ(got_a.at("a1"), testing::DenseGreedy(c, w, PatternPrompt(40, 1), 8, &margins));
+  EXPECT_EQ(got_a.at("a2"), testing::DenseGreedy(c, w, PatternPrompt(9, 2), 8, &margins));
+  EXPECT_EQ(got_b.at("b1"), testing::DenseGreedy(c, w, PatternPrompt(23, 3), 8, &margins));
   EXPECT_GT(*std::min_element(margins.begin(), margins.end()), 1e-3f);
 
   // The engine wrote its families into the shared registry; idle again, gauges are 0.
@@ -156,7 +156,7 @@ TEST_F(EngineProcessTest, MfuCountersGrowByEachStepsEstimate) {
   Start({"--enable-mfu-metrics"});
   FakeApiServer a(ctx_, 0, in_, out_);
   ASSERT_TRUE(a.Recv());
-  a.Add("a", Prompt(40, 1), 8);
+  a.Add("a", PatternPrompt(40, 1), 8);
   ASSERT_EQ(a.Collect({"a"}).at("a").size(), 8u);
   ModelConfig c;
   ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
@@ -188,12 +188,13 @@ TEST_F(EngineProcessTest, ServesAHuggingFaceDirectoryWrittenByMakeModel) {
   Start({}, model_dir);
   FakeApiServer a(ctx_, 0, in_, out_);
   ASSERT_TRUE(a.Recv());
-  a.Add("x", Prompt(12, 7), 6);
+  a.Add("x", PatternPrompt(12, 7), 6);
   const auto got = a.Collect({"x"});
   ModelConfig c;
   ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
   std::vector<float> margins;
-  EXPECT_EQ(got.at("x"), testing::DenseGreedy(c, DummyWeights(c, 3), Prompt(12, 7), 6, &margins));
+  EXPECT_EQ(got.at("x"),
+            testing::DenseGreedy(c, DummyWeights(c, 3), PatternPrompt(12, 7), 6, &margins));
   std::filesystem::remove_all(model_dir);
 }
 
@@ -219,7 +220,7 @@ TEST_F(EngineProcessTest, UtilityCallsGarbageAndRefusedRequests) {
   // A token outside the vocabulary: refused with an error finish, nothing else harmed.
   std::map<std::string, ipc::FinishReason> reasons;
   a.Add("bad", {1, 2, 9999}, 4);
-  a.Add("good", Prompt(5, 9), 4);
+  a.Add("good", PatternPrompt(5, 9), 4);
   const auto got = a.Collect({"bad", "good"}, &reasons);
   EXPECT_EQ(reasons["bad"], ipc::FinishReason::Error);
   EXPECT_EQ(reasons["good"], ipc::FinishReason::Length);
@@ -250,7 +251,7 @@ TEST_F(EngineProcessTest, AVanishedApiServersRequestsAreAborted) {
   EXPECT_EQ(running, 0);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));  // ~1 s timeout
   // The engine still serves the API server that stayed.
-  stays.Add("after", Prompt(6, 5), 3);
+  stays.Add("after", PatternPrompt(6, 5), 3);
   EXPECT_EQ(stays.Collect({"after"}).at("after").size(), 3u);
   // A restarted API server with the same index (a new incarnation) is served;
   // its predecessor never came back, so the engine counts its abort.
@@ -258,7 +259,7 @@ TEST_F(EngineProcessTest, AVanishedApiServersRequestsAreAborted) {
   auto ready = back.Recv();
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->body.type, ipc::Body::EngineReady);
-  back.Add("again", Prompt(7, 6), 2);
+  back.Add("again", PatternPrompt(7, 6), 2);
   EXPECT_EQ(back.Collect({"again"}).at("again").size(), 2u);
   EXPECT_EQ(Page()[kAborts], 32);
 }
@@ -298,14 +299,14 @@ TEST_F(EngineProcessTest, ANewIncarnationAbortsItsPredecessorsRequestsAtOnce) {
   old.Collect(old_ids, &reasons);
   EXPECT_EQ(CountReason(reasons, ipc::FinishReason::Abort), 32u);
   // Its late request is refused with an abort (and counted as rejected).
-  old.Add("old-3", Prompt(5, 6), 4);
+  old.Add("old-3", PatternPrompt(5, 6), 4);
   reasons.clear();
   const auto late = old.Collect({"old-3"}, &reasons);
   EXPECT_EQ(reasons["old-3"], ipc::FinishReason::Abort);
   EXPECT_EQ(late.count("old-3"), 0u);  // no tokens
   EXPECT_GT(Page()[kRejected], rejected_before);
   // The new process is served, and sees nothing of its predecessor's (Collect checks).
-  fresh.Add("new-1", Prompt(9, 7), 5);
+  fresh.Add("new-1", PatternPrompt(9, 7), 5);
   EXPECT_EQ(fresh.Collect({"new-1"}).at("new-1").size(), 5u);
   EXPECT_EQ(Page()[kAborts], 32);
 }
@@ -320,11 +321,11 @@ TEST_F(EngineProcessTest, OwnershipComesFromTheRoutingId) {
   ASSERT_TRUE(b.Recv());
   const std::set<std::string> a_ids = AddLong(a, "a-", 24);  // leaves b step budget
   a.AwaitTokens("a-0", 2);
-  b.Abort({"a-0"});                                    // not b's
-  b.Add("forged", Prompt(6, 2), 3, /*body_index=*/0);  // claims to be a
+  b.Abort({"a-0"});                                           // not b's
+  b.Add("forged", PatternPrompt(6, 2), 3, /*body_index=*/0);  // claims to be a
   FakeApiServer stranger(ctx_, 0, in_, out_, 0, /*routing_id=*/"c0");
-  stranger.Add("stranger", Prompt(6, 3), 3);
-  b.Add("b-own", Prompt(6, 4), 3);
+  stranger.Add("stranger", PatternPrompt(6, 3), 3);
+  b.Add("b-own", PatternPrompt(6, 4), 3);
   EXPECT_EQ(b.Collect({"b-own"}).at("b-own").size(), 3u);  // and nothing of "forged"
   a.AwaitTokens("a-0", 10);                                // still running: b's abort did nothing
   // The stranger's socket is another peer: the engine fair-queues peers, so
@@ -360,7 +361,7 @@ TEST_F(EngineProcessTest, AStalledApiServerFindsItsAbortsWhenItResumes) {
   a.Collect(ids, &reasons);
   EXPECT_EQ(CountReason(reasons, ipc::FinishReason::Abort), 32u);
   EXPECT_EQ(Page()[kRunning], 0);
-  a.Add("after", Prompt(6, 5), 3);  // a client again
+  a.Add("after", PatternPrompt(6, 5), 3);  // a client again
   EXPECT_EQ(a.Collect({"after"}).at("after").size(), 3u);
   EXPECT_EQ(Page()[kAborts], 0);  // it came back: it counts its abort itself
 }

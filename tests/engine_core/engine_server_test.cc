@@ -86,7 +86,7 @@ TEST(EngineServer, FatalErrorBroadcastsEngineDeadAndExitsNonZero) {
   FakeApiServer a = engine.Client(ctx, 0), b = engine.Client(ctx, 1);
   ASSERT_TRUE(a.Recv());
   ASSERT_TRUE(b.Recv());
-  a.Add("boom", Prompt(4, 1), 2);
+  a.Add("boom", PatternPrompt(4, 1), 2);
   for (FakeApiServer* client : {&a, &b}) {
     auto msg = client->Recv();
     while (msg && msg->body.type != ipc::Body::EngineDead) msg = client->Recv();
@@ -123,7 +123,7 @@ TEST(EngineServer, HeartbeatsKeepComingDuringALongStep) {
   zmq::context_t ctx(1);
   FakeApiServer a = engine.Client(ctx, 0);
   ASSERT_TRUE(a.Recv());
-  a.Add("slow", Prompt(4, 1), 1);
+  a.Add("slow", PatternPrompt(4, 1), 1);
   std::this_thread::sleep_for(Ms(300));  // inside the step
   // Every heartbeat's arrival, up to the step's output.
   auto last = std::chrono::steady_clock::now();
@@ -155,7 +155,7 @@ TEST(EngineServer, LongStepsDoNotHideASilentApiServer) {
   zmq::context_t ctx(1);
   FakeApiServer a = engine.Client(ctx, 0);
   ASSERT_TRUE(a.Recv());
-  a.Add("r", Prompt(4, 1), 100);          // a minute of 0.6 s steps
+  a.Add("r", PatternPrompt(4, 1), 100);   // a minute of 0.6 s steps
   std::this_thread::sleep_for(Ms(3000));  // silent
   std::optional<ipc::FinishReason> reason;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);

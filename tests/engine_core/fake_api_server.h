@@ -151,8 +151,9 @@ class FakeApiServer {
   zmq::socket_t in_, out_;
 };
 
-// A prompt of n token ids, different for each seed.
-inline std::vector<std::int32_t> Prompt(int n, int seed) {
+// A prompt of n token ids, different for each seed (not mini_engine.h's
+// random Prompt: a unity batch sees both headers).
+inline std::vector<std::int32_t> PatternPrompt(int n, int seed) {
   std::vector<std::int32_t> p;
   for (int i = 0; i < n; ++i) p.push_back((i * 37 + seed * 101) % 256);
   return p;

@@ -6,8 +6,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <chrono>
-#include <optional>
 
 namespace sightline::testing {
 
@@ -16,14 +14,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 
 struct HttpClient::Impl {
-  explicit Impl(double timeout) : stream(io), timeout_s(timeout) {}
-  // Before each operation: the deadline, if any, counts from now.
-  void Arm() {
-    if (timeout_s > 0) {
-      stream.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-          std::chrono::duration<double>(timeout_s)));
-    }
-  }
+  Impl() : stream(io) {}
   void Send(std::string_view method, const std::string& target,
             const std::map<std::string, std::string>& fields, std::string body) {
     const beast::string_view name(method.data(), method.size());
@@ -33,7 +24,6 @@ struct HttpClient::Impl {
     for (const auto& [k, v] : fields) req.set(k, v);
     req.body() = std::move(body);
     req.prepare_payload();
-    Arm();
     http::write(stream, req);
   }
   template <class Message>
@@ -45,7 +35,6 @@ struct HttpClient::Impl {
   asio::io_context io;
   beast::tcp_stream stream;
   beast::flat_buffer buffer;
-  double timeout_s;
 };
 
 std::string HttpClient::Response::operator[](std::string_view name) const {
@@ -55,8 +44,20 @@ std::string HttpClient::Response::operator[](std::string_view name) const {
   return {};
 }
 
-HttpClient::HttpClient(int port, double timeout_s) : impl_(std::make_unique<Impl>(timeout_s)) {
-  impl_->Arm();
+// As Beast reads Transfer-Encoding: chunked when it is the last coding,
+// compared case-insensitively.
+bool HttpClient::Response::chunked() const {
+  const std::string codings = (*this)["Transfer-Encoding"];
+  const std::size_t end = codings.find_last_not_of(" \t");
+  if (end == std::string::npos) return false;
+  const std::size_t comma = codings.rfind(',', end);
+  const std::size_t begin =
+      codings.find_first_not_of(" \t", comma == std::string::npos ? 0 : comma + 1);
+  const std::string_view last(codings.data() + begin, end + 1 - begin);
+  return last.size() == 7 && strncasecmp(last.data(), "chunked", 7) == 0;
+}
+
+HttpClient::HttpClient(int port) : impl_(std::make_unique<Impl>()) {
   impl_->stream.connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"),
                                                 static_cast<unsigned short>(port)));
 }
@@ -70,7 +71,6 @@ HttpClient::Response HttpClient::Request(std::string_view method, const std::str
   http::response_parser<http::string_body> parser;
   parser.body_limit(boost::none);
   if (method == "HEAD") parser.skip(true);
-  impl_->Arm();
   http::read(impl_->stream, impl_->buffer, parser);
   Response out;
   Impl::CopyHead(parser.get(), &out);
@@ -85,7 +85,6 @@ HttpClient::Response HttpClient::Stream(std::string_view method, const std::stri
   impl_->Send(method, target, fields, std::move(body));
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(boost::none);
-  impl_->Arm();
   http::read_header(impl_->stream, impl_->buffer, parser);
   Response out;
   Impl::CopyHead(parser.get(), &out);
@@ -94,7 +93,6 @@ HttpClient::Response HttpClient::Stream(std::string_view method, const std::stri
     parser.get().body().data = piece;
     parser.get().body().size = sizeof piece;
     beast::error_code ec;
-    impl_->Arm();
     http::read_some(impl_->stream, impl_->buffer, parser, ec);
     if (ec && ec != http::error::need_buffer) throw beast::system_error(ec);
     const std::size_t n = sizeof piece - parser.get().body().size;
