@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "chat_messages.h"
 #include "chat_render.h"
 #include "jinja/template.h"
 #include "json_body.h"

@@ -43,12 +43,7 @@ bool ReadTools(const Fields& body, const ordered_json& ordered, ordered_json* ou
     return body.Fail("tools", "must not be empty; give at least one tool or leave it out");
   for (std::size_t i = 0; i < tools->size(); ++i) {
     const std::string at = body.Name("tools") + "[" + std::to_string(i) + "]";
-    if (!(*tools)[i].is_object()) {
-      error->status = 400;
-      error->param = at;
-      error->message = "'" + at + "' must be a tool object";
-      return false;
-    }
+    if (!(*tools)[i].is_object()) return Refuse(error, at, "'" + at + "' must be a tool object");
     if (!ReadTool(Fields((*tools)[i], at, error), error)) return false;
   }
   // Checked above on the same text, so `ordered` has the same shape.
@@ -114,12 +109,7 @@ bool ReadToolParts(const Fields& m, const std::string& role, BodyError* error) {
   for (std::size_t i = 0; i < calls->size(); ++i) {
     const std::string at = m.Name("tool_calls") + "[" + std::to_string(i) + "]";
     const json& call = (*calls)[i];
-    if (!call.is_object()) {
-      error->status = 400;
-      error->param = at;
-      error->message = "'" + at + "' must be a tool call object";
-      return false;
-    }
+    if (!call.is_object()) return Refuse(error, at, "'" + at + "' must be a tool call object");
     const Fields c(call, at, error);
     std::string id, type = "function", name;
     if (!c.String("id", &id) || !c.String("type", &type)) return false;

@@ -3,6 +3,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "chat_messages.h"
 #include "chat_render.h"
 #include "chat_tools.h"
 #include "json_body.h"
@@ -20,13 +21,6 @@ using Kind = GenerationEndpoint;
 
 constexpr std::int64_t kMaxCount = 1'000'000'000;  // max_tokens, min_tokens, top_k
 constexpr const char* kUnsupported = "is unsupported";
-
-bool Refuse(BodyError* e, std::string param, std::string message, int status = 400) {
-  e->status = status;
-  e->param = std::move(param);
-  e->message = std::move(message);
-  return false;
-}
 
 Status Result(bool ok, const BodyError& e, int* http_status, std::string* param) {
   if (ok) return Status::Ok();

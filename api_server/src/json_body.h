@@ -1,5 +1,6 @@
 // Reading JSON request bodies: one bounded parser for every endpoint, typed
-// reads of fields that name the field when it is wrong, and OpenAI `messages`.
+// reads of fields that name the field when it is wrong (OpenAI `messages`:
+// chat_messages.h).
 // Internal to the API server.
 //
 // A body is hostile input. nlohmann's dump() and copies recurse, and its
@@ -13,8 +14,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "sightline/api_server/chat_template.h"
 
 namespace sightline::api {
 
@@ -95,12 +94,7 @@ class Fields {
   BodyError* error_;
 };
 
-// OpenAI `messages` (`name`: the field's name in errors, "messages"): a
-// non-empty list of {role, content} where content is a string, a list of
-// text parts, or null for an assistant turn. `responses` reads the
-// /v1/responses `input` form instead: items may say "type": "message", and
-// parts are input_text or output_text.
-bool ReadMessages(const nlohmann::json& list, const std::string& name, bool responses,
-                  std::vector<ChatMessage>* out, BodyError* error);
+// Fills *error: `message`, at field `param`, with `status`. Returns false.
+bool Refuse(BodyError* error, std::string param, std::string message, int status = 400);
 
 }  // namespace sightline::api
