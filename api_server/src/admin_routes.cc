@@ -42,7 +42,7 @@ void AddAdminRoutes(HttpServer* server, metrics::Registry* registry,
   server->Route("POST", "/ping", health);
   server->Route("GET", "/version", [](const HttpRequest&) {
     HttpResponse r;
-    r.body = nlohmann::json{{"version", "0.1.0"}}.dump();
+    r.body = nlohmann::json{{"version", SIGHTLINE_VERSION}}.dump();  // CMake's project version
     return r;
   });
 }
