@@ -15,7 +15,7 @@
 #include "sightline/api_server/http_server.h"
 #include "sightline/api_server/openai_server.h"
 #include "sightline/api_server/request_metrics.h"
-#include "sightline/api_server/tokenizer.h"
+#include "sightline/tokenizer/tokenizer.h"
 #include "sightline/clock.h"
 #include "sightline/shm_registry/process_metrics.h"
 #include "sightline/shm_registry/registry.h"

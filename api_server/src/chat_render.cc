@@ -2,7 +2,7 @@
 
 #include <ctime>
 
-#include "jinja/builtins.h"
+#include "sightline/jinja/value.h"
 #include "json_body.h"
 
 namespace sightline::api {

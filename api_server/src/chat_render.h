@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "jinja/template.h"
+#include "sightline/jinja/template.h"
 #include "sightline/api_server/chat_template.h"
 #include "sightline/status.h"
 

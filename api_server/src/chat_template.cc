@@ -6,7 +6,7 @@
 
 #include "chat_messages.h"
 #include "chat_render.h"
-#include "jinja/template.h"
+#include "sightline/jinja/template.h"
 #include "json_body.h"
 
 namespace sightline::api {

@@ -8,7 +8,7 @@
 #include "chat_tools.h"
 #include "json_body.h"
 #include "logprobs_request.h"
-#include "sightline/api_server/tokenizer.h"
+#include "sightline/tokenizer/tokenizer.h"
 #include "sightline/utf8.h"
 
 namespace sightline::api {

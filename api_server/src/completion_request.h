@@ -10,7 +10,7 @@
 
 #include "sightline/api_server/chat_template.h"
 #include "sightline/api_server/engine_client.h"
-#include "sightline/api_server/tokenizer.h"
+#include "sightline/tokenizer/tokenizer.h"
 #include "sightline/ipc/sampling.h"
 #include "sightline/status.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "sightline/api_server/tokenizer.h"
+#include "sightline/tokenizer/tokenizer.h"
 #include "sightline/utf8.h"
 
 namespace sightline::api {

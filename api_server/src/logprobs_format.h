@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "sightline/api_server/tokenizer.h"
+#include "sightline/tokenizer/tokenizer.h"
 #include "sightline/ipc/engine_generated.h"
 
 namespace sightline::api {

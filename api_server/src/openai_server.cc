@@ -10,7 +10,7 @@
 
 #include "completion_request.h"
 #include "output_processor.h"
-#include "sightline/api_server/tokenizer.h"
+#include "sightline/tokenizer/tokenizer.h"
 #include "sightline/utf8.h"
 
 namespace sightline::api {

@@ -5,7 +5,7 @@
 #include <exception>
 #include <utility>
 
-#include "sightline/api_server/detokenizer.h"
+#include "sightline/tokenizer/detokenizer.h"
 #include "sightline/api_server/stop_matcher.h"
 
 namespace sightline::api {

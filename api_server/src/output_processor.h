@@ -32,7 +32,7 @@
 #include "sightline/api_server/engine_client.h"
 #include "sightline/api_server/http_server.h"
 #include "sightline/api_server/request_metrics.h"
-#include "sightline/api_server/tokenizer.h"
+#include "sightline/tokenizer/tokenizer.h"
 #include "sightline/clock.h"
 
 namespace sightline::api {

@@ -183,5 +183,28 @@ TEST(StopMatcher, AgreesWithReferenceOnRandomInputs) {
   EXPECT_GT(stopped_cases, 5000);  // the comparison exercised stops, not just text
 }
 
+TEST(StopMatcher, SpansChunksAndIsNotEmitted) {
+  StopMatcher m({"world", "\n\n"});
+  auto r = m.Feed("hello wor");
+  EXPECT_FALSE(r.stopped);
+  EXPECT_EQ(r.text, "hello ");  // "wor" could still become "world"
+  r = m.Feed("ld and more");
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.stop, "world");
+  EXPECT_EQ(r.text, "");
+  StopMatcher earliest({"b", "a"});
+  r = earliest.Feed("xxaxb");
+  EXPECT_EQ(r.stop, "a");
+  EXPECT_EQ(r.text, "xx");
+  // A stop starting inside a character (not valid UTF-8 alone) still never
+  // makes the matcher release half of one.
+  StopMatcher none({"\xA9zz"});
+  EXPECT_EQ(none.Feed("é").text, "");  // held back whole: never half a character
+  EXPECT_EQ(none.Feed("é").text, "é");
+  EXPECT_EQ(none.Flush(), "é");
+  StopMatcher empty({""});
+  EXPECT_EQ(empty.Feed("abc").text, "abc");
+}
+
 }  // namespace
 }  // namespace sightline::api

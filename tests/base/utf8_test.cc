@@ -68,7 +68,7 @@ std::string OldValidUtf8Prefix(std::string_view bytes, bool final, std::size_t* 
   return out;
 }
 
-// api_server/src/hf/unicode.cc: NextCodepoint, ToValidUtf8, AppendUtf8.
+// api_server/tokenizer/src/hf/unicode.cc: NextCodepoint, ToValidUtf8, AppendUtf8.
 char32_t OldNextCodepoint(std::string_view text, std::size_t* pos) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   const std::size_t n = text.size();
@@ -143,7 +143,7 @@ std::string OldToValidUtf8(std::string_view text) {
   return out;
 }
 
-// api_server/src/jinja/pystr.cc: DecodeUtf8, AppendUtf8, CodePointCount.
+// api_server/jinja/src/pystr.cc: DecodeUtf8, AppendUtf8, CodePointCount.
 std::vector<char32_t> OldJinjaDecode(std::string_view s) {
   std::vector<char32_t> out;
   const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(s.data());

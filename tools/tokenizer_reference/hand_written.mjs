@@ -1,15 +1,15 @@
-// Generates tests/api_server/testdata/hand_written/tokenizers.json: small
+// Generates tests/tokenizer/testdata/hand_written/tokenizers.json: small
 // hand-written tokenizer.json files, one per feature of the pipeline
 // (byte-level BPE, byte fallback, fuse_unk, continuing-subword prefixes,
 // ignore_merges, every added-token flag, every decoder, the post-processors),
 // with what Hugging Face `tokenizers` (the npm binding tokenizers@0.23.2 of
 // the Rust library) encodes and decodes with each. bpe_tokenizer_test.cc and
-// hf_decoders_test.cc replay them against api_server/src/hf/.
+// hf_decoders_test.cc replay them against api_server/tokenizer/src/hf/.
 //
 // Run once, offline afterwards (the output is committed):
 //   mkdir -p /tmp/hfbpe && (cd /tmp/hfbpe && npm install tokenizers@0.23.2)
 //   NODE_PATH=/tmp/hfbpe/node_modules node tools/tokenizer_reference/hand_written.mjs \
-//     > tests/api_server/testdata/hand_written/tokenizers.json
+//     > tests/tokenizer/testdata/hand_written/tokenizers.json
 import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const { Tokenizer } = require('tokenizers');

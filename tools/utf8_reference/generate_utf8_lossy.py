@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes tests/api_server/testdata/utf8_lossy.json: byte sequences and the
+"""Writes tests/tokenizer/testdata/utf8_lossy.json: byte sequences and the
 text Python's bytes.decode("utf-8", errors="replace") makes of them (one
 U+FFFD per maximal subpart of an ill-formed sequence, Unicode 3.9; the same
 as Rust's String::from_utf8_lossy, which Hugging Face tokenizers and so
@@ -80,7 +80,7 @@ def main():
         seen.add(b)
         rows.append({"bytes": list(b), "text": b.decode("utf-8", errors="replace")})
     here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "..", "..", "tests", "api_server", "testdata", "utf8_lossy.json")
+    path = os.path.join(here, "..", "..", "tests", "tokenizer", "testdata", "utf8_lossy.json")
     with open(path, "w", encoding="ascii") as f:  # one case a line, for readable diffs
         f.write('{"generator": "tools/utf8_reference/generate_utf8_lossy.py",\n')
         f.write(' "reference": "Python bytes.decode(\'utf-8\', errors=\'replace\')",\n')

@@ -17,11 +17,11 @@
 
 #include "sightline/status.h"
 
-namespace sightline::api {
-
-namespace jinja {
+namespace sightline::jinja {
 class Template;
 }
+
+namespace sightline::api {
 
 class ChatTemplate {
  public:

@@ -19,7 +19,7 @@
 #include "sightline/api_server/engine_client.h"
 #include "sightline/api_server/http_server.h"
 #include "sightline/api_server/request_metrics.h"
-#include "sightline/api_server/tokenizer.h"
+#include "sightline/tokenizer/tokenizer.h"
 
 namespace sightline::api {
 
