@@ -1,6 +1,6 @@
 #include "engine_core.h"
 
-#include "sampler.h"
+#include "runner/sampler.h"
 
 namespace sightline::engine {
 

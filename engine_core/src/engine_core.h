@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "engine_metrics.h"
-#include "kv_residency.h"
-#include "model_runner.h"
-#include "perf_estimate.h"
-#include "scheduler.h"
+#include "kv/kv_residency.h"
+#include "runner/model_runner.h"
+#include "runner/perf_estimate.h"
+#include "sched/scheduler.h"
 
 namespace sightline::engine {
 

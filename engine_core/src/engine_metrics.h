@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "kv_cache_manager.h"
-#include "kv_residency.h"
-#include "perf_estimate.h"
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_residency.h"
+#include "runner/perf_estimate.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::engine {

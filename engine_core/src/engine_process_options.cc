@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "engine_process_options.h"
-#include "kv_residency.h"
+#include "kv/kv_residency.h"
 #include "sightline/engine_core/engine_families.h"
 #include "sightline/engine_core/engine_process.h"
 #include "sightline/engine_core/safetensors.h"

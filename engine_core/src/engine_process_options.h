@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "model_runner.h"
+#include "runner/model_runner.h"
 #include "sightline/engine_core/engine_process.h"
 
 namespace sightline::engine {

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "block_hash.h"
+#include "kv/block_hash.h"
 
 namespace sightline::engine {
 

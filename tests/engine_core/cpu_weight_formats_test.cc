@@ -12,7 +12,7 @@
 
 #include "engine_core/mini_engine.h"
 #include "engine_process_options.h"
-#include "model_runner.h"
+#include "runner/model_runner.h"
 
 namespace sightline::engine {
 namespace {

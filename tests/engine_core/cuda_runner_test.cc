@@ -9,7 +9,7 @@
 
 #include "engine_core/dense_reference.h"
 #include "engine_core/mini_engine.h"
-#include "model_runner.h"
+#include "runner/model_runner.h"
 #include "sightline/kernels/device.h"
 
 namespace sightline::engine {

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <regex>
 
-#include "perf_estimate.h"
+#include "runner/perf_estimate.h"
 
 #include "support/scrape.h"
 

@@ -4,9 +4,9 @@
 
 #include <numeric>
 
-#include "block_hash.h"
-#include "kv_cache_manager.h"
-#include "kv_residency.h"
+#include "kv/block_hash.h"
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_residency.h"
 
 namespace sightline::engine {
 namespace {

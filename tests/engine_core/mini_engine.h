@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "engine_core/dense_reference.h"
-#include "kv_cache_manager.h"
-#include "model_runner.h"
-#include "sampler.h"
-#include "scheduler.h"
+#include "kv/kv_cache_manager.h"
+#include "runner/model_runner.h"
+#include "runner/sampler.h"
+#include "sched/scheduler.h"
 
 namespace sightline::engine {
 

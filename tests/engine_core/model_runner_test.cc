@@ -12,8 +12,8 @@
 
 #include "engine_core/dense_reference.h"
 #include "engine_core/mini_engine.h"
-#include "model_runner.h"
-#include "sampler.h"
+#include "runner/model_runner.h"
+#include "runner/sampler.h"
 #include "sightline/kernels/cpu_ops.h"
 
 namespace sightline::engine {

@@ -1,7 +1,7 @@
 // PerfModel (perf_estimate.h), the estimates behind --enable-mfu-metrics,
 // against values worked out by hand for a small model, so a reader can check
 // every term; and two relations that must hold for any dense model.
-#include "perf_estimate.h"
+#include "runner/perf_estimate.h"
 
 #include <gtest/gtest.h>
 

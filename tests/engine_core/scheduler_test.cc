@@ -1,7 +1,7 @@
 // Scheduler rules (vLLM V1 semantics): token budget, running first, chunked
 // prefill, max_num_seqs, preemption and its victim, events, stops, aborts,
 // prefix hits, and everything back to zero at the end.
-#include "scheduler.h"
+#include "sched/scheduler.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 
 #include "engine_core.h"
 #include "engine_metrics.h"
-#include "scheduler.h"
+#include "sched/scheduler.h"
 #include "sightline/kernels/cpu_ops.h"
 #include "sightline/shm_registry/registry.h"
 

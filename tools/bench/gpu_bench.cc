@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model_runner.h"
+#include "runner/model_runner.h"
 #include "sightline/clock.h"
 #include "sightline/kernels/device.h"
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "perf_estimate.h"
-#include "scheduler.h"
+#include "runner/perf_estimate.h"
+#include "sched/scheduler.h"
 #include "sightline/engine_core/model_config.h"
 #include "sightline/engine_core/model_weights.h"
 #include "sightline/kernels/cpu_linear.h"

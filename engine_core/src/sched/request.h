@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "block_hash.h"
-#include "kv_cache_manager.h"
+#include "kv/block_hash.h"
+#include "kv/kv_cache_manager.h"
 #include "sightline/ipc/sampling.h"
 #include "sightline/kernels/sampling.h"
 

@@ -19,9 +19,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kv_cache_manager.h"
-#include "request.h"
-#include "request_queue.h"
+#include "kv/kv_cache_manager.h"
+#include "sched/request.h"
+#include "sched/request_queue.h"
 
 namespace sightline::engine {
 

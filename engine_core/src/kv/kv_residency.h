@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "block_pool.h"
+#include "kv/block_pool.h"
 #include "sightline/clock.h"
 
 namespace sightline::engine {

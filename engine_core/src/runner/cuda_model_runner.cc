@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model_runner.h"
+#include "runner/model_runner.h"
 #include "sightline/kernels/device.h"
 
 #ifdef SIGHTLINE_HAVE_CUDA

@@ -1,6 +1,6 @@
 #include "sightline/engine_core/model_config.h"
 
-#include "rope_config.h"
+#include "model/rope_config.h"
 
 #include <algorithm>
 #include <cmath>

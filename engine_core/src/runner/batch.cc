@@ -1,6 +1,6 @@
 #include <algorithm>
 
-#include "model_runner.h"
+#include "runner/model_runner.h"
 
 namespace sightline::engine {
 

@@ -18,7 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "block_hash.h"
+#include "kv/block_hash.h"
 
 namespace sightline::engine {
 

@@ -1,4 +1,4 @@
-#include "scheduler.h"
+#include "sched/scheduler.h"
 
 #include <algorithm>
 #include <cassert>

@@ -1,4 +1,4 @@
-#include "block_hash.h"
+#include "kv/block_hash.h"
 
 // The state lives on the stack (no allocation per block hash).
 #define XXH_STATIC_LINKING_ONLY

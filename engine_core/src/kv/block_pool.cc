@@ -1,4 +1,4 @@
-#include "block_pool.h"
+#include "kv/block_pool.h"
 
 #include <cassert>
 

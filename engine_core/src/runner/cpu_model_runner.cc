@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "model_runner.h"
+#include "runner/model_runner.h"
 #include "sightline/kernels/cpu_linear.h"
 #include "sightline/kernels/cpu_ops.h"
 #include "sightline/kernels/sampling.h"

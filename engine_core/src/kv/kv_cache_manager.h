@@ -12,8 +12,8 @@
 #include <span>
 #include <vector>
 
-#include "block_hash.h"
-#include "block_pool.h"
+#include "kv/block_hash.h"
+#include "kv/block_pool.h"
 
 namespace sightline::engine {
 

@@ -30,7 +30,7 @@
 
 #include <cstdint>
 
-#include "scheduler.h"
+#include "sched/scheduler.h"
 #include "sightline/engine_core/model_config.h"
 
 namespace sightline::engine {

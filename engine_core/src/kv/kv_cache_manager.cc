@@ -1,4 +1,4 @@
-#include "kv_cache_manager.h"
+#include "kv/kv_cache_manager.h"
 
 #include <algorithm>
 

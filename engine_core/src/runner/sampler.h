@@ -11,9 +11,9 @@
 #include <span>
 #include <vector>
 
-#include "model_runner.h"
-#include "request.h"
-#include "scheduler.h"
+#include "runner/model_runner.h"
+#include "sched/request.h"
+#include "sched/scheduler.h"
 
 namespace sightline::engine {
 

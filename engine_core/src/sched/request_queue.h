@@ -6,7 +6,7 @@
 #include <memory>
 #include <set>
 
-#include "request.h"
+#include "sched/request.h"
 
 namespace sightline::engine {
 

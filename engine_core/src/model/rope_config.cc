@@ -1,4 +1,4 @@
-#include "rope_config.h"
+#include "model/rope_config.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "kv_residency.h"
+#include "kv/kv_residency.h"
 
 namespace sightline::engine {
 

@@ -1,4 +1,4 @@
-#include "perf_estimate.h"
+#include "runner/perf_estimate.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "sampler.h"
+#include "runner/sampler.h"
 
 #include <unordered_map>
 
