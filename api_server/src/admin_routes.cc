@@ -1,4 +1,4 @@
-#include "sightline/api_server/admin_routes.h"
+#include "admin_routes.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "sightline/api_server/engine_client.h"
+#include "engine_client.h"
 
 #include <sys/eventfd.h>
 #include <sys/random.h>

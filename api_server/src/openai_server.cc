@@ -1,4 +1,4 @@
-#include "sightline/api_server/openai_server.h"
+#include "openai_server.h"
 
 #include <sys/random.h>
 
@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "completion_request.h"
-#include "output_processor.h"
+#include "openai/completion_request.h"
+#include "output/output_processor.h"
 #include "sightline/tokenizer/tokenizer.h"
 #include "sightline/utf8.h"
 

@@ -1,14 +1,14 @@
 // Chat templates: the built-ins, loading a model's Jinja template (a string
 // or named list), the request's fields reaching it, and clear refusals for
 // unsupported templates and malformed messages.
-#include "sightline/api_server/chat_template.h"
+#include "openai/chat_template.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 
-#include "chat_render.h"
-#include "completion_request.h"
+#include "openai/chat_render.h"
+#include "openai/completion_request.h"
 
 namespace sightline::api {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "completion_request.h"
+#include "openai/completion_request.h"
 
 namespace sightline::api {
 namespace {

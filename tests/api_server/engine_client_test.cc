@@ -5,7 +5,7 @@
 // engine is frozen never lost, outputs received before the engine's death
 // delivered before the failure, and a stalled API-server process finding its
 // requests aborted when it resumes.
-#include "sightline/api_server/engine_client.h"
+#include "engine_client.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,10 +1,10 @@
 // EventTemplate: the streamed events it fills are byte for byte what
 // rendering the whole object gives, for any text (escapes, UTF-8, quotes).
-#include "event_template.h"
+#include "output/event_template.h"
 
 #include <gtest/gtest.h>
 
-#include "responses_format.h"
+#include "openai/responses_format.h"
 
 namespace sightline::api {
 namespace {

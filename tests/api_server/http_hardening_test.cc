@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "api_server/http_raw_client.h"
-#include "sightline/api_server/http_server.h"
+#include "http/http_server.h"
 #include "support/child_process.h"
 #include "support/http_client.h"
 #include "support/loopback.h"

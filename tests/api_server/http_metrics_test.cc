@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "sightline/api_server/admin_routes.h"
-#include "sightline/api_server/http_server.h"
-#include "sightline/api_server/request_metrics.h"
+#include "admin_routes.h"
+#include "http/http_server.h"
+#include "metrics/request_metrics.h"
 #include "sightline/shm_registry/registry.h"
 #include "support/http_client.h"
 #include "support/raw_http.h"

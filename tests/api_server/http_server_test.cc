@@ -10,8 +10,8 @@
 #include <future>
 #include <thread>
 
-#include "sightline/api_server/admin_routes.h"
-#include "sightline/api_server/http_server.h"
+#include "admin_routes.h"
+#include "http/http_server.h"
 #include "support/http_client.h"
 #include "support/loopback.h"
 #include "support/raw_http.h"

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "api_server/http_raw_client.h"
-#include "http_session.h"
-#include "sightline/api_server/http_server.h"
+#include "http/http_core.h"
+#include "http/http_server.h"
 
 namespace sightline::api {
 namespace {

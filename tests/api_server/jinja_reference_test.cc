@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "chat_render.h"
-#include "chat_tools.h"
-#include "sightline/api_server/chat_template.h"
+#include "openai/chat_render.h"
+#include "openai/chat_tools.h"
+#include "openai/chat_template.h"
 
 namespace sightline::api {
 namespace {

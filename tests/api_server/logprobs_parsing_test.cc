@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "api_server/parsing_fixture.h"
-#include "completion_request.h"
+#include "openai/completion_request.h"
 
 namespace sightline::api {
 namespace {

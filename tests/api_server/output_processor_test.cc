@@ -2,7 +2,7 @@
 // engine outputs built as the engine sends them, a responder that records
 // what would go out, and the request metrics read back from the registry.
 // The wire format itself is stream_chunks_test.cc's and completions_test.cc's.
-#include "output_processor.h"
+#include "output/output_processor.h"
 
 #include <gtest/gtest.h>
 

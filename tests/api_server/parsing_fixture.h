@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "completion_request.h"
+#include "openai/completion_request.h"
 
 namespace sightline::api {
 

@@ -2,7 +2,7 @@
 // matcher it replaced, kept here as the reference: the same stop wins, the
 // same text is emitted before it, and text is never released that the
 // reference would still hold back for good reason.
-#include "sightline/api_server/stop_matcher.h"
+#include "output/stop_matcher.h"
 
 #include <gtest/gtest.h>
 

@@ -18,7 +18,7 @@ namespace {
 
 // --- Oracles: the code as it was before utf8.h (git 60cbbbb). ---
 
-// api_server/src/detokenizer.cc: UnitAt and ValidUtf8Prefix.
+// api_server/src/detokenizer.cc (before the tokenizer library): UnitAt and ValidUtf8Prefix.
 struct OldUnit {
   enum Kind { kChar, kInvalid, kTruncated } kind;
   std::size_t length;

@@ -49,11 +49,11 @@
 #include <string>
 #include <string_view>
 
-#include "sightline/api_server/admin_routes.h"
-#include "sightline/api_server/engine_client.h"
-#include "sightline/api_server/http_server.h"
-#include "sightline/api_server/openai_server.h"
-#include "sightline/api_server/request_metrics.h"
+#include "admin_routes.h"
+#include "engine_client.h"
+#include "http/http_server.h"
+#include "openai_server.h"
+#include "metrics/request_metrics.h"
 #include "sightline/tokenizer/tokenizer.h"
 #include "sightline/shm_registry/registry.h"
 #include "support/fake_engine.h"

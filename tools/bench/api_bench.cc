@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "output_processor.h"
-#include "sightline/api_server/stop_matcher.h"
+#include "output/output_processor.h"
+#include "output/stop_matcher.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::api {

@@ -1,0 +1,112 @@
+// The connection side of HttpServer: what a connection needs of its server
+// (HttpCore) and the two ways an accepted socket is served. Internal to
+// api_server; see http_server.h for the contract.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <cstddef>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "http/http_server.h"
+
+namespace sightline::api::http_internal {
+
+class Session;
+
+// The Responders' references to their sessions. A handler may keep a
+// responder for as long as it likes (a generation in the engine client's
+// handler map outlives the HTTP server at shutdown), but a session's socket
+// and timers belong to the io_context and must go before it: so the strong
+// references live here, one per live responder, and Stop() drops them all
+// and closes the gate; after that a responder's calls do nothing. Shared,
+// since responders may outlive the server.
+struct ResponderLinks {
+  std::mutex mu;
+  bool open = true;
+  std::list<std::shared_ptr<Session>> sessions;
+};
+
+// Shared by the server and its connections. It outlives every connection:
+// HttpServer stops and joins its io_context, severs the responders
+// (SeverResponders) and destroys the io_context (its pending handlers, hence
+// the sessions) before the core goes.
+struct HttpCore {
+  HttpServerOptions options;
+  std::size_t max_connections = 0;  // resolved at Start()
+  // (method, path) -> handler; read-only once serving. Method "" is any.
+  std::map<std::pair<std::string, std::string>, AsyncHandler> routes;
+  std::atomic<bool> draining{false};        // StopAccepting() was called
+  std::atomic<int> answering{0};            // requests read whose answer is not fully written
+  std::atomic<std::size_t> connections{0};  // admitted connections alive
+  std::atomic<std::size_t> refusing{0};     // over-cap connections being answered 503
+  std::shared_ptr<ResponderLinks> links = std::make_shared<ResponderLinks>();
+
+  bool Authorized(const HttpRequest& req) const;
+  // The handler for a request (HEAD falls back to GET), or nullptr with the
+  // 404, or the 405 carrying `Allow`, in *error.
+  const AsyncHandler* Find(const HttpRequest& req, HttpResponse* error) const;
+  // A path's handler label: the route's path when some route (any method)
+  // has it, else "none" (http_exchange.cc).
+  std::string_view RouteTemplate(const std::string& path) const;
+};
+
+// Connections beyond max_connections are refused with 503 while at most this
+// many refusals are in flight (each holds a descriptor for a moment); beyond
+// that they are closed at once. Part of the descriptor headroom the default
+// cap leaves.
+constexpr std::size_t kMaxRefusing = 64;
+
+// Serves an accepted connection: reads requests, dispatches them, answers.
+// The socket's executor must be a strand (one per connection).
+void ServeConnection(HttpCore* core, boost::asio::ip::tcp::socket socket);
+// Answers an accepted connection over the cap with 503 (an OpenAI error
+// body, Connection: close) without reading a request, then closes it.
+void RefuseConnection(HttpCore* core, boost::asio::ip::tcp::socket socket);
+
+// Drops every responder's reference to its session and makes every later
+// responder call a no-op. Call once the I/O threads are joined and before
+// the io_context is destroyed.
+void SeverResponders(HttpCore* core);
+
+// Accepts connections until closed and hands each to `admit`, on the
+// acceptor's strand (async_accept's completion and close() never overlap
+// with several I/O threads). Nothing that happens to one connection stops
+// it: an accept error (out of descriptors) is retried after a back-off, an
+// exception from `admit` is logged and costs that connection only.
+class AcceptLoop {
+ public:
+  using Admit = std::function<void(boost::asio::ip::tcp::socket)>;
+  AcceptLoop(boost::asio::io_context& io, Admit admit);
+  // Open (or assign) and listen before Start().
+  boost::asio::ip::tcp::acceptor& acceptor() { return acceptor_; }
+  void Start();  // posts the first accept
+  void Close();  // posts the close (and the end of the back-off)
+
+ private:
+  void Accept();
+  void Retry();  // Accept() after a back-off
+
+  boost::asio::io_context& io_;
+  Admit admit_;
+  boost::asio::strand<boost::asio::io_context::executor_type> strand_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer backoff_;
+};
+
+// Runs `io` on the calling thread until it is stopped or out of work. An
+// exception escaping a completion handler is logged and the loop resumed, so
+// it costs at most that handler's connection, never the thread or process.
+void RunLoop(boost::asio::io_context& io);
+
+}  // namespace sightline::api::http_internal

@@ -1,0 +1,92 @@
+#include "http/http_protocol.h"
+
+#include <cstdio>
+
+namespace sightline::api::http_internal {
+
+namespace {
+char Lower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+bool IsOws(char c) {
+  return c == ' ' || c == '\t';
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && IsOws(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsOws(s.back())) s.remove_suffix(1);
+  return s;
+}
+}  // namespace
+
+bool IEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (Lower(a[i]) != Lower(b[i])) return false;
+  return true;
+}
+
+void SplitTarget(std::string_view target, std::string* path, std::string* query) {
+  std::string_view rest = target;
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (rest.size() >= scheme.size() && IEquals(rest.substr(0, scheme.size()), scheme)) {
+      rest.remove_prefix(scheme.size());
+      // The authority ends at the path or the query.
+      const std::size_t end = rest.find_first_of("/?");
+      rest = end == std::string_view::npos ? std::string_view() : rest.substr(end);
+      path->assign("/");
+      break;
+    }
+  }
+  const std::size_t q = rest.find('?');
+  const std::string_view p = rest.substr(0, q);
+  if (!p.empty() || rest.data() == target.data()) path->assign(p);
+  if (q == std::string_view::npos)
+    query->clear();
+  else
+    query->assign(rest.substr(q + 1));
+}
+
+TransferCoding ClassifyTransferEncoding(const std::vector<std::string_view>& values) {
+  int codings = 0;
+  bool chunked_only = true;
+  for (std::string_view value : values) {
+    // A comma-separated list; empty elements are allowed (RFC 9110 §5.6.1).
+    while (true) {
+      const std::size_t comma = value.find(',');
+      const std::string_view coding = Trim(value.substr(0, comma));
+      if (!coding.empty()) {
+        ++codings;
+        if (!IEquals(coding, "chunked")) chunked_only = false;
+      }
+      if (comma == std::string_view::npos) break;
+      value.remove_prefix(comma + 1);
+    }
+  }
+  if (codings == 0) return values.empty() ? TransferCoding::kNone : TransferCoding::kUnsupported;
+  return codings == 1 && chunked_only ? TransferCoding::kChunked : TransferCoding::kUnsupported;
+}
+
+bool BearerMatches(std::string_view authorization, std::string_view key) {
+  std::string_view v = Trim(authorization);
+  const std::size_t space = v.find(' ');
+  if (space == std::string_view::npos || !IEquals(v.substr(0, space), "bearer")) return false;
+  const std::string_view token = Trim(v.substr(space));
+  if (token.size() != key.size()) return false;
+  unsigned char diff = 0;  // constant time: the key is a secret
+  for (std::size_t i = 0; i < key.size(); ++i)
+    diff |= static_cast<unsigned char>(token[i] ^ key[i]);
+  return diff == 0;
+}
+
+std::string ChunkWire(std::string_view data) {
+  char size[24];
+  const int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+  std::string wire;
+  wire.reserve(static_cast<std::size_t>(n) + data.size() + 2);
+  wire.append(size, static_cast<std::size_t>(n)).append(data).append("\r\n", 2);
+  return wire;
+}
+
+}  // namespace sightline::api::http_internal

@@ -1,0 +1,237 @@
+#include "http/http_server.h"
+
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include <zlib.h>
+#include <cstdio>
+#include <cstring>
+
+#include <algorithm>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "http/http_core.h"
+#include "sightline/clock.h"
+#include "sightline/utf8.h"
+
+namespace sightline::api {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using tcp = asio::ip::tcp;
+
+HttpResponse ErrorResponse(int status, const std::string& message, const std::string& type,
+                           const std::string& param) {
+  const nlohmann::json param_json =
+      param.empty() ? nlohmann::json(nullptr) : nlohmann::json(LossyUtf8(param));
+  HttpResponse r;
+  r.status = status;
+  // The text is sanitised above; replace is the second line of defence, so a
+  // body is always built.
+  r.body = nlohmann::json{{"error",
+                           {{"message", LossyUtf8(message)},
+                            {"type", type},
+                            {"param", param_json},
+                            {"code", status}}}}
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
+std::string Gzip(const std::string& data) {
+  z_stream zs{};
+  // 15 + 16: a gzip (not zlib) wrapper, as HTTP's Content-Encoding: gzip wants.
+  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    return {};
+  std::string out(deflateBound(&zs, static_cast<uLong>(data.size())), '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  deflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+namespace http_internal {
+
+AcceptLoop::AcceptLoop(asio::io_context& io, Admit admit)
+    : io_(io),
+      admit_(std::move(admit)),
+      strand_(asio::make_strand(io)),
+      acceptor_(strand_),
+      backoff_(strand_) {}
+
+void AcceptLoop::Start() {
+  asio::post(strand_, [this] { Accept(); });
+}
+
+void AcceptLoop::Close() {
+  asio::post(strand_, [this] {
+    beast::error_code ignored;
+    backoff_.cancel();
+    acceptor_.close(ignored);
+  });
+}
+
+void AcceptLoop::Accept() {
+  // Each connection gets its own strand: its handlers and writes never overlap.
+  acceptor_.async_accept(asio::make_strand(io_), [this](beast::error_code ec, tcp::socket socket) {
+    if (!acceptor_.is_open()) return;
+    // Out of descriptors (or memory): retrying at once would spin on the
+    // same error; the connections waiting in the backlog are taken when
+    // some close.
+    if (ec) return Retry();
+    // Whatever admitting this connection does, the next accept is armed:
+    // an exception here used to end accepting for the life of the process.
+    try {
+      admit_(std::move(socket));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sightline: HTTP: admitting a connection: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "sightline: HTTP: admitting a connection: unknown exception\n");
+    }
+    Accept();
+  });
+}
+
+void AcceptLoop::Retry() {
+  backoff_.expires_after(std::chrono::milliseconds(50));
+  backoff_.async_wait([this](beast::error_code e) {
+    if (!e && acceptor_.is_open()) Accept();
+  });
+}
+
+}  // namespace http_internal
+
+// The acceptor and its threads; connections are served in http_session.cc.
+// HttpCore is the base, so it is destroyed after the io_context (whose
+// pending handlers own the sessions that point at it).
+struct HttpServer::Impl : http_internal::HttpCore {
+  asio::io_context io;
+  http_internal::AcceptLoop accept{io, [this](tcp::socket s) { Admit(std::move(s)); }};
+  std::vector<std::thread> threads;
+  int bound_port = 0;
+
+  void Admit(tcp::socket socket) {
+    if (connections.load() >= max_connections)
+      http_internal::RefuseConnection(this, std::move(socket));
+    else
+      http_internal::ServeConnection(this, std::move(socket));
+  }
+};
+
+namespace {
+// The default connection cap: what the descriptor limit allows, less
+// headroom for the 503s to over-cap connections, the engine's sockets and
+// files. Bounded, since every idle connection holds a session.
+std::size_t DefaultMaxConnections() {
+  constexpr std::size_t kHeadroom = 128 + http_internal::kMaxRefusing;
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 4096;
+  const auto fds = static_cast<std::size_t>(limit.rlim_cur);
+  if (fds <= 2 * kHeadroom) return std::max<std::size_t>(1, fds / 2);
+  return std::min<std::size_t>(fds - kHeadroom, 65536);
+}
+}  // namespace
+
+HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+}
+
+HttpServer::~HttpServer() {
+  Stop();
+}
+
+void HttpServer::Route(const std::string& method, const std::string& path, HttpHandler handler) {
+  RouteAsync(method, path,
+             [handler = std::move(handler)](const HttpRequest& r, std::shared_ptr<Responder> out) {
+               out->Send(handler(r));
+             });
+}
+
+void HttpServer::RouteAsync(const std::string& method, const std::string& path,
+                            AsyncHandler handler) {
+  impl_->routes[{method, path}] = std::move(handler);
+}
+
+int HttpServer::port() const {
+  return impl_->bound_port;
+}
+
+Status HttpServer::Start() {
+  Impl& m = *impl_;
+  tcp::acceptor& acceptor = m.accept.acceptor();
+  beast::error_code ec;
+  if (m.options.inherited_fd >= 0) {
+    sockaddr_storage local{};
+    socklen_t length = sizeof local;
+    if (getsockname(m.options.inherited_fd, reinterpret_cast<sockaddr*>(&local), &length) != 0)
+      return Status::IoError("listening fd " + std::to_string(m.options.inherited_fd) +
+                             " is not a socket: " + std::strerror(errno));
+    acceptor.assign(local.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), m.options.inherited_fd,
+                    ec);
+    if (ec)
+      return Status::IoError("cannot adopt listening fd " + std::to_string(m.options.inherited_fd) +
+                             ": " + ec.message());
+  } else {
+    const auto address = asio::ip::make_address(m.options.host, ec);
+    if (ec) return Status::InvalidArgument("invalid --host '" + m.options.host + "'");
+    const tcp::endpoint endpoint(address, static_cast<unsigned short>(m.options.port));
+    acceptor.open(endpoint.protocol(), ec);
+    if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) {  // N API servers on one port
+      const int one = 1;
+      if (setsockopt(acceptor.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+        return Status::IoError("SO_REUSEPORT: " + std::string(std::strerror(errno)));
+    }
+    if (!ec) acceptor.bind(endpoint, ec);
+    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec)
+      return Status::IoError("cannot listen on " + m.options.host + ":" +
+                             std::to_string(m.options.port) + ": " + ec.message());
+  }
+  m.bound_port = acceptor.local_endpoint(ec).port();
+  m.max_connections =
+      m.options.max_connections > 0 ? m.options.max_connections : DefaultMaxConnections();
+  m.accept.Start();
+  for (int i = 0; i < std::max(1, m.options.threads); ++i)
+    m.threads.emplace_back([&m] { http_internal::RunLoop(m.io); });
+  return Status::Ok();
+}
+
+void HttpServer::StopAccepting() {
+  impl_->draining = true;
+  impl_->accept.Close();
+}
+
+bool HttpServer::Drain(double timeout_s) {
+  StopAccepting();
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (impl_->answering.load() > 0) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+void HttpServer::Stop() {
+  Impl& m = *impl_;
+  if (!m.threads.empty()) {
+    m.accept.Close();
+    m.io.stop();
+    for (auto& t : m.threads) t.join();
+    m.threads.clear();
+  }
+  // No handler runs now: drop what responders held, so that every session
+  // goes before the io_context its socket belongs to (here, or with the
+  // io_context's pending handlers), whatever still holds a responder.
+  http_internal::SeverResponders(&m);
+}
+
+}  // namespace sightline::api

@@ -1,0 +1,406 @@
+// One connection of HttpServer: read a request header, refuse it early or
+// read its body, dispatch, answer (whole or streamed), repeat while
+// keep-alive (the Session of http_connection.h; its Responder is in
+// http_responder.cc). Every member of a Session is touched only on its strand.
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <vector>
+
+#include "http/http_session.h"
+#include "http/http_protocol.h"
+#include "http/tcp_progress.h"
+
+namespace sightline::api::http_internal {
+
+namespace {
+
+const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+const std::string kLastChunk = "0\r\n\r\n";
+// After a response that ends the connection, unread client bytes are
+// discarded this long before closing, so the close is a FIN rather than a
+// RST that could destroy the response before the client reads it
+// (RFC 9112 §9.6).
+constexpr auto kLinger = std::chrono::seconds(2);
+// What a client sends while its request is answered (a pipelined request,
+// a stray CRLF) is read and kept for the next request, so that the hangup
+// watch can go on; past this much the server stops reading, and a hangup
+// shows only when the answer's write fails.
+constexpr std::size_t kMaxHeldBytes = 64u << 10;
+
+Clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+std::string_view View(beast::string_view s) {
+  return {s.data(), s.size()};
+}
+
+bool IsHttpError(const beast::error_code& ec) {
+  return &ec.category() == &http::make_error_code(http::error::need_more).category();
+}
+
+}  // namespace
+
+void Session::Read() {
+  // Everything of the previous request goes: a late call for it is dropped
+  // by seq, and nothing it queued may leak into this one.
+  ++seq_;
+  handler_ = nullptr;
+  head_ = writing_ = ending_ = answered_ = complete_ = false;
+  pending_.clear();
+  serializer_.reset();
+  stream_header_.reset();
+  whole_.reset();
+  on_disconnect_ = nullptr;
+  // RFC 9112 §2.2: empty lines before a request line are ignored (some
+  // clients send CRLF after a body). Those already read are dropped here.
+  {
+    const auto* p = static_cast<const char*>(buffer_.data().data());
+    std::size_t n = 0;
+    while (n < buffer_.size() && (p[n] == '\r' || p[n] == '\n')) ++n;
+    buffer_.consume(n);
+  }
+  parser_ = std::make_unique<http::request_parser<http::string_body>>();
+  parser_->body_limit(core_->options.max_body_bytes);
+  // One deadline for the header, idle keep-alive time included: a client
+  // trickling bytes (slowloris) cannot hold the connection longer.
+  stream_.expires_after(Seconds(core_->options.read_timeout_s));
+  http::async_read_header(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnHeader(ec); });
+}
+
+// Errors of reading a request: true when the request was answered or the
+// connection closed.
+bool Session::Refused(const beast::error_code& ec) {
+  if (!ec) return false;
+  if (ec == http::error::body_limit) {
+    BeginAnswer();
+    Finish(
+        ErrorResponse(
+            413, "request body exceeds " + std::to_string(core_->options.max_body_bytes) + " bytes",
+            "BadRequestError"),
+        false);
+  } else if (IsHttpError(ec) && ec != http::error::end_of_stream) {
+    BeginAnswer();
+    Finish(ErrorResponse(400, "malformed HTTP request: " + ec.message(), "BadRequestError"), false);
+  } else {
+    Close();  // the client went away, or let the read deadline pass
+  }
+  return true;
+}
+
+void Session::OnHeader(beast::error_code ec) {
+  BeginExchange();        // a header refused after its request line is a request too
+  if (ec) version_ = 11;  // what the refusal speaks, when the start line is unknown
+  if (Refused(ec)) return;
+  const auto& m = parser_->get();
+  version_ = m.version();
+  keep_alive_ = m.keep_alive();
+  request_ = HttpRequest{};
+  request_.method = std::string(m.method_string());
+  head_ = m.method() == http::verb::head;
+  SplitTarget(View(m.target()), &request_.path, &request_.query);
+  std::vector<std::string_view> codings;
+  for (const auto& field : m) {
+    std::string name(field.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (field.name() == http::field::transfer_encoding) codings.push_back(View(field.value()));
+    request_.headers[name] = std::string(field.value());
+  }
+  HttpResponse error;
+  bool framing = false;  // the body's length is unknown: the connection must end
+  const std::size_t hosts = m.count(http::field::host);
+  const TransferCoding coding = ClassifyTransferEncoding(codings);
+  if (hosts > 1 || (version_ >= 11 && hosts == 0)) {  // RFC 9112 §3.2
+    error =
+        ErrorResponse(400, "an HTTP/1.1 request needs exactly one Host header", "BadRequestError");
+  } else if (coding != TransferCoding::kNone && version_ < 11) {  // RFC 9112 §6.1
+    error = ErrorResponse(400, "Transfer-Encoding in an HTTP/1.0 request", "BadRequestError");
+    framing = true;
+  } else if (coding == TransferCoding::kUnsupported) {
+    error = ErrorResponse(501, "unsupported Transfer-Encoding (only chunked is implemented)",
+                          "NotImplementedError");
+    framing = true;
+  } else if (!core_->Authorized(request_)) {
+    error = ErrorResponse(401, "missing or invalid API key", "AuthenticationError");
+  } else if (core_->draining && request_.path != "/metrics") {
+    error = ErrorResponse(503, "the server is shutting down", "ServiceUnavailableError");
+    keep_alive_ = false;
+  } else {
+    handler_ = core_->Find(request_, &error);
+  }
+  if (!handler_) {
+    // Refused on its header: the body is not read (nor 100 Continue sent),
+    // so the connection goes on only if there is no body.
+    BeginAnswer();
+    return Finish(std::move(error), keep_alive_ && !framing && parser_->is_done());
+  }
+  if (parser_->is_done()) return Dispatch();
+  auto read_body = [self = shared_from_this()] {
+    self->stream_.expires_after(Seconds(self->core_->options.read_timeout_s));
+    http::async_read(self->stream_, self->buffer_, *self->parser_,
+                     [self](beast::error_code e, std::size_t) { self->OnBody(e); });
+  };
+  const auto expect = m.find(http::field::expect);
+  if (version_ >= 11 && expect != m.end() && IEquals(View(expect->value()), "100-continue")) {
+    BeginTimedWrite();
+    asio::async_write(stream_.socket(), asio::buffer(kContinue),
+                      [self = shared_from_this(), read_body](beast::error_code e, std::size_t) {
+                        self->writing_ = false;
+                        if (e) return self->Hangup();
+                        read_body();
+                      });
+    return;
+  }
+  read_body();
+}
+
+void Session::OnBody(beast::error_code ec) {
+  if (Refused(ec)) return;
+  request_.body = std::move(parser_->get().body());
+  Dispatch();
+}
+
+void Session::Dispatch() {
+  BeginAnswer();
+  stream_.expires_never();  // the handler may take as long as generation does
+  HttpRequest req = std::move(request_);
+  WatchForHangup();
+  try {
+    (*handler_)(req, MakeResponder(core_->links, shared_from_this()));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sightline: HTTP: %s %s: internal error: %s\n", req.method.c_str(),
+                 req.path.c_str(), e.what());
+    Finish(ErrorResponse(500, "internal server error", "InternalServerError"), false);
+  } catch (...) {
+    std::fprintf(stderr, "sightline: HTTP: %s %s: internal error\n", req.method.c_str(),
+                 req.path.c_str());
+    Finish(ErrorResponse(500, "internal server error", "InternalServerError"), false);
+  }
+}
+
+// While a request is being answered, a readable socket with nothing to read
+// means the client hung up. Bytes are taken into buffer_ (the next request
+// is read from there) and the watch re-armed, so a close after them is seen.
+void Session::WatchForHangup() {
+  if (buffer_.size() >= kMaxHeldBytes) return;
+  watching_ = true;
+  stream_.socket().async_wait(
+      tcp::socket::wait_read,
+      asio::bind_executor(stream_.get_executor(),
+                          [self = shared_from_this(), seq = seq_](beast::error_code ec) {
+                            if (self->seq_ != seq) return;  // an earlier request's
+                            self->watching_ = false;
+                            if (ec || self->complete_ || self->gone_ || self->closing_) return;
+                            self->TakeWaitingBytes();
+                          }));
+}
+
+void Session::TakeWaitingBytes() {
+  const auto space = buffer_.prepare(kMaxHeldBytes - buffer_.size());
+  const ssize_t n =
+      ::recv(stream_.socket().native_handle(), space.data(), space.size(), MSG_DONTWAIT);
+  // 0: an orderly close; an error other than "nothing yet": a reset.
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+    return Hangup();
+  if (n > 0) buffer_.commit(static_cast<std::size_t>(n));
+  WatchForHangup();
+}
+
+void Session::Hangup() {
+  if (gone_) return;
+  gone_ = true;
+  AnswerDone();
+  // Chunks queued behind the write under way are freed now, not when the
+  // handler lets go of its responder.
+  if (pending_.size() > 1) pending_.erase(pending_.begin() + 1, pending_.end());
+  Close();  // before the callback: a throwing one must not leave the socket open
+  if (on_disconnect_) std::exchange(on_disconnect_, nullptr)();
+}
+
+void Session::Finish(HttpResponse r, bool keep_alive) {
+  if (gone_ || closing_ || answered_) return;
+  answered_ = true;
+  keep_alive = keep_alive && !core_->draining;
+  res_ = {};
+  res_.version(version_);
+  res_.result(static_cast<http::status>(r.status));
+  res_.set(http::field::server, "sightline");
+  res_.set(http::field::content_type, r.content_type);
+  for (const auto& [k, v] : r.headers) res_.set(k, v);
+  // RFC 9110 §15.5.2: every 401 names the scheme.
+  if (r.status == 401 && res_.find(http::field::www_authenticate) == res_.end())
+    res_.set(http::field::www_authenticate, "Bearer");
+  exchange_.status = r.status;
+  exchange_.response_bytes = head_ ? 0 : r.body.size();
+  EndExchange(0);  // before the answer can reach the client
+  if (head_) {
+    res_.content_length(r.body.size());  // what GET would send, without it
+  } else {
+    res_.body() = std::move(r.body);
+    res_.prepare_payload();
+  }
+  res_.keep_alive(keep_alive);
+  whole_ = std::make_unique<http::response_serializer<http::string_body>>(res_);
+  writing_ = true;
+  WriteWhole(keep_alive);
+}
+
+// A whole response is written in pieces through the raw socket under the
+// streams' progress timer: write_timeout_s bounds a write that makes no
+// progress (the client stopped reading), not the whole body, which a slow
+// but reading client may take long over.
+void Session::WriteWhole(bool keep_alive) {
+  BeginTimedWrite();
+  auto done = [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
+    if (!ec && !self->whole_->is_done()) return self->WriteWhole(keep_alive);
+    self->writing_ = false;
+    if (ec) return self->Hangup();
+    self->Completed();
+    if (!keep_alive) return self->Linger();
+    self->Read();
+  };
+  http::async_write_some(stream_.socket(), *whole_, std::move(done));
+}
+
+void Session::StreamHeader(int status, std::string type,
+                           std::map<std::string, std::string> headers) {
+  if (gone_ || closing_ || answered_) return;
+  answered_ = true;
+  exchange_.status = status;
+  stream_header_ = std::make_unique<http::response<http::empty_body>>(
+      static_cast<http::status>(status), version_);
+  stream_header_->set(http::field::server, "sightline");
+  stream_header_->set(http::field::content_type, type);
+  stream_header_->set(http::field::cache_control, "no-cache");
+  for (const auto& [k, v] : headers) stream_header_->set(k, v);
+  // One stream per connection keeps the framing simple. HTTP/1.0 has no
+  // chunked coding: no length, and the close ends the body.
+  if (version_ >= 11) stream_header_->chunked(true);
+  stream_header_->keep_alive(false);
+  stream_header_->set(http::field::connection, "close");
+  serializer_ = std::make_unique<http::response_serializer<http::empty_body>>(*stream_header_);
+  BeginTimedWrite();
+  http::async_write_header(stream_.socket(), *serializer_,
+                           [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                             self->writing_ = false;
+                             if (ec) return self->Hangup();
+                             self->Pump();
+                           });
+}
+
+void Session::Pump() {
+  if (writing_ || gone_ || closing_ || !serializer_) return;
+  bool last = false;
+  if (pending_.empty()) {
+    if (!ending_) return;
+    ending_ = false;
+    if (version_ < 11 || head_) {  // no last chunk: the close ends the body
+      Completed();
+      return Linger();
+    }
+    pending_.push_back(kLastChunk);
+    last = true;
+  }
+  BeginTimedWrite();  // one clock read per chunk
+  // The raw socket: no Beast timer or rate policy per chunk.
+  asio::async_write(stream_.socket(), asio::buffer(pending_.front()),
+                    [self = shared_from_this(), last](beast::error_code ec, std::size_t) {
+                      self->writing_ = false;
+                      if (ec) return self->Hangup();
+                      self->pending_.pop_front();
+                      if (last) {
+                        self->Completed();
+                        return self->Linger();
+                      }
+                      self->Pump();
+                    });
+}
+
+// Every write to the client (100 Continue, a whole response piece by piece,
+// a stream's header and chunks) goes through the raw socket under one
+// progress timer: a write during which the connection does not move for
+// write_timeout_s means the client stopped reading, and it is dropped, so it
+// cannot pin the connection or the chunks queued behind the write. The
+// connection moves when a write completes or the client acknowledges more
+// bytes (tcp_progress.h says why a completed write alone is not enough: how
+// long one write waits grows with the kernel's send buffer, not with the
+// client's pace). Acknowledgements are sampled every quarter deadline, so
+// the drop comes 1 to 1.25 deadlines after the connection last moved
+// (without TCP_INFO, a deadline after the last completed write). A client
+// that stops reading is still acknowledged into its own receive buffer
+// until that fills; one that reads a byte per deadline keeps its connection,
+// which max_connections bounds.
+void Session::BeginTimedWrite() {
+  writing_ = true;
+  last_progress_ = Clock::now();
+  if (!write_timer_armed_) StartWriteTimer();
+}
+
+Clock::duration Session::WriteTick() const {
+  return Seconds(core_->options.write_timeout_s) / 4;
+}
+
+void Session::StartWriteTimer() {
+  acked_ = TcpBytesAcked(stream_.socket().native_handle());
+  ArmWriteTimer(WriteTick());
+}
+
+void Session::ArmWriteTimer(Clock::duration d) {
+  write_timer_armed_ = true;
+  write_timer_.expires_after(d);
+  write_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    self->write_timer_armed_ = false;
+    if (ec || self->gone_ || self->closing_ || !self->writing_) return;
+    const auto now = Clock::now();
+    const auto acked = TcpBytesAcked(self->stream_.socket().native_handle());
+    if (acked && acked != self->acked_) self->last_progress_ = now;
+    self->acked_ = acked;
+    const auto limit = Seconds(self->core_->options.write_timeout_s);
+    const auto stalled = now - self->last_progress_;
+    if (stalled >= limit) return self->Hangup();
+    self->ArmWriteTimer(std::min(limit - stalled, self->WriteTick()));
+  });
+}
+
+void Session::Linger() {
+  if (gone_ || closing_) return;
+  closing_ = true;
+  beast::error_code ignored;
+  write_timer_.cancel();
+  stream_.socket().cancel(ignored);  // the hangup watch
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream_.expires_after(std::min<Clock::duration>(kLinger, Seconds(core_->options.read_timeout_s)));
+  Discard();
+}
+
+void Session::Discard() {
+  stream_.async_read_some(buffer_.prepare(4096),
+                          [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                            if (ec) return self->Close();
+                            self->buffer_.clear();
+                            self->Discard();
+                          });
+}
+
+void ServeConnection(HttpCore* core, tcp::socket socket) {
+  // Streamed tokens are small writes: without TCP_NODELAY, Nagle holds each
+  // one until the previous is acknowledged (40 ms with a delayed ACK), which
+  // a client would see as inter-token latency.
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  ++core->connections;
+  std::make_shared<Session>(core, std::move(socket), true)->Start();
+}
+
+void RefuseConnection(HttpCore* core, tcp::socket socket) {
+  if (core->refusing.load() >= kMaxRefusing) return;  // closed as it goes
+  ++core->refusing;
+  std::make_shared<Session>(core, std::move(socket), false)->Refuse();
+}
+
+}  // namespace sightline::api::http_internal

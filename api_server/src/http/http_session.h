@@ -1,0 +1,197 @@
+// One connection of HttpServer (Session) as its two parts share it: the
+// request/answer cycle (http_session.cc) and the Responder a handler answers
+// through (http_responder.cc). Internal to api_server. Every member of a
+// Session is touched only on its strand.
+#pragma once
+
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "http/http_core.h"
+#include "sightline/clock.h"
+
+namespace sightline::api::http_internal {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(HttpCore* core, tcp::socket s, bool admitted)
+      : core_(core),
+        admitted_(admitted),
+        stream_(std::move(s)),
+        write_timer_(stream_.get_executor()) {}
+  ~Session() {
+    EndExchange(500);  // a handler that let its responder go unanswered, or the server stopped
+    AnswerDone();
+    if (admitted_)
+      --core_->connections;
+    else
+      --core_->refusing;
+  }
+
+  void Start() { Read(); }
+  void Refuse() {
+    Finish(ErrorResponse(503,
+                         "too many connections (this server accepts " +
+                             std::to_string(core_->max_connections) + ")",
+                         "ServiceUnavailableError"),
+           false);
+  }
+
+  // What a Responder does, posted to the strand; `seq` names the request it
+  // answers, and calls for any other (an earlier one) are dropped, so a late
+  // or repeated call can never answer a later request on the connection.
+  template <typename F>
+  void Post(std::uint64_t seq, F f) {
+    // A template, not std::function: Write() runs per token, and asio
+    // recycles its handler memory where std::function would allocate.
+    asio::post(
+        stream_.get_executor(), [self = shared_from_this(), seq, f = std::move(f)]() mutable {
+          if (self->seq_ != seq) return;
+          try {
+            f(*self);
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "sightline: HTTP: answering a request: %s\n", e.what());
+            self->EndExchange(500);
+            self->Hangup();
+          } catch (...) {
+            std::fprintf(stderr, "sightline: HTTP: answering a request: unknown exception\n");
+            self->EndExchange(500);
+            self->Hangup();
+          }
+        });
+  }
+  void Finish(HttpResponse r, bool keep_alive);
+  void StreamHeader(int status, std::string type, std::map<std::string, std::string> headers);
+  // `wire`: a chunk in wire form, carrying `payload` body bytes.
+  void Queue(std::string wire, std::size_t payload) {
+    if (gone_ || closing_ || head_) return;
+    exchange_.response_bytes += payload;
+    pending_.push_back(std::move(wire));
+    Pump();
+  }
+  void EndStream(std::string last_wire, std::size_t payload) {
+    if (gone_ || closing_) return;
+    if (stream_header_) {
+      if (!head_) exchange_.response_bytes += payload;
+      EndExchange(0);  // before the last bytes can reach the client
+    }
+    if (!last_wire.empty()) Queue(std::move(last_wire), 0);
+    ending_ = true;
+    Pump();
+  }
+  void SetOnDisconnect(std::function<void()> cb) {
+    if (complete_) return;  // answered in full: the client no longer matters
+    if (gone_) return cb();
+    on_disconnect_ = std::move(cb);
+  }
+  std::uint64_t seq() const { return seq_; }
+  unsigned version() const { return version_; }
+  bool keep_alive() const { return keep_alive_; }
+
+ private:
+  void Read();
+  void OnHeader(beast::error_code ec);
+  void OnBody(beast::error_code ec);
+  void Dispatch();
+  bool Refused(const beast::error_code& ec);
+  void WatchForHangup();
+  void TakeWaitingBytes();
+  void WriteWhole(bool keep_alive);
+  void Pump();
+  void BeginTimedWrite();
+  Clock::duration WriteTick() const;
+  void StartWriteTimer();
+  void ArmWriteTimer(Clock::duration d);
+  void Hangup();
+  void Linger();
+  void Discard();
+  // The HttpExchange of the request being answered (http_exchange.cc).
+  // BeginExchange: once the request line is read; EndExchange reports it
+  // once, with the status sent or, if none was, `unanswered`.
+  void BeginExchange();
+  void EndExchange(int unanswered);
+  void Close() {
+    EndExchange(499);  // the client went away (or let a deadline pass) unanswered
+    write_timer_.cancel();
+    stream_.close();
+  }
+  void BeginAnswer() {
+    if (!counted_) ++core_->answering;
+    counted_ = true;
+  }
+  void AnswerDone() {
+    if (counted_) --core_->answering;
+    counted_ = false;
+  }
+  void Completed() {  // the answer is fully written
+    AnswerDone();
+    complete_ = true;
+    on_disconnect_ = nullptr;
+    if (watching_) {  // nothing else is pending on the socket now
+      beast::error_code ignored;
+      stream_.socket().cancel(ignored);
+      watching_ = false;
+    }
+  }
+
+  HttpCore* core_;
+  const bool admitted_;
+  beast::tcp_stream stream_;
+  asio::steady_timer write_timer_;
+  beast::flat_buffer buffer_;
+  std::unique_ptr<http::request_parser<http::string_body>> parser_;
+  HttpRequest request_;  // the one being read (header first)
+  const AsyncHandler* handler_ = nullptr;
+  http::response<http::string_body> res_;
+  std::unique_ptr<http::response_serializer<http::string_body>> whole_;  // res_ being written
+  // Streaming: the header, then chunks (in wire form) written one at a time.
+  std::unique_ptr<http::response<http::empty_body>> stream_header_;
+  std::unique_ptr<http::response_serializer<http::empty_body>> serializer_;
+  std::deque<std::string> pending_;
+  std::uint64_t seq_ = 0;  // the request being answered
+  unsigned version_ = 11;
+  bool keep_alive_ = false, head_ = false;
+  bool writing_ = false, ending_ = false, answered_ = false, complete_ = false;
+  bool gone_ = false;     // the client went away (or stopped reading)
+  bool closing_ = false;  // the last response was written; lingering
+  bool counted_ = false;  // this request is in core_->answering
+  bool write_timer_armed_ = false;
+  bool watching_ = false;  // the hangup watch is pending
+  // The write progress timer's state: when a write last completed or the
+  // client last acknowledged bytes, and the acknowledged count last seen.
+  Clock::time_point last_progress_;
+  std::optional<std::uint64_t> acked_;
+  std::function<void()> on_disconnect_;
+  struct Exchange {
+    bool open = false;
+    std::string handler, method;
+    int status = 0;  // 0: nothing sent yet
+    std::size_t request_bytes = 0, response_bytes = 0;
+    Clock::time_point start;
+  } exchange_;
+};
+
+// The Responder for the request `session` is answering now (its seq()); its
+// reference to the session is held in `links` (see ResponderLinks).
+std::shared_ptr<Responder> MakeResponder(std::shared_ptr<ResponderLinks> links,
+                                         std::shared_ptr<Session> session);
+
+}  // namespace sightline::api::http_internal

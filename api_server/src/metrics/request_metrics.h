@@ -1,0 +1,86 @@
+// RequestMetrics: the request-scoped families of METRICS.md §5 and the HTTP
+// families of §6, written by the API server that owns the request, from the
+// timestamps it took (API-server clock) and those the engine sent (engine
+// clock). Intervals always subtract two timestamps of the same clock.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sightline/api_server/http_families.h"
+#include "http/http_server.h"
+#include "sightline/api_server/request_families.h"
+#include "sightline/shm_registry/registry.h"
+
+namespace sightline::api {
+
+// What one finished request looked like.
+struct FinishedRequest {
+  std::uint32_t engine = 0;     // the engine that served it
+  std::string finished_reason;  // stop, length, abort, error, repetition
+  std::uint32_t prompt_tokens = 0;
+  std::uint32_t cached_tokens = 0;
+  std::uint32_t generation_tokens = 0;
+  bool max_tokens_set = false;
+  std::uint32_t max_tokens = 0;
+  // API-server monotonic seconds.
+  double arrival = 0, first_token = -1, last_output = -1;
+  // Engine monotonic seconds (-1: not known).
+  double queued = -1, first_scheduled = -1, engine_first_token = -1, engine_last_token = -1;
+};
+
+class RequestMetrics {
+ public:
+  // Registers the families it writes (request_families.h, http_families.h;
+  // an error when one is there with another spec). `disable_log_stats`: only
+  // the HTTP families. Engine 0's series exist from start-up; another
+  // engine's from its first request.
+  static Status Create(metrics::Registry* registry, const std::string& model_name,
+                       std::uint32_t max_model_len, bool disable_log_stats,
+                       std::unique_ptr<RequestMetrics>* out);
+  ~RequestMetrics();
+
+  // The request-scoped families carry the `engine` label of the engine that
+  // served the request (EngineOutputs.engine_index).
+  // When a request's first output arrives: prompt token counters.
+  void OnFirstOutput(std::uint32_t engine, std::uint32_t prompt_tokens,
+                     std::uint32_t cached_tokens);
+  // Every output that carries tokens: generation counter and, after the
+  // first, the inter-token latency from engine step timestamps.
+  void OnTokens(std::uint32_t engine, std::uint32_t count,
+                double itl_seconds /* < 0: first output */);
+  void OnTimeToFirstToken(std::uint32_t engine, double seconds);
+  // Per finished request (each of a parent's n children on its own).
+  void OnFinished(const FinishedRequest& r);
+  // Once per parent request: its n and the most tokens any child generated.
+  void OnParentFinished(std::uint32_t engine, std::uint32_t n, std::uint32_t max_generation_tokens);
+
+  // HTTP families (METRICS.md §6): one request as the HTTP layer reported
+  // it (HttpServerOptions::on_exchange); status grouped as "2xx", "4xx", ...
+  void OnHttp(const HttpExchange& exchange);
+  // How a streamed response ended (sightline:stream_outcomes_total):
+  // "completed", "client_disconnected" or "error_after_headers".
+  void OnStreamOutcome(const std::string& handler, const char* outcome);
+
+ private:
+  struct Engine;  // one engine's series
+  RequestMetrics();
+  Status MakeEngine(std::uint32_t index, std::unique_ptr<Engine>* out) const;
+  Engine& For(std::uint32_t engine);
+
+  bool enabled_ = true;
+  std::string model_name_;
+  RequestFamilies families_;         // unregistered under --disable-log-stats
+  std::unique_ptr<Engine> engine0_;  // the one engine until data parallelism
+  std::mutex mu_;                    // guards others_
+  std::map<std::uint32_t, std::unique_ptr<Engine>> others_;
+  HttpFamilies http_;
+  metrics::Histogram http_highr_;
+};
+
+}  // namespace sightline::api

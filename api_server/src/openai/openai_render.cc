@@ -1,0 +1,228 @@
+#include "openai/openai_render.h"
+
+#include <utility>
+
+namespace sightline::api {
+
+using nlohmann::json;
+
+json PerRequestMetrics(const FinishedRequest& stats) {
+  const double first = stats.engine_first_token, last = stats.engine_last_token;
+  const double sched = stats.first_scheduled, queued = stats.queued;
+  const std::uint32_t n = stats.generation_tokens;
+  auto ms = [](double a, double b, bool ok) { return ok ? json((b - a) * 1000.0) : json(nullptr); };
+  json m = {{"time_to_first_token_ms", ms(sched, first, sched >= 0 && first >= 0)},
+            {"generation_time_ms", ms(first, last, first >= 0 && last >= 0)},
+            {"queue_time_ms", ms(queued, sched, queued >= 0 && sched >= 0)},
+            {"mean_itl_ms", nullptr},
+            {"tokens_per_second", nullptr}};
+  if (n > 1 && first >= 0 && last >= 0) m["mean_itl_ms"] = (last - first) * 1000.0 / (n - 1);
+  if (sched >= 0 && last > sched) m["tokens_per_second"] = n / (last - sched);
+  return m;
+}
+
+OpenAiRenderer::OpenAiRenderer(RenderOptions options, std::shared_ptr<Responder> out)
+    : options_(std::move(options)), out_(std::move(out)), choices_(options_.choices) {}
+
+ResponseView OpenAiRenderer::View(const FinishedRequest& first) const {
+  const Choice& c = choices_.at(0);
+  return {options_.id, options_.model,      options_.created,        c.text,
+          c.finish,    first.prompt_tokens, first.generation_tokens, first.cached_tokens};
+}
+
+const char* OpenAiRenderer::Object(bool chunk) const {
+  return options_.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+}
+
+json OpenAiRenderer::Chunk(std::uint32_t index, const std::string& delta, const char* finish,
+                           bool role, bool content, json logprobs) const {
+  json choice = {{"index", index},
+                 {"logprobs", std::move(logprobs)},
+                 {"finish_reason", finish[0] ? json(finish) : json(nullptr)}};
+  if (options_.chat) {
+    choice["delta"] = json::object();
+    if (role) choice["delta"]["role"] = "assistant";
+    if (role || content || !delta.empty()) choice["delta"]["content"] = delta;
+  } else {
+    choice["text"] = delta;
+  }
+  return {{"id", options_.id},
+          {"object", Object(true)},
+          {"created", options_.created},
+          {"model", options_.model},
+          {"choices", {choice}}};
+}
+
+json OpenAiRenderer::Usage(std::uint64_t completion_tokens) const {
+  const std::uint64_t prompt = options_.prompt_tokens;
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt + completion_tokens}};
+}
+
+json OpenAiRenderer::Metrics(const FinishedRequest& first) const {
+  return choices_.size() == 1 ? PerRequestMetrics(first) : json(nullptr);
+}
+
+void OpenAiRenderer::Write(std::string event) {
+  out_->Write(std::move(event));
+}
+
+void OpenAiRenderer::Send(Last last) {
+  if (options_.stream)
+    out_->End(std::move(last.tail));  // the HTTP layer reports the exchange before these bytes go
+  else
+    out_->Send(std::move(last.body));
+}
+
+OpenAiRenderer::Last OpenAiRenderer::Failed(int status, const std::string& message,
+                                            const char* type) {
+  Last last;
+  if (!options_.stream) {
+    last.body = ErrorResponse(status, message, type);
+    return last;
+  }
+  const json error = {{"message", message}, {"type", type}, {"code", status}};
+  if (options_.responses) {
+    json event = error;
+    event["type"] = "error";
+    event["sequence_number"] = sequence_++;
+    last.tail = "event: error\ndata: " + event.dump() + "\n\n";
+  } else {
+    last.tail = "data: " + json{{"error", error}}.dump() + "\n\n";
+  }
+  return last;
+}
+
+OpenAiRenderer::Last OpenAiRenderer::Finished(const FinishedRequest& first,
+                                              std::uint64_t completion_tokens) {
+  const json metrics = Metrics(first);
+  Last last;
+  if (options_.stream) {
+    if (options_.responses) {  // metrics on response.completed only
+      last.tail = ResponseStreamEnd(View(first), options_.per_request_metrics ? &metrics : nullptr,
+                                    &sequence_);
+    } else {
+      if (options_.include_usage) {
+        json usage = {{"id", options_.id},           {"object", Object(true)},
+                      {"created", options_.created}, {"model", options_.model},
+                      {"choices", json::array()},    {"usage", Usage(completion_tokens)}};
+        if (options_.per_request_metrics) usage["metrics"] = metrics;  // the final usage chunk only
+        last.tail += "data: " + usage.dump() + "\n\n";
+      }
+      last.tail += "data: [DONE]\n\n";
+    }
+    return last;
+  }
+  json body;
+  if (options_.responses) {
+    body = ResponseObject(View(first));
+  } else {
+    json all = json::array();
+    for (std::size_t i = 0; i < choices_.size(); ++i) {
+      const Choice& c = choices_[i];
+      json logprobs = nullptr;
+      if (options_.logprobs)
+        logprobs = options_.chat ? ChatLogprobs(c.logprobs) : CompletionLogprobs(c.logprobs, 0);
+      json choice = {{"index", i}, {"logprobs", std::move(logprobs)}, {"finish_reason", c.finish}};
+      if (options_.chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      } else {
+        choice["text"] = c.text;
+        if (!c.prompt_logprobs.is_null()) choice["prompt_logprobs"] = c.prompt_logprobs;
+      }
+      all.push_back(std::move(choice));
+    }
+    body = {
+        {"id", options_.id},       {"object", Object(false)}, {"created", options_.created},
+        {"model", options_.model}, {"choices", all},          {"usage", Usage(completion_tokens)}};
+    if (options_.chat && !choices_.empty() && !choices_[0].prompt_logprobs.is_null())
+      body["prompt_logprobs"] = choices_[0].prompt_logprobs;  // one conversation: n alike
+  }
+  if (options_.per_request_metrics) body["metrics"] = metrics;
+  last.body.body = body.dump();
+  return last;
+}
+
+json OpenAiRenderer::StreamLogprobs(Choice& c, const std::vector<LogprobEntry>& entries) const {
+  if (options_.chat) return ChatLogprobs(entries);
+  json out = CompletionLogprobs(entries, c.text_offset);
+  for (const LogprobEntry& e : entries) c.text_offset += TextOffsetLength(e.text);
+  return out;
+}
+
+void OpenAiRenderer::Echo(std::uint32_t index, const std::string& prompt_text,
+                          std::vector<LogprobEntry> entries) {
+  Choice& c = choices_.at(index);
+  if (!options_.stream) {
+    c.text += prompt_text;
+    if (options_.logprobs) c.logprobs.insert(c.logprobs.end(), entries.begin(), entries.end());
+    return;
+  }
+  json logprobs = options_.logprobs ? StreamLogprobs(c, entries) : json(nullptr);
+  Write("data: " + Chunk(index, prompt_text, "", false, true, std::move(logprobs)).dump() + "\n\n");
+}
+
+void OpenAiRenderer::PromptLogprobsField(std::uint32_t index, json list) {
+  choices_.at(index).prompt_logprobs = std::move(list);
+}
+
+void OpenAiRenderer::Text(std::uint32_t index, const std::string& delta, bool new_token,
+                          const LogprobEntry* logprobs) {
+  Choice& c = choices_.at(index);
+  // Responses' output_text.delta events carry text only.
+  const bool responses = options_.responses;
+  if (logprobs && !options_.logprobs) logprobs = nullptr;
+  if (logprobs && !options_.stream) c.logprobs.push_back(*logprobs);
+  if (delta.empty() && (!new_token || !options_.stream || responses)) return;
+  if (!options_.stream || responses) c.text += delta;  // Responses repeat it at the end
+  if (!options_.stream) return;
+  const std::string text = EventTemplate::Quote(delta);
+  if (logprobs && !responses) {  // the chunk with a second slot: the logprobs object
+    const json lp = StreamLogprobs(c, {*logprobs});
+    // Slots in the order the keys are dumped: a chat delta's content comes
+    // before "logprobs", a completion's "text" after it.
+    const int text_slot = options_.chat ? 0 : 1;
+    if (c.logprobs_chunk.empty() &&
+        !c.logprobs_chunk.Make("data: " +
+                                   Chunk(index, EventTemplate::Placeholder(text_slot), "", false,
+                                         true, EventTemplate::Placeholder(1 - text_slot))
+                                       .dump() +
+                                   "\n\n",
+                               2))
+      return Write("data: " + Chunk(index, delta, "", false, true, lp).dump() + "\n\n");
+    return Write(options_.chat ? c.logprobs_chunk.Fill({text, lp.dump()})
+                               : c.logprobs_chunk.Fill({lp.dump(), text}));
+  }
+  if (responses) {
+    if (delta_template_.empty() &&
+        !delta_template_.Make(ResponseTextDeltaTemplate(ResponseItemId(options_.id)), 2))
+      return Write(ResponseTextDelta(ResponseItemId(options_.id), delta, &sequence_));
+    return Write(delta_template_.Fill({text, std::to_string(sequence_++)}));
+  }
+  if (c.chunk.empty() &&
+      !c.chunk.Make("data: " + Chunk(index, EventTemplate::Placeholder(0), "").dump() + "\n\n", 1))
+    return Write("data: " + Chunk(index, delta, "", false, /*content=*/true).dump() + "\n\n");
+  Write(c.chunk.Fill({text}));
+}
+
+void OpenAiRenderer::FirstOutput() {
+  if (roles_sent_ || !options_.stream || !options_.chat || options_.responses) return;
+  roles_sent_ = true;
+  for (std::uint32_t i = 0; i < choices_.size(); ++i)
+    Write("data: " + Chunk(i, "", "", /*role=*/true).dump() + "\n\n");
+}
+
+void OpenAiRenderer::StartStream(const FinishedRequest& first) {
+  out_->StartStream(200, "text/event-stream");
+  if (options_.responses) Write(ResponseStreamStart(View(first), &sequence_));
+}
+
+void OpenAiRenderer::EndChoice(std::uint32_t index, const std::string& finish) {
+  choices_.at(index).finish = finish;
+  FirstOutput();  // a choice ended before any output (a drain's abort) still opens with its role
+  if (options_.stream && !options_.responses)
+    Write("data: " + Chunk(index, "", finish.c_str()).dump() + "\n\n");
+}
+
+}  // namespace sightline::api

@@ -1,0 +1,127 @@
+// OpenAiRenderer: how one generation request's outputs look on the wire, in
+// the OpenAI formats of /v1/completions, /v1/chat/completions and
+// /v1/responses: stream chunks and events, whole bodies, usage, the
+// per-request metrics field, error events and [DONE]. vLLM's
+// serving_completion.py / serving_chat.py. Internal to the API server.
+//
+// It renders text it is given and writes it to the request's responder; it
+// neither detokenizes nor records metrics (output_processor.h does both and
+// drives it). Not thread-safe: its owner serializes every call.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "output/event_template.h"
+#include "output/logprobs_format.h"
+#include "openai/responses_format.h"
+#include "http/http_server.h"
+#include "metrics/request_metrics.h"
+
+namespace sightline::api {
+
+struct RenderOptions {
+  std::string id, model;
+  std::int64_t created = 0;
+  bool stream = false;
+  bool chat = false;           // chat completion objects (also set for Responses)
+  bool responses = false;      // the Responses API's objects and events
+  bool include_usage = false;  // a streamed usage chunk (asked for, or forced by the server)
+  bool per_request_metrics = false;
+  std::uint64_t prompt_tokens = 0;  // of every prompt, each once whatever n is
+  std::size_t choices = 0;          // prompts x n, in OpenAI's order
+  bool logprobs = false;            // each choice shows its tokens' logprobs
+};
+
+// METRICS.md §8 from one choice's timestamps; a field is null when its
+// timestamps are missing.
+nlohmann::json PerRequestMetrics(const FinishedRequest& stats);
+
+class OpenAiRenderer {
+ public:
+  OpenAiRenderer(RenderOptions options, std::shared_ptr<Responder> out);
+
+  // Opens a stream: its headers, and the Responses opening events. `first`
+  // is choice 0 (a Responses request has no other).
+  void StartStream(const FinishedRequest& first);
+  // The request's first engine output (of any choice) arrived: a chat
+  // stream's role chunks go now, one per choice, as vLLM sends them with the
+  // first output rather than at the start (a client timing its first chunk
+  // must not read a time to first token of 0). Idempotent.
+  void FirstOutput();
+  // Sends `delta` of choice `choice` (streaming) or keeps it for the body. A
+  // delta for a new token is a chunk even when its text is empty (held back
+  // by the detokenizer or a possible stop string), as in vLLM: one chunk per
+  // output. An empty delta that is not a token (a flush) sends nothing.
+  // `logprobs` (with RenderOptions::logprobs) is that token's.
+  void Text(std::uint32_t choice, const std::string& delta, bool new_token = false,
+            const LogprobEntry* logprobs = nullptr);
+  // Completions' echo: the prompt's text before the choice's own, with the
+  // prompt's logprobs (`entries`, the first unscored) when the choice shows
+  // logprobs. Streamed as one chunk.
+  void Echo(std::uint32_t choice, const std::string& prompt_text,
+            std::vector<LogprobEntry> entries);
+  // vLLM's prompt_logprobs field (PromptLogprobs' list), in the body only:
+  // on each completions choice, once at the top of a chat completion.
+  void PromptLogprobsField(std::uint32_t choice, nlohmann::json list);
+  // The closing chunk of one choice (chat and completions streams), which
+  // ended with `finish`; a choice that ends before any output still opens
+  // with its role.
+  void EndChoice(std::uint32_t choice, const std::string& finish);
+
+  // The response's last bytes, rendered but not yet handed over: a whole
+  // body, or a stream's tail. Rendering and sending are apart so that the
+  // owner records the request's remaining metrics in between: a client
+  // holding the whole response also finds it counted.
+  struct Last {
+    HttpResponse body;  // not streaming
+    std::string tail;   // streaming: written before the stream's end
+  };
+  // The request succeeded: the closing events, or the whole body. `first`
+  // is choice 0; `completion_tokens` all choices' generated tokens.
+  Last Finished(const FinishedRequest& first, std::uint64_t completion_tokens);
+  // The request failed: an error body, or (headers already sent) an error
+  // event and the end of the stream without [DONE] or response.completed,
+  // so that no client takes it for success.
+  Last Failed(int status, const std::string& message, const char* type);
+  void Send(Last last);
+
+ private:
+  struct Choice {
+    std::string text;     // the answer, kept when the end repeats it (bodies, Responses events)
+    std::string finish;   // set by EndChoice
+    EventTemplate chunk;  // this choice's text chunk (chat, completions), made when first needed
+    EventTemplate logprobs_chunk;        // the same with a token's logprobs
+    std::vector<LogprobEntry> logprobs;  // kept for the body
+    std::uint64_t text_offset = 0;       // of the next token's logprobs (completions streams)
+    nlohmann::json prompt_logprobs;      // null: none
+  };
+  // A token's (or the echo's) logprobs object for a stream chunk.
+  nlohmann::json StreamLogprobs(Choice& c, const std::vector<LogprobEntry>& entries) const;
+
+  const char* Object(bool chunk) const;
+  // A chat chunk's delta has "content" when it is the role chunk, when
+  // `content` (a token's chunk, even of empty text), or when `delta` is not
+  // empty; a choice's closing chunk has an empty delta.
+  nlohmann::json Chunk(std::uint32_t choice, const std::string& delta, const char* finish,
+                       bool role = false, bool content = false,
+                       nlohmann::json logprobs = nullptr) const;
+  nlohmann::json Usage(std::uint64_t completion_tokens) const;
+  // Per-request metrics exist for one prompt and n = 1 only (METRICS.md §8).
+  nlohmann::json Metrics(const FinishedRequest& first) const;
+  // A Responses request has one choice; what its response object shows now.
+  ResponseView View(const FinishedRequest& first) const;
+  void Write(std::string event);
+
+  const RenderOptions options_;
+  const std::shared_ptr<Responder> out_;
+  std::vector<Choice> choices_;
+  bool roles_sent_ = false;       // a chat stream's role chunks (FirstOutput)
+  std::uint64_t sequence_ = 0;    // Responses stream events
+  EventTemplate delta_template_;  // Responses' output_text.delta, made when first needed
+};
+
+}  // namespace sightline::api

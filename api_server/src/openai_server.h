@@ -1,0 +1,71 @@
+// OpenAiServer: the OpenAI-compatible endpoints over one engine:
+// /v1/completions (several prompts, n samples), /v1/chat/completions,
+// /v1/responses (streaming or not), /v1/models, /tokenize, /detokenize and
+// /load. It parses a generation request and submits it; the request's
+// outputs then go through its OutputProcessor (src/output_processor.h:
+// detokenization, stop strings, request metrics) to OpenAiRenderer
+// (src/openai_render.h: the OpenAI formats). The HTTP metrics are the HTTP
+// layer's.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "openai/chat_template.h"
+#include "engine_client.h"
+#include "http/http_server.h"
+#include "metrics/request_metrics.h"
+#include "sightline/tokenizer/tokenizer.h"
+
+namespace sightline::api {
+
+struct OpenAiServerOptions {
+  std::string served_model_name;
+  std::uint32_t client_index = 0;
+  EngineInfo engine;
+  std::shared_ptr<const ChatTemplate> chat_template = PlainChatTemplate();
+  bool per_request_metrics = false;  // --enable-per-request-metrics (METRICS.md §8)
+  bool force_include_usage = false;  // --enable-force-include-usage
+  bool load_tracking = false;        // --enable-server-load-tracking: GET /load
+};
+
+class OutputProcessor;
+
+class OpenAiServer {
+ public:
+  // All pointers must outlive the server.
+  OpenAiServer(OpenAiServerOptions options, EngineClient* engine, const Tokenizer* tokenizer,
+               RequestMetrics* metrics);
+  void AddRoutes(HttpServer* server);
+  // Ends every generation still under way, for a drain that ran out of time
+  // (--shutdown-timeout): the engine drops them, each unfinished choice ends
+  // with finish reason "abort" (and is counted so), and each client gets the
+  // end of its response. Without this they would vanish from the metrics.
+  void AbortAll();
+
+ private:
+  enum class Api { kCompletions, kChat, kResponses };
+  // The three generation endpoints: one output path, three renderings.
+  void Generate(const HttpRequest& request, std::shared_ptr<Responder> out, Api api);
+  HttpResponse Tokenize(const HttpRequest& request) const;    // vLLM's /tokenize
+  HttpResponse Detokenize(const HttpRequest& request) const;  // vLLM's /detokenize
+  // Generation `number`'s response completed: it leaves live_ and the load.
+  void Forget(std::uint64_t number);
+
+  OpenAiServerOptions options_;
+  EngineClient* engine_;
+  const Tokenizer* tokenizer_;
+  RequestMetrics* metrics_;
+  std::atomic<std::uint64_t> next_id_{0};
+  std::atomic<std::int64_t> in_flight_{0};  // generation requests being answered (GET /load)
+  // Each generation under way, by number, for AbortAll; an entry leaves when
+  // its response completes.
+  std::mutex live_mu_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<OutputProcessor>> live_;
+};
+
+}  // namespace sightline::api

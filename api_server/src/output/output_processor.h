@@ -1,0 +1,106 @@
+// OutputProcessor: the life of one generation request (/v1/completions,
+// /v1/chat/completions, /v1/responses) from its submission to the engine to
+// its response's last bytes: vLLM's RequestState and OutputProcessor for the
+// choices (prompts x n engine requests) of one HTTP request. It owns what
+// turns engine outputs into a response: incremental detokenization, stop
+// strings (a match aborts that engine request), the request-scoped metrics
+// (RequestMetrics), and the order of the response's parts, which
+// OpenAiRenderer (openai_render.h) renders. Internal to the API server.
+//
+// Threading: outputs arrive on the engine client's thread (OnOutput); a
+// client's hang-up on the HTTP one and a drain's abort on the draining one
+// (Abort). Every method takes the processor's mutex, so none may be called
+// from inside another, and the renderer is only used under it.
+//
+// Each choice finishes exactly once (stop, length, abort, error, ...) and is
+// counted then (RequestMetrics::OnFinished); once every choice has, the
+// request completes: parent metrics and stream outcome are recorded just
+// before the response's last bytes are handed to the HTTP layer (or at once
+// if the client is gone), so a client holding the whole response finds it
+// counted.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "openai/completion_request.h"
+#include "openai/openai_render.h"
+#include "engine_client.h"
+#include "http/http_server.h"
+#include "metrics/request_metrics.h"
+#include "sightline/tokenizer/tokenizer.h"
+#include "sightline/clock.h"
+
+namespace sightline::api {
+
+class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
+ public:
+  struct Options {
+    std::string id;       // the response's id; choice i's engine request is "<id>-<i>"
+    std::string model;    // the served model name
+    std::string handler;  // the route, for the stream outcome's label
+    std::int64_t created = 0;
+    double arrival = 0;                // MonotonicSeconds() when the request's body had been read
+    bool per_request_metrics = false;  // --enable-per-request-metrics
+    bool force_usage = false;          // --enable-force-include-usage
+  };
+
+  // `on_complete` runs once, when the request completes (under the
+  // processor's mutex). Every pointer must outlive the processor; `engine`
+  // is used only to submit and to abort.
+  OutputProcessor(Options options, CompletionParams params, const Tokenizer* tokenizer,
+                  EngineClient* engine, RequestMetrics* metrics, std::shared_ptr<Responder> out,
+                  std::function<void()> on_complete);
+  ~OutputProcessor();
+
+  // Opens the response's stream, when it streams.
+  void Start();
+  // Submits every choice to the engine, each with its output handler
+  // (OnOutput). An engine that goes away meanwhile fails the request.
+  void Submit();
+  // New output: one engine delta for choice `choice`, or the engine is gone
+  // (`d.output` null). Event timestamps, token metrics, detokenized text
+  // through the stop strings to the client, and the end of the choice (a
+  // stop string, or the engine's finish reason). A defect on this path
+  // fails this response (500), never the process.
+  void OnOutput(std::uint32_t choice, const RequestDelta& d);
+  // Ends the choices still running: the engine drops them, each finishes as
+  // "abort". For a client that hung up (`client_gone`: nothing more is
+  // sent) and for a drain out of time.
+  void Abort(bool client_gone);
+
+ private:
+  struct Choice;
+
+  void ApplyOutput(Choice& c, const RequestDelta& d);
+  // At a choice's first output: vLLM's prompt_logprobs field and the echo.
+  void ShowPrompt(Choice& c, const ipc::RequestOutput* o);
+  // Finishes choice `c` once with `reason`; the last one completes the
+  // request. `client_gone` when nothing more can be sent.
+  void FinishChoice(Choice& c, const char* reason, bool client_gone);
+  // Every choice still running fails (finish reason "error", counted);
+  // returns the engine ids of those among the first `submitted`.
+  std::vector<std::string> FailRunning(std::size_t submitted);
+  // The response is complete: its final events or body, parent metrics.
+  void Complete(bool client_gone, bool engine_gone);
+  // Each prompt's parent request, and how the stream ended.
+  void RecordCompletion(bool client_gone, bool engine_gone, bool engine_error);
+
+  std::mutex mu_;
+  const Options options_;
+  const CompletionParams params_;
+  const Tokenizer* const tokenizer_;
+  EngineClient* const engine_;
+  RequestMetrics* const metrics_;
+  const std::function<void()> on_complete_;
+  std::vector<std::unique_ptr<Choice>> choices_;  // prompt by prompt, n each
+  std::size_t remaining_ = 0;                     // choices not finished
+  bool complete_ = false;
+  OpenAiRenderer renderer_;
+};
+
+}  // namespace sightline::api
