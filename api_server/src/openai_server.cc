@@ -94,14 +94,11 @@ void OpenAiServer::AddRoutes(HttpServer* server) {
 HttpResponse OpenAiServer::Tokenize(const HttpRequest& request) const {
   const ParseContext ctx{tokenizer_, &options_.engine, options_.served_model_name,
                          options_.chat_template};
-  std::string text, param;
+  std::string text;
   bool add_special_tokens = true;
-  int status = 400;
-  if (const Status s =
-          ParseTokenize(request.body, ctx, &text, &add_special_tokens, &status, &param);
-      !s.ok())
-    return ErrorResponse(status, s.message(), status == 404 ? "NotFoundError" : "BadRequestError",
-                         param);
+  RequestError error;
+  if (!ParseTokenize(request.body, ctx, &text, &add_special_tokens, &error))
+    return ErrorAnswer(error);
   const std::vector<std::int32_t> tokens = tokenizer_->Encode(text, add_special_tokens);
   HttpResponse r;
   r.body = json{
@@ -116,11 +113,8 @@ HttpResponse OpenAiServer::Detokenize(const HttpRequest& request) const {
   const ParseContext ctx{tokenizer_, &options_.engine, options_.served_model_name,
                          options_.chat_template};
   std::vector<std::int32_t> tokens;
-  std::string param;
-  int status = 400;
-  if (const Status s = ParseDetokenize(request.body, ctx, &tokens, &status, &param); !s.ok())
-    return ErrorResponse(status, s.message(), status == 404 ? "NotFoundError" : "BadRequestError",
-                         param);
+  RequestError error;
+  if (!ParseDetokenize(request.body, ctx, &tokens, &error)) return ErrorAnswer(error);
   // As vLLM's /detokenize: the tokenizer's own decode defaults, which keep
   // special tokens; invalid UTF-8 is replaced as everywhere (LossyUtf8).
   HttpResponse r;
@@ -138,16 +132,13 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   // The HTTP families are the HTTP layer's (HttpServerOptions::on_exchange).
   auto answer = [&](HttpResponse r) { out->Send(std::move(r)); };
   CompletionParams params;
-  int status = 400;
-  std::string param;  // the field at fault
+  RequestError error;
   const ParseContext ctx{tokenizer_, &options_.engine, options_.served_model_name,
                          options_.chat_template};
-  const Status parsed = api == Api::kResponses
-                            ? ParseResponses(request.body, ctx, &params, &status, &param)
-                            : ParseGeneration(request.body, chat, ctx, &params, &status, &param);
-  if (const Status& s = parsed; !s.ok())
-    return answer(ErrorResponse(status, s.message(),
-                                status == 404 ? "NotFoundError" : "BadRequestError", param));
+  const bool parsed = api == Api::kResponses
+                          ? ParseResponses(request.body, ctx, &params, &error)
+                          : ParseGeneration(request.body, chat, ctx, &params, &error);
+  if (!parsed) return answer(ErrorAnswer(error));
   if (!engine_->alive())
     return answer(ErrorResponse(503, "the engine is not running", "ServiceUnavailableError"));
 
@@ -175,7 +166,22 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   }
   processor->Start();
   out->OnDisconnect([processor] { processor->Abort(/*client_gone=*/true); });
-  processor->Submit();
+  Submit(processor);
+}
+
+void OpenAiServer::Submit(const std::shared_ptr<OutputProcessor>& processor) {
+  const CompletionParams& params = processor->params();
+  for (std::uint32_t i = 0; i < processor->choices(); ++i) {
+    if (!processor->Open()) return;  // the client left, or the engine failed, while submitting
+    const std::string& id = processor->engine_id(i);
+    const Status submitted = engine_->Submit(
+        id,
+        BuildAddRequest(id, params, /*prompt_index=*/i / params.n, /*sample=*/i % params.n,
+                        engine_->client_index(), engine_->incarnation()),
+        [processor, i](const RequestDelta& d) { processor->OnOutput(i, d); });
+    if (!submitted.ok()) return processor->SubmitFailed(i);  // the engine went away meanwhile
+    processor->Submitted(i);
+  }
 }
 
 void OpenAiServer::Forget(std::uint64_t number) {

@@ -1,11 +1,12 @@
 // OpenAiServer: the OpenAI-compatible endpoints over one engine:
 // /v1/completions (several prompts, n samples), /v1/chat/completions,
 // /v1/responses (streaming or not), /v1/models, /tokenize, /detokenize and
-// /load. It parses a generation request and submits it; the request's
-// outputs then go through its OutputProcessor (src/output_processor.h:
-// detokenization, stop strings, request metrics) to OpenAiRenderer
-// (src/openai_render.h: the OpenAI formats). The HTTP metrics are the HTTP
-// layer's.
+// /load. It parses a generation request (openai/completion_request.h),
+// makes its OutputProcessor and submits each choice to the engine (the one
+// place that does); the request's outputs then go through the processor
+// (output/output_processor.h: detokenization, stop strings, request metrics)
+// to OpenAiRenderer (openai/openai_render.h: the OpenAI formats). The HTTP
+// metrics are the HTTP layer's.
 #pragma once
 
 #include <atomic>
@@ -51,6 +52,9 @@ class OpenAiServer {
   enum class Api { kCompletions, kChat, kResponses };
   // The three generation endpoints: one output path, three renderings.
   void Generate(const HttpRequest& request, std::shared_ptr<Responder> out, Api api);
+  // Each choice to the engine, its outputs to `processor` (OnOutput); an
+  // engine that goes away meanwhile fails the rest of the request.
+  void Submit(const std::shared_ptr<OutputProcessor>& processor);
   HttpResponse Tokenize(const HttpRequest& request) const;    // vLLM's /tokenize
   HttpResponse Detokenize(const HttpRequest& request) const;  // vLLM's /detokenize
   // Generation `number`'s response completed: it leaves live_ and the load.

@@ -202,11 +202,11 @@ TEST(ChatTemplate, RequestPathPassesTheFieldsAndAnswers400) {
   const ParseContext ctx{tokenizer.get(), &engine, "tiny", t};
   auto tokenize = [&](const std::string& body) {
     std::string text;
-    int status = 200;
-    std::string param;
+    RequestError e;
     bool add_special_tokens = true;
-    const Status s = ParseTokenize(body, ctx, &text, &add_special_tokens, &status, &param);
-    return s.ok() ? text : std::to_string(status) + " " + param + ": " + s.message();
+    return ParseTokenize(body, ctx, &text, &add_special_tokens, &e)
+               ? text
+               : std::to_string(e.status) + " " + e.param + ": " + e.message;
   };
   const std::string user = R"("messages": [{"role": "user", "content": "Hi"}])";
   EXPECT_EQ(tokenize("{" + user + "}"), "<user>Hi<gen>");
@@ -234,23 +234,22 @@ TEST(ChatTemplate, RequestPathPassesTheFieldsAndAnswers400) {
             "400 documents: 'documents' must be a list");
   // The chat endpoint: the template's raise_exception is a 400 with its message.
   CompletionParams p;
-  int status = 0;
-  std::string param;
-  Status s = ParseGeneration(R"({"messages": [{"role": "user", "content": "Hi"}]})", true, ctx, &p,
-                             &status, &param);
-  ASSERT_TRUE(s.ok()) << s.message();
+  RequestError e;
+  ASSERT_TRUE(ParseGeneration(R"({"messages": [{"role": "user", "content": "Hi"}]})", true, ctx,
+                              &p, &e))
+      << e.message;
   EXPECT_EQ(tokenizer->Decode(p.prompts[0], {}), "<user>Hi<gen>");
-  s = ParseGeneration(R"({"messages": [{"role": "user", "content": "boom"}]})", true, ctx, &p,
-                      &status, &param);
-  EXPECT_EQ(s.message(), "no booms");
-  EXPECT_EQ(status, 400);
-  EXPECT_EQ(param, "messages");
-  s = ParseGeneration(
+  e = {};
+  ParseGeneration(R"({"messages": [{"role": "user", "content": "boom"}]})", true, ctx, &p, &e);
+  EXPECT_EQ(e.message, "no booms");
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "messages");
+  e = {};
+  EXPECT_FALSE(ParseGeneration(
       R"({"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true, "continue_final_message": true})",
-      true, ctx, &p, &status, &param);
-  EXPECT_FALSE(s.ok());
-  EXPECT_EQ(status, 400);
-  EXPECT_EQ(param, "continue_final_message");
+      true, ctx, &p, &e));
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "continue_final_message");
 }
 
 TEST(ChatTemplate, ParsesMessagesAndRejectsBadOnes) {

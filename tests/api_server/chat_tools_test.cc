@@ -37,13 +37,15 @@ class ChatToolsTest : public ::testing::Test {
   Outcome Chat(const json& body) {
     CompletionParams p;
     Outcome o;
-    const Status s = ParseGeneration(body.dump(), /*chat=*/true, ctx_, &p, &o.status, &o.param);
-    if (s.ok()) {
+    RequestError e;
+    if (ParseGeneration(body.dump(), /*chat=*/true, ctx_, &p, &e)) {
       o.status = 200;
       o.prompt.assign(p.prompts.at(0).begin(), p.prompts.at(0).end());  // byte tokens
     } else {
-      o.message = s.message();
+      o.status = e.status;
+      o.message = e.message;
     }
+    o.param = e.param;
     return o;
   }
   static json Weather() {
@@ -191,12 +193,9 @@ TEST_F(ChatToolsTest, BadToolTurnsAreRefusedNamingTheField) {
 // The Responses API has its own tool items: a "tool" role is not one of them.
 TEST_F(ChatToolsTest, ResponsesInputHasNoToolRole) {
   CompletionParams p;
-  int status = 0;
-  std::string param;
-  const Status s =
-      ParseResponses(R"({"input": [{"role": "tool", "content": "x"}]})", ctx_, &p, &status, &param);
-  EXPECT_FALSE(s.ok());
-  EXPECT_EQ(param, "input[0].role");
+  RequestError e;
+  EXPECT_FALSE(ParseResponses(R"({"input": [{"role": "tool", "content": "x"}]})", ctx_, &p, &e));
+  EXPECT_EQ(e.param, "input[0].role");
 }
 
 }  // namespace

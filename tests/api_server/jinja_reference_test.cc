@@ -61,7 +61,7 @@ TEST(JinjaReference, EveryTemplateAndConversationMatchesJinja2) {
       ChatInput in;
       in.messages = conv["messages"];
       // Tools as the chat endpoint reads them (vLLM's model_dump shape).
-      BodyError e;
+      RequestError e;
       const nlohmann::json body = conv;
       ASSERT_TRUE(ReadTools(Fields(body, "", &e), conv.value("tools", nlohmann::ordered_json()),
                             &in.tools, &e))

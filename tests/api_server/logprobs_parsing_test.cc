@@ -20,13 +20,11 @@ class LogprobsParsingTest : public ParsingFixture {
   // The param a refused body names (and its message in *message).
   std::string Refused(const json& body, bool chat = false, std::string* message = nullptr) {
     CompletionParams p;
-    int status = 0;
-    std::string param;
-    const Status s = ParseGeneration(body.dump(), chat, ctx_, &p, &status, &param);
-    EXPECT_FALSE(s.ok()) << body.dump();
-    EXPECT_EQ(status, 400) << body.dump();
-    if (message) *message = s.message();
-    return param;
+    RequestError e;
+    EXPECT_FALSE(ParseGeneration(body.dump(), chat, ctx_, &p, &e)) << body.dump();
+    EXPECT_EQ(e.status, 400) << body.dump();
+    if (message) *message = e.message;
+    return e.param;
   }
   const json messages_ = {{{"role", "user"}, {"content", "x"}}};
 };
@@ -98,21 +96,14 @@ TEST_F(LogprobsParsingTest, EveryRefusalNamesItsField) {
   EXPECT_NE(message.find("at most 20"), std::string::npos) << message;
   // /v1/responses has no logprobs.
   CompletionParams p;
-  int status = 0;
-  std::string param;
-  EXPECT_FALSE(
-      ParseResponses(json{{"input", "x"}, {"top_logprobs", 2}}.dump(), ctx_, &p, &status, &param)
-          .ok());
-  EXPECT_EQ(param, "top_logprobs");
+  RequestError e;
+  EXPECT_FALSE(ParseResponses(json{{"input", "x"}, {"top_logprobs", 2}}.dump(), ctx_, &p, &e));
+  EXPECT_EQ(e.param, "top_logprobs");
   for (const json& value : {json(true), json(2)}) {
-    EXPECT_FALSE(
-        ParseResponses(json{{"input", "x"}, {"logprobs", value}}.dump(), ctx_, &p, &status, &param)
-            .ok());
-    EXPECT_EQ(param, "logprobs");
+    EXPECT_FALSE(ParseResponses(json{{"input", "x"}, {"logprobs", value}}.dump(), ctx_, &p, &e));
+    EXPECT_EQ(e.param, "logprobs");
   }
-  EXPECT_TRUE(
-      ParseResponses(json{{"input", "x"}, {"logprobs", false}}.dump(), ctx_, &p, &status, &param)
-          .ok());
+  EXPECT_TRUE(ParseResponses(json{{"input", "x"}, {"logprobs", false}}.dump(), ctx_, &p, &e));
 }
 
 TEST_F(LogprobsParsingTest, AnEngineWithoutLogprobsRefusesThemAndTheLimitIsTheEngines) {

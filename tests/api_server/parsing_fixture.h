@@ -53,9 +53,8 @@ class ParsingFixture : public ::testing::Test {
   // The params of a body that must be accepted.
   CompletionParams Accept(const nlohmann::json& body, bool chat = false) {
     CompletionParams p;
-    int status = 0;
-    const Status s = ParseGeneration(body.dump(), chat, ctx_, &p, &status);
-    EXPECT_TRUE(s.ok()) << body.dump() << ": " << s.message();
+    RequestError e;
+    EXPECT_TRUE(ParseGeneration(body.dump(), chat, ctx_, &p, &e)) << body.dump() << ": " << e.message;
     return p;
   }
   enum Endpoint { kCompletions, kChat, kResponses, kTokenize, kDetokenize };
@@ -70,14 +69,15 @@ class ParsingFixture : public ::testing::Test {
     std::vector<std::int32_t> tokens;
     bool add_special = false;
     Outcome o;
-    int status = 0;
-    const Status s =
-        endpoint == kCompletions ? ParseGeneration(body, false, ctx_, &p, &status, &o.param)
-        : endpoint == kChat      ? ParseGeneration(body, true, ctx_, &p, &status, &o.param)
-        : endpoint == kResponses ? ParseResponses(body, ctx_, &p, &status, &o.param)
-        : endpoint == kTokenize  ? ParseTokenize(body, ctx_, &text, &add_special, &status, &o.param)
-                                 : ParseDetokenize(body, ctx_, &tokens, &status, &o.param);
-    if (s.ok()) {
+    RequestError e;
+    const bool ok =
+        endpoint == kCompletions ? ParseGeneration(body, false, ctx_, &p, &e)
+        : endpoint == kChat      ? ParseGeneration(body, true, ctx_, &p, &e)
+        : endpoint == kResponses ? ParseResponses(body, ctx_, &p, &e)
+        : endpoint == kTokenize  ? ParseTokenize(body, ctx_, &text, &add_special, &e)
+                                 : ParseDetokenize(body, ctx_, &tokens, &e);
+    o.param = e.param;
+    if (ok) {
       // What an accepted body promises the rest of the server.
       EXPECT_TRUE(o.param.empty());
       if (endpoint <= kResponses) {
@@ -88,8 +88,8 @@ class ParsingFixture : public ::testing::Test {
       }
       return o;
     }
-    o.status = status;
-    o.message = s.message();
+    o.status = e.status;
+    o.message = e.message;
     return o;
   }
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -21,10 +21,9 @@ class RequestParsingTest : public ParsingFixture {
   // The status code and message for a body.
   std::pair<int, std::string> Reject(const std::string& body, bool chat = false) {
     CompletionParams p;
-    int status = 0;
-    const Status s = ParseGeneration(body, chat, ctx_, &p, &status);
-    EXPECT_FALSE(s.ok()) << body;
-    return {status, s.message()};
+    RequestError e;
+    EXPECT_FALSE(ParseGeneration(body, chat, ctx_, &p, &e)) << body;
+    return {e.status, e.message};
   }
 };
 
@@ -127,9 +126,9 @@ TEST_F(RequestParsingTest, BadBodiesAreRefusedWithAReason) {
 // /v1/responses bodies become conversations; errors name the Responses fields.
 TEST_F(RequestParsingTest, ResponsesBodiesBecomeConversations) {
   auto parse = [&](const json& body, CompletionParams* p) {
-    int status = 0;
-    const Status s = ParseResponses(body.dump(), ctx_, p, &status);
-    return std::make_pair(status, s.ok() ? std::string("ok") : s.message());
+    RequestError e;
+    const bool ok = ParseResponses(body.dump(), ctx_, p, &e);
+    return std::make_pair(e.status, ok ? std::string("ok") : e.message);
   };
   auto text = [](const CompletionParams& p) {
     return std::string(p.prompts.at(0).begin(), p.prompts.at(0).end());  // byte tokens
@@ -347,9 +346,8 @@ TEST_F(RequestParsingTest, SpecialTokenFieldsHaveVllmDefaults) {
 TEST_F(RequestParsingTest, TokenizeAddSpecialTokensDefaults) {
   auto tokenize = [&](const json& body, bool* add) {
     std::string text;
-    int status = 0;
-    const Status s = ParseTokenize(body.dump(), ctx_, &text, add, &status);
-    EXPECT_TRUE(s.ok()) << body.dump() << ": " << s.message();
+    RequestError e;
+    EXPECT_TRUE(ParseTokenize(body.dump(), ctx_, &text, add, &e)) << body.dump() << ": " << e.message;
     return text;
   };
   bool add = false;

@@ -7,7 +7,7 @@ namespace sightline::api {
 using nlohmann::json;
 
 bool ReadMessages(const json& list, const std::string& name, bool responses,
-                  std::vector<ChatMessage>* out, BodyError* error) {
+                  std::vector<ChatMessage>* out, RequestError* error) {
   if (!list.is_array() || list.empty())
     return Refuse(error, name, "'" + name + "' must be a non-empty array");
   std::vector<ChatMessage> messages;

@@ -19,6 +19,6 @@ namespace sightline::api {
 // `responses` reads the /v1/responses `input` form instead: items may say
 // "type": "message", and parts are input_text or output_text.
 bool ReadMessages(const nlohmann::json& list, const std::string& name, bool responses,
-                  std::vector<ChatMessage>* out, BodyError* error);
+                  std::vector<ChatMessage>* out, RequestError* error);
 
 }  // namespace sightline::api

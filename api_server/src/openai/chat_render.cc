@@ -55,7 +55,7 @@ Status Prepare(const json& messages, bool iterates_content, json* out) {
         if (!args.is_string()) continue;
         // Depth-checked by the bounded parser first; parsed again ordered.
         nlohmann::json checked;
-        BodyError e;
+        RequestError e;
         if (!ParseBoundedJson(args.get<std::string>(), "tool call arguments", &checked, &e))
           return Status::InvalidArgument("messages[" + std::to_string(i) + "].tool_calls[" +
                                          std::to_string(k) +

@@ -155,7 +155,7 @@ Status ResolveChatTemplate(const std::string& flag, std::string_view tokenizer_c
 Status ParseMessages(std::string_view messages_json, std::vector<ChatMessage>* out,
                      std::string* param) {
   nlohmann::json j;
-  BodyError error;
+  RequestError error;
   if (!ParseBoundedJson(messages_json, "'messages'", &j, &error) ||
       !ReadMessages(j, "messages", /*responses=*/false, out, &error)) {
     if (param) *param = error.param;

@@ -17,7 +17,7 @@ void AppendOthers(const ordered_json& from, std::initializer_list<const char*> s
   }
 }
 
-bool ReadTool(const Fields& tool, BodyError* e) {
+bool ReadTool(const Fields& tool, RequestError* e) {
   std::string type = "function";
   if (!tool.String("type", &type)) return false;
   if (type != "function") return tool.Fail("type", "is " + Quote(type) + ", not \"function\"");
@@ -33,7 +33,7 @@ bool ReadTool(const Fields& tool, BodyError* e) {
 }  // namespace
 
 bool ReadTools(const Fields& body, const ordered_json& ordered, ordered_json* out,
-               BodyError* error) {
+               RequestError* error) {
   *out = nullptr;
   const json* tools = body.Find("tools");
   if (!tools) return true;
@@ -61,7 +61,7 @@ bool ReadTools(const Fields& body, const ordered_json& ordered, ordered_json* ou
   return true;
 }
 
-bool CheckToolChoice(const Fields& body, BodyError* error) {
+bool CheckToolChoice(const Fields& body, RequestError* error) {
   const json* tools = body.Find("tools");
   const json* choice = body.Find("tool_choice");
   if (!choice && !tools) return true;
@@ -97,7 +97,7 @@ bool CheckToolChoice(const Fields& body, BodyError* error) {
                    "naming a tool needs structured output, which this server does not implement");
 }
 
-bool ReadToolParts(const Fields& m, const std::string& role, BodyError* error) {
+bool ReadToolParts(const Fields& m, const std::string& role, RequestError* error) {
   if (role == "tool") {
     std::string id;
     return m.String("tool_call_id", &id);
@@ -126,7 +126,7 @@ bool ReadToolParts(const Fields& m, const std::string& role, BodyError* error) {
     if (!args || args->is_object()) continue;
     if (!args->is_string()) return f.Fail("arguments", "must be JSON text or an object");
     json parsed;
-    BodyError why;
+    RequestError why;
     if (!args->get_ref<const std::string&>().empty() &&
         !ParseBoundedJson(args->get_ref<const std::string&>(), "the arguments", &parsed, &why))
       return f.Fail("arguments", "is not JSON: " + why.message);

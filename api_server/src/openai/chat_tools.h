@@ -24,15 +24,15 @@ namespace sightline::api {
 // first (null where absent), then any other keys as the client sent them;
 // null when there are none.
 bool ReadTools(const Fields& body, const nlohmann::ordered_json& ordered,
-               nlohmann::ordered_json* out, BodyError* error);
+               nlohmann::ordered_json* out, RequestError* error);
 
 // `tool_choice` of a chat body against its `tools` (already read).
-bool CheckToolChoice(const Fields& body, BodyError* error);
+bool CheckToolChoice(const Fields& body, RequestError* error);
 
 // The tool parts of one message `m` (role already checked): an assistant
 // turn's `tool_calls` (a list of {"id"?, "type": "function", "function":
 // {"name", "arguments"?}} where arguments is JSON text or an object), a tool
 // message's `tool_call_id` (a string).
-bool ReadToolParts(const Fields& m, const std::string& role, BodyError* error);
+bool ReadToolParts(const Fields& m, const std::string& role, RequestError* error);
 
 }  // namespace sightline::api

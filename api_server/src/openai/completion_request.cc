@@ -22,15 +22,8 @@ using Kind = GenerationEndpoint;
 constexpr std::int64_t kMaxCount = 1'000'000'000;  // max_tokens, min_tokens, top_k
 constexpr const char* kUnsupported = "is unsupported";
 
-Status Result(bool ok, const BodyError& e, int* http_status, std::string* param) {
-  if (ok) return Status::Ok();
-  *http_status = e.status;
-  if (param) *param = e.param;
-  return e.status == 404 ? Status::NotFound(e.message) : Status::InvalidArgument(e.message);
-}
-
 // `model`: absent, or the model this server serves (else 404).
-bool CheckModel(const Fields& f, const std::string& served, BodyError* e) {
+bool CheckModel(const Fields& f, const std::string& served, RequestError* e) {
   std::string model;
   if (!f.String("model", &model)) return false;
   if (f.Find("model") && model != served)
@@ -41,7 +34,7 @@ bool CheckModel(const Fields& f, const std::string& served, BodyError* e) {
 }
 
 bool TokenIds(const json& list, const std::string& name, std::int64_t vocab,
-              std::vector<std::int32_t>* out, BodyError* e) {
+              std::vector<std::int32_t>* out, RequestError* e) {
   out->reserve(list.size());
   for (const json& t : list) {
     std::int64_t id = 0;
@@ -54,7 +47,7 @@ bool TokenIds(const json& list, const std::string& name, std::int64_t vocab,
   return true;
 }
 
-bool TooManyChoices(std::size_t prompts, std::uint32_t n, BodyError* e) {
+bool TooManyChoices(std::size_t prompts, std::uint32_t n, RequestError* e) {
   return Refuse(e, "n",
                 "prompts x n is " + std::to_string(prompts * n) + "; at most " +
                     std::to_string(kMaxChoices) + " choices per request");
@@ -62,7 +55,7 @@ bool TooManyChoices(std::size_t prompts, std::uint32_t n, BodyError* e) {
 
 // `prompt`: a string, a list of token ids, or a list of either (several prompts).
 // Strings are encoded with p->add_special_tokens; token ids are used as given.
-bool ReadPrompt(const Fields& f, const ParseContext& ctx, CompletionParams* p, BodyError* e) {
+bool ReadPrompt(const Fields& f, const ParseContext& ctx, CompletionParams* p, RequestError* e) {
   const json* prompt = f.Find("prompt");
   if (!prompt) return Refuse(e, "prompt", "'prompt' is required");
   const std::int64_t vocab = ctx.engine->vocab_size;
@@ -110,7 +103,7 @@ bool ReadPrompt(const Fields& f, const ParseContext& ctx, CompletionParams* p, B
 // The conversation of a chat (`messages`) or Responses (`instructions`,
 // `input`) body.
 bool ReadConversation(const Fields& f, Kind kind, std::vector<ChatMessage>* messages,
-                      BodyError* e) {
+                      RequestError* e) {
   if (kind == Kind::kChat) {
     const json* m = f.Find("messages");
     if (!m) return Refuse(e, "messages", "'messages' is required");
@@ -140,7 +133,7 @@ bool ReadConversation(const Fields& f, Kind kind, std::vector<ChatMessage>* mess
 // parsed again in order (the bounded parse of `f` checked its depth), so
 // that the template sees keys in the client's order, as vLLM's does.
 bool ReadChatInput(const Fields& f, Kind kind, const std::vector<ChatMessage>& messages,
-                   std::string_view body, ChatInput* in, BodyError* e) {
+                   std::string_view body, ChatInput* in, RequestError* e) {
   if (!f.Bool("add_generation_prompt", &in->add_generation_prompt) ||
       !f.Bool("continue_final_message", &in->continue_final_message) ||
       !f.Object("chat_template_kwargs"))
@@ -164,7 +157,7 @@ bool ReadChatInput(const Fields& f, Kind kind, const std::vector<ChatMessage>& m
 }
 
 bool Render(const ParseContext& ctx, const ChatInput& in, const char* key, std::string* prompt,
-            BodyError* e) {
+            RequestError* e) {
   if (Status s = RenderChat(*ctx.chat_template, in, prompt); !s.ok())
     return Refuse(e, key, s.message());
   return true;
@@ -172,7 +165,7 @@ bool Render(const ParseContext& ctx, const ChatInput& in, const char* key, std::
 
 // An output format object (`response_format`, Responses' `text.format`):
 // only plain text is produced, so only {"type": "text"} is accepted.
-bool TextFormat(const Fields& parent, const char* key, BodyError* e) {
+bool TextFormat(const Fields& parent, const char* key, RequestError* e) {
   if (!parent.Object(key)) return false;
   const json* v = parent.Find(key);
   if (!v) return true;
@@ -185,7 +178,7 @@ bool TextFormat(const Fields& parent, const char* key, BodyError* e) {
 
 // Features this server does not implement are accepted only with their
 // neutral value, so that none is accepted and then silently ignored.
-bool RefuseUnimplemented(const Fields& f, Kind kind, std::uint32_t n, BodyError* e) {
+bool RefuseUnimplemented(const Fields& f, Kind kind, std::uint32_t n, RequestError* e) {
   for (const char* key : {"use_beam_search", "background"}) {
     bool on = false;
     if (!f.Bool(key, &on)) return false;
@@ -239,7 +232,7 @@ bool RefuseUnimplemented(const Fields& f, Kind kind, std::uint32_t n, BodyError*
 }
 
 // `stop` and `stop_token_ids`, within the caps that bound per-token work.
-bool ReadStops(const Fields& f, const ParseContext& ctx, CompletionParams* p, BodyError* e) {
+bool ReadStops(const Fields& f, const ParseContext& ctx, CompletionParams* p, RequestError* e) {
   if (const json* stop = f.Find("stop")) {
     const std::string rule = "must be a string or a list of at most " +
                              std::to_string(kMaxStopStrings) + " strings, each 1 to " +
@@ -271,7 +264,7 @@ bool ReadStops(const Fields& f, const ParseContext& ctx, CompletionParams* p, Bo
 }
 
 bool ReadGeneration(const json& j, std::string_view body, Kind kind, const ParseContext& ctx,
-                    CompletionParams* p, BodyError* e) {
+                    CompletionParams* p, RequestError* e) {
   const Fields f(j, "", e);
   p->chat = kind != Kind::kCompletions;
   if (!CheckModel(f, ctx.served_model, e)) return false;
@@ -386,7 +379,7 @@ bool ReadGeneration(const json& j, std::string_view body, Kind kind, const Parse
 }
 
 bool ReadTokenize(const json& j, std::string_view body, const ParseContext& ctx, std::string* text,
-                  bool* add_special_tokens, BodyError* e) {
+                  bool* add_special_tokens, RequestError* e) {
   const Fields f(j, "", e);
   if (!CheckModel(f, ctx.served_model, e)) return false;
   const json* prompt = f.Find("prompt");
@@ -407,7 +400,7 @@ bool ReadTokenize(const json& j, std::string_view body, const ParseContext& ctx,
 }
 
 bool ReadDetokenize(const json& j, const ParseContext& ctx, std::vector<std::int32_t>* tokens,
-                    BodyError* e) {
+                    RequestError* e) {
   const Fields f(j, "", e);
   if (!CheckModel(f, ctx.served_model, e)) return false;
   const json* list = f.Find("tokens");
@@ -418,44 +411,32 @@ bool ReadDetokenize(const json& j, const ParseContext& ctx, std::vector<std::int
 
 }  // namespace
 
-Status ParseGeneration(const std::string& body, bool chat, const ParseContext& ctx,
-                       CompletionParams* p, int* http_status, std::string* param) {
-  *http_status = 400;
+bool ParseGeneration(const std::string& body, bool chat, const ParseContext& ctx,
+                     CompletionParams* p, RequestError* e) {
   json j;
-  BodyError e;
-  const bool ok = ParseJsonObject(body, &j, &e) &&
-                  ReadGeneration(j, body, chat ? Kind::kChat : Kind::kCompletions, ctx, p, &e);
-  return Result(ok, e, http_status, param);
+  return ParseJsonObject(body, &j, e) &&
+         ReadGeneration(j, body, chat ? Kind::kChat : Kind::kCompletions, ctx, p, e);
 }
 
-Status ParseResponses(const std::string& body, const ParseContext& ctx, CompletionParams* p,
-                      int* http_status, std::string* param) {
-  *http_status = 400;
+bool ParseResponses(const std::string& body, const ParseContext& ctx, CompletionParams* p,
+                    RequestError* e) {
   json j;
-  BodyError e;
-  const bool ok =
-      ParseJsonObject(body, &j, &e) && ReadGeneration(j, body, Kind::kResponses, ctx, p, &e);
-  if (ok) p->responses = true;
-  return Result(ok, e, http_status, param);
+  if (!ParseJsonObject(body, &j, e) || !ReadGeneration(j, body, Kind::kResponses, ctx, p, e))
+    return false;
+  p->responses = true;
+  return true;
 }
 
-Status ParseTokenize(const std::string& body, const ParseContext& ctx, std::string* text,
-                     bool* add_special_tokens, int* http_status, std::string* param) {
-  *http_status = 400;
+bool ParseTokenize(const std::string& body, const ParseContext& ctx, std::string* text,
+                   bool* add_special_tokens, RequestError* e) {
   json j;
-  BodyError e;
-  const bool ok =
-      ParseJsonObject(body, &j, &e) && ReadTokenize(j, body, ctx, text, add_special_tokens, &e);
-  return Result(ok, e, http_status, param);
+  return ParseJsonObject(body, &j, e) && ReadTokenize(j, body, ctx, text, add_special_tokens, e);
 }
 
-Status ParseDetokenize(const std::string& body, const ParseContext& ctx,
-                       std::vector<std::int32_t>* tokens, int* http_status, std::string* param) {
-  *http_status = 400;
+bool ParseDetokenize(const std::string& body, const ParseContext& ctx,
+                     std::vector<std::int32_t>* tokens, RequestError* e) {
   json j;
-  BodyError e;
-  const bool ok = ParseJsonObject(body, &j, &e) && ReadDetokenize(j, ctx, tokens, &e);
-  return Result(ok, e, http_status, param);
+  return ParseJsonObject(body, &j, e) && ReadDetokenize(j, ctx, tokens, e);
 }
 
 std::vector<std::uint8_t> BuildAddRequest(const std::string& id, const CompletionParams& p,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "openai/chat_template.h"
+#include "openai/request_error.h"
 #include "engine_client.h"
 #include "sightline/tokenizer/tokenizer.h"
 #include "sightline/ipc/sampling.h"
@@ -65,29 +66,28 @@ inline constexpr std::size_t kMaxStopTokenIds = 1024;
 // empty.
 
 // /v1/completions (`chat` false) and /v1/chat/completions.
-Status ParseGeneration(const std::string& body, bool chat, const ParseContext& ctx,
-                       CompletionParams* p, int* http_status, std::string* param = nullptr);
+bool ParseGeneration(const std::string& body, bool chat, const ParseContext& ctx,
+                     CompletionParams* p, RequestError* error);
 
 // /v1/responses: `input` (a string or a list of messages whose content is a
 // string or input_text parts) and `instructions` become a conversation;
 // `max_output_tokens` is max_tokens. Everything else as for chat. Features
 // that need server-side state or tools (previous_response_id, tools) get 400.
-Status ParseResponses(const std::string& body, const ParseContext& ctx, CompletionParams* p,
-                      int* http_status, std::string* param = nullptr);
+bool ParseResponses(const std::string& body, const ParseContext& ctx, CompletionParams* p,
+                    RequestError* error);
 
 // /tokenize: the text to encode, `prompt` or `messages` rendered with the
 // chat template (`add_generation_prompt`, default true), and whether to add
 // the tokenizer's special tokens (`add_special_tokens`: default true for a
 // prompt, false for messages, whose template writes them; vLLM's defaults).
-Status ParseTokenize(const std::string& body, const ParseContext& ctx, std::string* text,
-                     bool* add_special_tokens, int* http_status, std::string* param = nullptr);
+bool ParseTokenize(const std::string& body, const ParseContext& ctx, std::string* text,
+                   bool* add_special_tokens, RequestError* error);
 
 // /detokenize: `tokens`, ids in [0, the tokenizer's vocabulary). vLLM's
 // DetokenizeRequest has no other field: it decodes with the tokenizer's
 // defaults, special tokens kept (skip_special_tokens false).
-Status ParseDetokenize(const std::string& body, const ParseContext& ctx,
-                       std::vector<std::int32_t>* tokens, int* http_status,
-                       std::string* param = nullptr);
+bool ParseDetokenize(const std::string& body, const ParseContext& ctx,
+                     std::vector<std::int32_t>* tokens, RequestError* error);
 
 // The engine request for choice `sample` (of n) of prompt `prompt_index` of
 // `p`, routed back to `client` (index and incarnation). With a seed, sample

@@ -34,14 +34,7 @@ bool NestsDeeperThan(std::string_view text, int limit) {
 
 }  // namespace
 
-bool Refuse(BodyError* error, std::string param, std::string message, int status) {
-  error->status = status;
-  error->param = std::move(param);
-  error->message = std::move(message);
-  return false;
-}
-
-bool ParseBoundedJson(std::string_view text, const char* what, json* out, BodyError* error) {
+bool ParseBoundedJson(std::string_view text, const char* what, json* out, RequestError* error) {
   if (NestsDeeperThan(text, kMaxJsonDepth))
     return Refuse(
         error, "",
@@ -51,7 +44,7 @@ bool ParseBoundedJson(std::string_view text, const char* what, json* out, BodyEr
   return true;
 }
 
-bool ParseJsonObject(std::string_view body, json* out, BodyError* error) {
+bool ParseJsonObject(std::string_view body, json* out, RequestError* error) {
   if (!ParseBoundedJson(body, "the body", out, error)) return false;
   if (!out->is_object()) return Refuse(error, "", "the body is not a JSON object");
   return true;
@@ -84,7 +77,7 @@ bool AsInteger(const json& v, std::int64_t lo, std::int64_t hi, std::int64_t* ou
   return true;
 }
 
-Fields::Fields(const json& object, std::string path, BodyError* error)
+Fields::Fields(const json& object, std::string path, RequestError* error)
     : object_(object), path_(std::move(path)), error_(error) {}
 
 const json* Fields::Find(const char* key) const {

@@ -15,28 +15,21 @@
 #include <string_view>
 #include <vector>
 
+#include "openai/request_error.h"
+
 namespace sightline::api {
 
 // Deeper than any OpenAI body (a chat body is 5 levels), shallow enough that
 // the recursive parts of nlohmann (dump, copies, comparisons) stay cheap.
 inline constexpr int kMaxJsonDepth = 64;
 
-// Why a body was refused: the HTTP status (400, or 404 for another model),
-// the OpenAI error message and its `param`: the field at fault ("" if none),
-// as a path: "stream_options.include_usage", "messages[0].content[1].type".
-struct BodyError {
-  int status = 400;
-  std::string message;
-  std::string param;
-};
-
 // Parses `text` as JSON nested at most kMaxJsonDepth deep (the depth is
 // found by a linear scan first, so deeper input never reaches the parser).
 // `what` names the text in errors ("the body").
 bool ParseBoundedJson(std::string_view text, const char* what, nlohmann::json* out,
-                      BodyError* error);
+                      RequestError* error);
 // The same, and the body must be a JSON object.
-bool ParseJsonObject(std::string_view body, nlohmann::json* out, BodyError* error);
+bool ParseJsonObject(std::string_view body, nlohmann::json* out, RequestError* error);
 
 // `s` for an error message: quoted, and cut to 64 bytes (a client may send
 // megabytes; ErrorResponse repairs a cut UTF-8 sequence).
@@ -54,7 +47,7 @@ class Fields {
  public:
   // `object` (an object) and `error` must outlive this; `path` is the
   // object's own name in errors, "" for the body itself.
-  Fields(const nlohmann::json& object, std::string path, BodyError* error);
+  Fields(const nlohmann::json& object, std::string path, RequestError* error);
 
   // The field, or nullptr if absent or null.
   const nlohmann::json* Find(const char* key) const;
@@ -91,10 +84,7 @@ class Fields {
  private:
   const nlohmann::json& object_;
   std::string path_;
-  BodyError* error_;
+  RequestError* error_;
 };
-
-// Fills *error: `message`, at field `param`, with `status`. Returns false.
-bool Refuse(BodyError* error, std::string param, std::string message, int status = 400);
 
 }  // namespace sightline::api

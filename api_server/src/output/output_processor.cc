@@ -96,36 +96,35 @@ void OutputProcessor::Start() {
   if (params_.stream) renderer_.StartStream(choices_.at(0)->stats);
 }
 
-void OutputProcessor::Submit() {
-  for (auto& choice : choices_) {
-    Choice* c = choice.get();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (complete_) return;  // the client left, or the engine failed, while submitting
-    }
-    const std::size_t prompt_index = c->index / params_.n;
-    const std::uint32_t sample = c->index % params_.n;
-    const Status submitted =
-        engine_->Submit(c->engine_id,
-                        BuildAddRequest(c->engine_id, params_, prompt_index, sample,
-                                        engine_->client_index(), engine_->incarnation()),
-                        [self = shared_from_this(), index = c->index](const RequestDelta& d) {
-                          self->OnOutput(index, d);
-                        });
-    if (!submitted.ok()) {  // the engine went away between the check and here
-      std::lock_guard<std::mutex> lock(mu_);
-      if (complete_) return;
-      // Counted like any choice the engine failed: none may vanish from the metrics.
-      engine_->Abort(FailRunning(c->index));
-      return Complete(false, /*engine_gone=*/!engine_->alive());
-    }
-    // Aborted (the client left, a drain ran out of time) between the check
-    // above and Submit: that abort reached the engine before the request
-    // did, so the engine would run it to the end for nobody. Abort it again
-    // (harmless if the engine itself ended it).
-    std::lock_guard<std::mutex> lock(mu_);
-    if (c->done && c->stats.finished_reason == "abort") engine_->Abort({c->engine_id});
-  }
+std::size_t OutputProcessor::choices() const {
+  return choices_.size();
+}
+
+const std::string& OutputProcessor::engine_id(std::uint32_t choice) const {
+  return choices_.at(choice)->engine_id;
+}
+
+bool OutputProcessor::Open() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !complete_;
+}
+
+void OutputProcessor::Submitted(std::uint32_t choice) {
+  // Aborted (the client left, a drain ran out of time) between Open() and
+  // the engine client's Submit: that abort reached the engine before the
+  // request did, so the engine would run it to the end for nobody. Abort it
+  // again (harmless if the engine itself ended it).
+  std::lock_guard<std::mutex> lock(mu_);
+  const Choice& c = *choices_.at(choice);
+  if (c.done && c.stats.finished_reason == "abort") engine_->Abort({c.engine_id});
+}
+
+void OutputProcessor::SubmitFailed(std::uint32_t choice) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (complete_) return;
+  // Counted like any choice the engine failed: none may vanish from the metrics.
+  engine_->Abort(FailRunning(choice));
+  Complete(false, /*engine_gone=*/!engine_->alive());
 }
 
 void OutputProcessor::OnOutput(std::uint32_t choice, const RequestDelta& d) {

@@ -1,6 +1,7 @@
 // OutputProcessor: the life of one generation request (/v1/completions,
-// /v1/chat/completions, /v1/responses) from its submission to the engine to
-// its response's last bytes: vLLM's RequestState and OutputProcessor for the
+// /v1/chat/completions, /v1/responses) from its submission to the engine
+// (which the handler makes, OpenAiServer::Submit) to its response's last
+// bytes: vLLM's RequestState and OutputProcessor for the
 // choices (prompts x n engine requests) of one HTTP request. It owns what
 // turns engine outputs into a response: incremental detokenization, stop
 // strings (a match aborts that engine request), the request-scoped metrics
@@ -51,7 +52,7 @@ class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
 
   // `on_complete` runs once, when the request completes (under the
   // processor's mutex). Every pointer must outlive the processor; `engine`
-  // is used only to submit and to abort.
+  // is used only to abort (a stop string, a client gone, a failure).
   OutputProcessor(Options options, CompletionParams params, const Tokenizer* tokenizer,
                   EngineClient* engine, RequestMetrics* metrics, std::shared_ptr<Responder> out,
                   std::function<void()> on_complete);
@@ -59,9 +60,23 @@ class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
 
   // Opens the response's stream, when it streams.
   void Start();
-  // Submits every choice to the engine, each with its output handler
-  // (OnOutput). An engine that goes away meanwhile fails the request.
-  void Submit();
+
+  // Submission is the handler's (OpenAiServer::Submit), choice by choice;
+  // the processor is told how each went. choices(), engine_id() and params()
+  // are fixed at construction.
+  std::size_t choices() const;  // prompts x n, in the response's order
+  const std::string& engine_id(std::uint32_t choice) const;  // "<id>-<choice>"
+  const CompletionParams& params() const { return params_; }
+  // Whether to go on submitting: false once the request has completed (the
+  // client left, the engine failed) while earlier choices were submitted.
+  bool Open();
+  // Choice `choice` reached the engine.
+  void Submitted(std::uint32_t choice);
+  // The engine refused choice `choice` (it went away since the handler
+  // checked): it and every later choice fail, counted, and the request
+  // completes.
+  void SubmitFailed(std::uint32_t choice);
+
   // New output: one engine delta for choice `choice`, or the engine is gone
   // (`d.output` null). Event timestamps, token metrics, detokenized text
   // through the stop strings to the client, and the end of the choice (a
