@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine_metrics.h"
+#include "instance/instance_histograms.h"
 #include "sightline/api_server/http_families.h"
 #include "sightline/api_server/request_families.h"
 #include "metrics/request_metrics.h"
@@ -48,15 +49,11 @@ struct Instance {
 };
 
 // The creator's histograms as the CLI composes them
-// (InstanceHistogramDefaults, tools/sightline/engine_options.cc).
+// (instance/instance_histograms.h); under --disable-log-stats the HTTP
+// families alone.
 std::vector<metrics::HistogramBuilder> CreatorHistograms(bool http_only) {
-  std::vector<metrics::HistogramBuilder> out;
-  if (!http_only) {
-    out = api::RequestFamilies::Histograms(kMaxModelLen);
-    for (auto& h : engine::EngineFamilies::Histograms(true)) out.push_back(h);
-  }
-  for (auto& h : api::HttpFamilies::Histograms()) out.push_back(h);
-  return out;
+  return http_only ? api::HttpFamilies::Histograms()
+                   : cli::InstanceHistogramDefaults(kMaxModelLen, /*kv_cache_metrics=*/true);
 }
 
 Status Build(bool disable_log_stats, Instance* in) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "engine_metrics.h"
+#include "instance/instance_histograms.h"
 #include "sightline/api_server/http_families.h"
 #include "sightline/api_server/request_families.h"
 #include "metrics/request_metrics.h"
@@ -23,15 +24,11 @@ namespace {
 using metrics::HistogramBuilder;
 using metrics::Registry;
 
-// What `serve` composes (InstanceHistogramDefaults, tools/sightline/engine_options.cc).
+// What `serve` composes (the CLI's own set, instance/instance_histograms.h);
+// under --disable-log-stats the HTTP families alone.
 std::vector<HistogramBuilder> AllHistograms(std::uint32_t max_model_len, bool http_only) {
-  std::vector<HistogramBuilder> out;
-  if (!http_only) {
-    out = api::RequestFamilies::Histograms(max_model_len);
-    for (auto& h : engine::EngineFamilies::Histograms(true)) out.push_back(h);
-  }
-  for (auto& h : api::HttpFamilies::Histograms()) out.push_back(h);
-  return out;
+  return http_only ? api::HttpFamilies::Histograms()
+                   : cli::InstanceHistogramDefaults(max_model_len, /*kv_cache_metrics=*/true);
 }
 
 struct Components {

@@ -15,15 +15,9 @@
 
 namespace sightline::cli {
 
-// Every histogram family of an instance, with the default bounds: the API
-// servers' request families, the engine's, the HTTP ones (the order of
-// --metrics-buckets' error message).
-std::vector<metrics::HistogramBuilder> InstanceHistogramDefaults(std::uint32_t max_model_len,
-                                                                 bool kv_cache_metrics);
-
 // The model, scheduling and metrics flags (not the addresses, the registry
 // or the thread count, which each command adds for itself). Sets
-// o->instance_histograms to InstanceHistogramDefaults.
+// o->instance_histograms to InstanceHistogramDefaults (instance/instance_histograms.h).
 void AddEngineFlags(CLI::App* cmd, engine::EngineProcessOptions* o);
 
 // argv (after "sightline engine") that reproduces `o`.

@@ -10,7 +10,7 @@
 
 #include "metrics_demo.h"
 #include "registry_flags.h"
-#include "run_directory.h"
+#include "instance/run_directory.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::cli {

@@ -14,14 +14,14 @@
 
 #include "api_server_options.h"
 #include "engine_options.h"
-#include "listening_socket.h"
+#include "instance/listening_socket.h"
 #include "registry_flags.h"
-#include "run_directory.h"
+#include "instance/run_directory.h"
 #include "sightline/api_server/http_families.h"
 #include "sightline/shm_registry/process_metrics.h"
 #include "sightline/shm_registry/registry.h"
 #include "stop_signals.h"
-#include "supervisor.h"
+#include "instance/supervisor.h"
 
 namespace sightline::cli {
 

@@ -1,4 +1,4 @@
-#include "subprocess.h"
+#include "instance/subprocess.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "listening_socket.h"
+#include "instance/listening_socket.h"
 
 #include <netdb.h>
 #include <netinet/in.h>

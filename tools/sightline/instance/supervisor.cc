@@ -1,4 +1,4 @@
-#include "supervisor.h"
+#include "instance/supervisor.h"
 
 #include <signal.h>
 
@@ -11,7 +11,7 @@ namespace sightline::cli {
 
 namespace {
 
-void Log(const std::string& level, const std::string& message) {
+void LogToStderr(const std::string& level, const std::string& message) {
   std::cerr << level << " sightline serve: " << message << "\n" << std::flush;
 }
 
@@ -39,6 +39,11 @@ Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options))
     api_.emplace_back();
     api_.back().index = i;
   }
+}
+
+void Supervisor::Log(const std::string& level, const std::string& message) const {
+  if (options_.log) return options_.log(level, message);
+  LogToStderr(level, message);
 }
 
 Supervisor::Wait Supervisor::WaitFor(const std::function<bool()>& done, double timeout_s,

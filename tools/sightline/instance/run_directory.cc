@@ -1,4 +1,4 @@
-#include "run_directory.h"
+#include "instance/run_directory.h"
 
 #include <sys/stat.h>
 

@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
-#include "listening_socket.h"
+#include "instance/listening_socket.h"
 #include "sightline/clock.h"
 #include "sightline/shm_registry/registry.h"
-#include "subprocess.h"
+#include "instance/subprocess.h"
 
 namespace sightline::cli {
 
@@ -47,6 +47,10 @@ struct SupervisorOptions {
   int max_restarts_per_minute = 5;
   std::string url;  // for the "serving" log line
   const std::atomic<bool>* stop = nullptr;
+  // Where the supervisor's log lines go, by level ("INFO", "WARNING",
+  // "ERROR"), from the thread that runs Run(); unset: stderr, as
+  // "<level> sightline serve: <message>".
+  std::function<void(const std::string& level, const std::string& message)> log;
 };
 
 class Supervisor {
@@ -63,6 +67,8 @@ class Supervisor {
     Clock::time_point restart_at{};          // when process is not running
   };
   enum class Wait { kDone, kStopped, kTimeout };
+
+  void Log(const std::string& level, const std::string& message) const;
 
   // Polls until done(), the timeout, or (when stoppable) SIGTERM/SIGINT.
   Wait WaitFor(const std::function<bool()>& done, double timeout_s, bool stoppable = true);
