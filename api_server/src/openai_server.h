@@ -5,7 +5,7 @@
 // makes its OutputProcessor and submits each choice to the engine (the one
 // place that does); the request's outputs then go through the processor
 // (output/output_processor.h: detokenization, stop strings, request metrics)
-// to OpenAiRenderer (openai/openai_render.h: the OpenAI formats). The HTTP
+// to OpenAiRenderer (output/openai_render.h: the OpenAI formats). The HTTP
 // metrics are the HTTP layer's.
 #pragma once
 

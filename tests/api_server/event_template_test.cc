@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "openai/responses_format.h"
+#include "output/responses_format.h"
 
 namespace sightline::api {
 namespace {

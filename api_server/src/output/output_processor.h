@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "openai/completion_request.h"
-#include "openai/openai_render.h"
+#include "output/openai_render.h"
 #include "engine_client.h"
 #include "http/http_server.h"
 #include "metrics/request_metrics.h"

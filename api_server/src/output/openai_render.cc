@@ -1,4 +1,4 @@
-#include "openai/openai_render.h"
+#include "output/openai_render.h"
 
 #include <utility>
 

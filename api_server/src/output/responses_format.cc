@@ -1,4 +1,4 @@
-#include "openai/responses_format.h"
+#include "output/responses_format.h"
 
 #include "output/event_template.h"
 

@@ -17,7 +17,7 @@
 
 #include "output/event_template.h"
 #include "output/logprobs_format.h"
-#include "openai/responses_format.h"
+#include "output/responses_format.h"
 #include "http/http_server.h"
 #include "metrics/request_metrics.h"
 
