@@ -1,6 +1,6 @@
 // Every real chat template in testdata/chat_templates/ rendered for every
 // reference conversation, byte for byte against Jinja2 with transformers'
-// settings (tools/chat_template_reference/render.py); a conversation the
+// settings (tools/testdata/chat_template_reference/render.py); a conversation the
 // template refuses in Jinja2 must be refused here too.
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 // of the family written as a real Hugging Face directory and loaded back, served by the engine's
 // step loop through batching, chunked prefill, preemption and prefix hits, against two references
 // written independently of the runner — the C++ dense forward pass (dense_reference.cc) and a
-// PyTorch forward pass from the transformers definitions (tools/model_reference/, outputs
+// PyTorch forward pass from the transformers definitions (tools/testdata/model_reference/, outputs
 // committed) — and each feature shown to matter (the reference without it disagrees).
 #include <gtest/gtest.h>
 
@@ -215,7 +215,7 @@ TEST(ModelFamilies, EachFeatureChangesTheGreedyTokens) {
   }
 }
 
-// The PyTorch reference (tools/model_reference/reference.py, run on the
+// The PyTorch reference (tools/testdata/model_reference/reference.py, run on the
 // directories `sightline make-model --family F --preset P --seed 77` writes,
 // config.json edited by each case's patch: a window, a rope scaling):
 // its greedy tokens for each prompt, and the smallest top-1 margin it saw

@@ -1,5 +1,5 @@
 // The Jinja language against Jinja2 itself: each case in
-// testdata/language.json (tools/chat_template_reference/
+// testdata/language.json (tools/testdata/chat_template_reference/
 // language_cases.py) renders byte for byte as Jinja2 rendered it, and each
 // template Jinja2 refuses at render is refused here with Python's message.
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // Hugging Face tokenizer.json pipelines (LoadHfTokenizer): the hand-written
 // files of testdata/hand_written/tokenizers.json replayed against what the
-// reference (`tokenizers` 0.23.2, tools/tokenizer_reference/hand_written.mjs)
+// reference (`tokenizers` 0.23.2, tools/testdata/tokenizer_reference/hand_written.mjs)
 // encoded and decoded with them; merges against the textbook algorithm and
 // on a huge word; BOS/EOS from the template and tokenizer_config.json;
 // streaming; and every refusal.

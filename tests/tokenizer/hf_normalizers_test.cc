@@ -1,7 +1,7 @@
 // The hf/ normalizers against Hugging Face `tokenizers` (npm 0.23.2): every
 // configuration of testdata/hf_components.json on every input, exactly; every
 // code point (testdata/hf_unicode_digests.json); and each refusal. Regenerate
-// the data with tools/tokenizer_reference/components.mjs (and --exhaustive).
+// the data with tools/testdata/tokenizer_reference/components.mjs (and --exhaustive).
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // (npm 0.23.2): every configuration of testdata/hf_components.json on every
 // input, at the start of the input and after an added token; every code point
 // (testdata/hf_unicode_digests.json); the Unicode cases Oniguruma decides; and
-// each refusal. Regenerate the data with tools/tokenizer_reference/components.mjs
+// each refusal. Regenerate the data with tools/testdata/tokenizer_reference/components.mjs
 // (and --exhaustive).
 #include <gtest/gtest.h>
 

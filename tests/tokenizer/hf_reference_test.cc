@@ -1,6 +1,6 @@
 // Differential test against Hugging Face: every reference tokenizer in
 // testdata/tokenizers/ must encode and decode the corpus exactly as the Rust
-// `tokenizers` library does (outputs recorded by tools/tokenizer_reference/),
+// `tokenizers` library does (outputs recorded by tools/testdata/tokenizer_reference/),
 // stream through IncrementalDetokenizer to the same text, and decode invalid
 // UTF-8 byte sequences to the same replacement characters. The only accepted
 // differences are those listed, with a reason, in known_differences.json.

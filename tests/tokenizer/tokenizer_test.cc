@@ -103,7 +103,7 @@ TEST(Utf8, MaximalSubparts) {
 }
 
 // Byte sequences and the text Python's bytes.decode("utf-8", "replace")
-// makes of them (tools/utf8_reference/): the full conversion, and the same
+// makes of them (tools/testdata/utf8_reference/): the full conversion, and the same
 // bytes streamed one token at a time through the byte tokenizer, with and
 // without special tokens between them, must both give that text.
 TEST(Utf8, MatchesPythonReference) {

@@ -12,7 +12,7 @@ the model in float64 and writes the prompts, greedy continuations and the
 smallest top-1 margin to a JSON file that the engine tests compare against
 (tests/engine_core/model_families_test.cc). Needs python3-torch (Debian).
 
-  /usr/bin/python3 tools/model_reference/reference.py build/tools/sightline \
+  /usr/bin/python3 tools/testdata/model_reference/reference.py build/tools/sightline \
       tests/engine_core/testdata/model_reference/families.json
 """
 import json
@@ -339,7 +339,7 @@ def main():
                       "architecture": cfg["architectures"][0], "min_margin": case_margin,
                       "prompts": prompts})
     with open(out_path, "w") as f:
-        json.dump({"generated_by": "tools/model_reference/reference.py",
+        json.dump({"generated_by": "tools/testdata/model_reference/reference.py",
                    "torch": torch.__version__, "dtype": "float64", "cases": cases}, f, indent=1)
         f.write("\n")
 

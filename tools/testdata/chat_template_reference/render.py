@@ -9,7 +9,7 @@ loop over content). A render that raises is
 recorded as an expected error. strftime_now reads a fixed clock
 (2024-07-26 10:00:00) so that the output is deterministic; the C++ test
 uses the same one. Needs Debian's python3-jinja2. Run once by hand:
-  python3 tools/chat_template_reference/render.py
+  python3 tools/testdata/chat_template_reference/render.py
 """
 import datetime
 import json
@@ -21,7 +21,7 @@ from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.path.join(HERE, "..", "..", "tests", "api_server", "testdata", "chat_templates")
+DATA = os.path.join(HERE, "..", "..", "..", "tests", "api_server", "testdata", "chat_templates")
 CLOCK = datetime.datetime(2024, 7, 26, 10, 0, 0)
 
 

@@ -6,7 +6,7 @@ as Rust's String::from_utf8_lossy, which Hugging Face tokenizers and so
 vLLM use). The C++ detokenizer is tested against this file, so the
 expectations come from an implementation that is not ours.
 
-Run from the repository root: python3 tools/utf8_reference/generate_utf8_lossy.py
+Run from the repository root: python3 tools/testdata/utf8_reference/generate_utf8_lossy.py
 The output is deterministic (fixed seed); commit it.
 """
 import json
@@ -80,9 +80,9 @@ def main():
         seen.add(b)
         rows.append({"bytes": list(b), "text": b.decode("utf-8", errors="replace")})
     here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "..", "..", "tests", "tokenizer", "testdata", "utf8_lossy.json")
+    path = os.path.join(here, "..", "..", "..", "tests", "tokenizer", "testdata", "utf8_lossy.json")
     with open(path, "w", encoding="ascii") as f:  # one case a line, for readable diffs
-        f.write('{"generator": "tools/utf8_reference/generate_utf8_lossy.py",\n')
+        f.write('{"generator": "tools/testdata/utf8_reference/generate_utf8_lossy.py",\n')
         f.write(' "reference": "Python bytes.decode(\'utf-8\', errors=\'replace\')",\n')
         f.write(' "cases": [\n')
         f.write(",\n".join(json.dumps(r, ensure_ascii=True) for r in rows))

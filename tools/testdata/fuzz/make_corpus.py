@@ -2,7 +2,7 @@
 """Writes the HTTP fuzzer's seed corpus (tests/fuzz/corpus/) and the issue's
 reproducers (tests/fuzz/regressions/issue12-*), so both can be regenerated:
 
-    tools/fuzz/make_corpus.py            # from the repository root
+    tools/testdata/fuzz/make_corpus.py            # from the repository root
 
 Input format (tests/fuzz/http_fuzzer.cc): the first byte picks the mode
 (bit 0) and the server (bit 1: the one without --api-key).
@@ -17,7 +17,7 @@ import json
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 CORPUS = os.path.join(ROOT, "tests", "fuzz", "corpus")
 REGRESSIONS = os.path.join(ROOT, "tests", "fuzz", "regressions")
 MAX_LEN = 8192

