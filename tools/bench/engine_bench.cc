@@ -10,6 +10,7 @@
 #include "engine_core.h"
 #include "engine_metrics.h"
 #include "sched/scheduler.h"
+#include "spec/ngram_proposer.h"
 #include "sightline/kernels/cpu_ops.h"
 #include "sightline/shm_registry/registry.h"
 
@@ -146,6 +147,38 @@ BENCHMARK(BM_TinyDecode)
     ->Repetitions(5)
     ->ReportAggregatesOnly(true)
     ->Unit(benchmark::kMillisecond);
+
+// The n-gram proposer on one request's context of `tokens` tokens: what a
+// step pays per speculating request. Random text from a 32k vocabulary (the
+// search reads everything and finds little) and text that repeats a 1k-token
+// span (long matches, drafts every time).
+void BM_NgramPropose(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const bool repeats = state.range(1) != 0;
+  std::vector<std::int32_t> tokens(n);
+  std::uint32_t x = 12345;
+  for (std::size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    tokens[i] = repeats && i >= 1000 ? tokens[i - 1000] : static_cast<std::int32_t>(x % 32000);
+  }
+  SpeculativeConfig c;
+  c.num_speculative_tokens = 4;
+  c.prompt_lookup_min = 2;
+  c.prompt_lookup_max = 5;
+  std::size_t drafted = 0;
+  for (auto _ : state) drafted += ProposeNgramDrafts(tokens, c, 4).size();
+  benchmark::DoNotOptimize(drafted);
+  state.counters["time_per_token"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * n),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_NgramPropose)
+    ->ArgNames({"tokens", "repeats"})
+    ->Args({1000, 0})
+    ->Args({10000, 0})
+    ->Args({100000, 0})
+    ->Args({100000, 1})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace sightline::engine
