@@ -74,7 +74,7 @@ sanitize_test() {
     -DSIGHTLINE_SANITIZE=ON -DSIGHTLINE_WERROR=OFF -DSIGHTLINE_CUDA=OFF \
     -DSIGHTLINE_BUILD_BENCHMARKS=OFF >/dev/null
   cmake --build "$dir" -j"$(nproc)" --target sightline shm_registry_tests ipc_schema_tests \
-    api_server_tests http_fuzzer sightline_envelope_fuzzer
+    api_server_tests jinja_tests http_fuzzer sightline_envelope_fuzzer
   cd "$dir"
   # Left to the GCC tree: a test that runs 32 x 1,900 tokens to the end through
   # an ASan-built engine (minutes here, seconds there) and checks only timing.

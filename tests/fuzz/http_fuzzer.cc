@@ -39,6 +39,7 @@
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -296,7 +297,7 @@ class Connection {
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = htons(static_cast<std::uint16_t>(port));
     if (fd_ < 0 || connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-      Fail("cannot connect to the server");
+      Fail(std::string("cannot connect to the server: ") + std::strerror(errno));
     // Closed with a reset: no TIME_WAIT, so thousands of inputs a minute
     // never run out of ephemeral ports.
     const linger reset{1, 0};

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "builtins.h"
 #include "pystr.h"
@@ -26,12 +27,6 @@ struct Scope {
   }
 };
 using ScopePtr = std::shared_ptr<Scope>;
-
-ScopePtr Child(const ScopePtr& parent) {
-  auto s = std::make_shared<Scope>();
-  s->parent = parent;
-  return s;
-}
 
 enum class Flow { kNormal, kBreak, kContinue };
 
@@ -73,20 +68,49 @@ Value MakeDict(Args& a, bool is_namespace) {
 
 class Renderer {
  public:
-  explicit Renderer(const Value& vars) : root_(std::make_shared<Scope>()) {
-    auto globals = std::make_shared<Scope>();
+  explicit Renderer(const Value& vars) {
+    ScopePtr globals = Child(nullptr);
     globals->vars["range"] = Value::Callable("range", Range);
-    globals->vars["namespace"] =
-        Value::Callable("namespace", [](Args& a) { return MakeDict(a, true); });
+    globals->vars["namespace"] = Value::Callable("namespace", [this](Args& a) {
+      namespaces_.push_back(MakeDict(a, true));
+      return namespaces_.back();
+    });
     globals->vars["dict"] = Value::Callable("dict", [](Args& a) { return MakeDict(a, false); });
     if (vars.is_dict())
       for (const auto& [k, v] : vars.dict().items) globals->vars[k] = v;
-    root_->parent = globals;
+    root_ = Child(globals);
+  }
+
+  // A render can make reference cycles: a macro closes over the scope that
+  // holds it (and every macro of a scope over all of them), and a namespace
+  // can hold itself or a macro. Nothing of a render outlives it (its result
+  // is a string), so its end breaks them: every scope's variables and every
+  // namespace's attributes are dropped. Without this, each render of a
+  // template with a macro leaked its whole scope chain, the request's
+  // messages included (LeakSanitizer in JinjaReference).
+  ~Renderer() {
+    for (const auto& weak : scopes_)
+      if (const ScopePtr scope = weak.lock()) scope->vars.clear();
+    for (const Value& ns : namespaces_) ns.dict().items.clear();
   }
 
   void Run(const Body& body, std::string* out) { Exec(body, root_, out); }
 
  private:
+  // A new scope inside `parent` (nullptr: the outermost), remembered for the
+  // destructor. Scopes already gone are forgotten now and then, so a loop of
+  // many iterations keeps the list short.
+  ScopePtr Child(const ScopePtr& parent) {
+    auto s = std::make_shared<Scope>();
+    s->parent = parent;
+    if (scopes_.size() >= 2 * live_scopes_ + 64) {
+      std::erase_if(scopes_, [](const std::weak_ptr<Scope>& w) { return w.expired(); });
+      live_scopes_ = scopes_.size();
+    }
+    scopes_.push_back(s);
+    return s;
+  }
+
   Flow Exec(const Body& body, const ScopePtr& scope, std::string* out) {
     for (const auto& s : body) {
       const Flow f = ExecOne(*s, scope, out);
@@ -387,6 +411,9 @@ class Renderer {
 
   ScopePtr root_;
   int depth_ = 0;
+  std::vector<std::weak_ptr<Scope>> scopes_;  // every scope made, for ~Renderer
+  std::size_t live_scopes_ = 0;               // scopes_'s size after its last pruning
+  std::vector<Value> namespaces_;             // every namespace() made, for ~Renderer
 };
 
 }  // namespace
