@@ -279,25 +279,8 @@ Judged Judge(const std::string& wire) {
 class Connection {
  public:
   explicit Connection(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    // From a new loopback address each time (127.1.0.0/16): the server
-    // closes first, so each connection leaves a TIME-WAIT on its side for a
-    // minute, and a thousand connections a second from one address would
-    // soon reuse a 4-tuple still in it (connect fails, or a SYN meets the
-    // old connection and the request is lost: false hangs).
-    static std::uint32_t next_source = 0;
-    sockaddr_in source{};
-    source.sin_family = AF_INET;
-    source.sin_addr.s_addr = htonl(0x7f010000u | (next_source++ & 0xffffu));
+    if (!TryConnect(port)) Fail(std::string("cannot connect to the server: ") + std::strerror(errno));
     const int one = 1;
-    setsockopt(fd_, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
-    if (fd_ >= 0) (void)bind(fd_, reinterpret_cast<sockaddr*>(&source), sizeof source);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    if (fd_ < 0 || connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-      Fail(std::string("cannot connect to the server: ") + std::strerror(errno));
     // Closed with a reset: no TIME_WAIT, so thousands of inputs a minute
     // never run out of ephemeral ports.
     const linger reset{1, 0};
@@ -358,6 +341,45 @@ class Connection {
   std::string& buffer() { return buffer_; }
 
  private:
+  // A socket from a new loopback address each time (127.1.0.0/16): the
+  // server closes first, so each connection leaves a TIME-WAIT on its side
+  // for a minute, and a thousand connections a second from one address would
+  // soon reuse a 4-tuple still in it (connect fails, or a SYN meets the old
+  // connection and the request is lost: false hangs). Whether it connected;
+  // errno says why not.
+  bool TryConnect(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) return false;
+    static std::uint32_t next_source = 0;
+    sockaddr_in source{};
+    source.sin_family = AF_INET;
+    source.sin_addr.s_addr = htonl(0x7f010000u | (next_source++ & 0xffffu));
+    const int one = 1;
+    setsockopt(fd_, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    (void)bind(fd_, reinterpret_cast<sockaddr*>(&source), sizeof source);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return true;
+    if (errno != EINTR) return false;
+    // Interrupted (libFuzzer's SIGALRM, see Write): the handshake goes on
+    // without us; wait for it and take its outcome. Taken for a failure, this
+    // was the fuzzer's "cannot connect to the server" under load.
+    for (;;) {
+      pollfd p{fd_, POLLOUT, 0};
+      const int ready = poll(&p, 1, 10000);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) errno = ETIMEDOUT;
+      if (ready <= 0) return false;
+      int error = 0;
+      socklen_t length = sizeof error;
+      if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &length) != 0) return false;
+      errno = error;
+      return error == 0;
+    }
+  }
+
   int fd_ = -1;
   std::string buffer_;
 };
