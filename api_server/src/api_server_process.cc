@@ -10,15 +10,15 @@
 #include <thread>
 
 #include "admin_routes.h"
-#include "openai/chat_template.h"
 #include "engine_client.h"
 #include "http/http_server.h"
-#include "openai_server.h"
 #include "metrics/request_metrics.h"
-#include "sightline/tokenizer/tokenizer.h"
+#include "openai/chat_template.h"
+#include "openai_server.h"
 #include "sightline/clock.h"
 #include "sightline/shm_registry/process_metrics.h"
 #include "sightline/shm_registry/registry.h"
+#include "sightline/tokenizer/tokenizer.h"
 
 namespace sightline::api {
 

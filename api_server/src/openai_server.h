@@ -16,10 +16,10 @@
 #include <string>
 #include <unordered_map>
 
-#include "openai/chat_template.h"
 #include "engine_client.h"
 #include "http/http_server.h"
 #include "metrics/request_metrics.h"
+#include "openai/chat_template.h"
 #include "sightline/tokenizer/tokenizer.h"
 
 namespace sightline::api {

@@ -235,8 +235,8 @@ TEST(ChatTemplate, RequestPathPassesTheFieldsAndAnswers400) {
   // The chat endpoint: the template's raise_exception is a 400 with its message.
   CompletionParams p;
   RequestError e;
-  ASSERT_TRUE(ParseGeneration(R"({"messages": [{"role": "user", "content": "Hi"}]})", true, ctx,
-                              &p, &e))
+  ASSERT_TRUE(
+      ParseGeneration(R"({"messages": [{"role": "user", "content": "Hi"}]})", true, ctx, &p, &e))
       << e.message;
   EXPECT_EQ(tokenizer->Decode(p.prompts[0], {}), "<user>Hi<gen>");
   e = {};

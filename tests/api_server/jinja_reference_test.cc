@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "openai/chat_render.h"
-#include "openai/chat_tools.h"
 #include "openai/chat_template.h"
+#include "openai/chat_tools.h"
 
 namespace sightline::api {
 namespace {

@@ -54,7 +54,8 @@ class ParsingFixture : public ::testing::Test {
   CompletionParams Accept(const nlohmann::json& body, bool chat = false) {
     CompletionParams p;
     RequestError e;
-    EXPECT_TRUE(ParseGeneration(body.dump(), chat, ctx_, &p, &e)) << body.dump() << ": " << e.message;
+    EXPECT_TRUE(ParseGeneration(body.dump(), chat, ctx_, &p, &e))
+        << body.dump() << ": " << e.message;
     return p;
   }
   enum Endpoint { kCompletions, kChat, kResponses, kTokenize, kDetokenize };
@@ -70,12 +71,11 @@ class ParsingFixture : public ::testing::Test {
     bool add_special = false;
     Outcome o;
     RequestError e;
-    const bool ok =
-        endpoint == kCompletions ? ParseGeneration(body, false, ctx_, &p, &e)
-        : endpoint == kChat      ? ParseGeneration(body, true, ctx_, &p, &e)
-        : endpoint == kResponses ? ParseResponses(body, ctx_, &p, &e)
-        : endpoint == kTokenize  ? ParseTokenize(body, ctx_, &text, &add_special, &e)
-                                 : ParseDetokenize(body, ctx_, &tokens, &e);
+    const bool ok = endpoint == kCompletions ? ParseGeneration(body, false, ctx_, &p, &e)
+                    : endpoint == kChat      ? ParseGeneration(body, true, ctx_, &p, &e)
+                    : endpoint == kResponses ? ParseResponses(body, ctx_, &p, &e)
+                    : endpoint == kTokenize  ? ParseTokenize(body, ctx_, &text, &add_special, &e)
+                                             : ParseDetokenize(body, ctx_, &tokens, &e);
     o.param = e.param;
     if (ok) {
       // What an accepted body promises the rest of the server.

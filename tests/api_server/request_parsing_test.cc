@@ -347,7 +347,8 @@ TEST_F(RequestParsingTest, TokenizeAddSpecialTokensDefaults) {
   auto tokenize = [&](const json& body, bool* add) {
     std::string text;
     RequestError e;
-    EXPECT_TRUE(ParseTokenize(body.dump(), ctx_, &text, add, &e)) << body.dump() << ": " << e.message;
+    EXPECT_TRUE(ParseTokenize(body.dump(), ctx_, &text, add, &e))
+        << body.dump() << ": " << e.message;
     return text;
   };
   bool add = false;

@@ -9,9 +9,9 @@
 
 #include "engine_metrics.h"
 #include "instance/instance_histograms.h"
+#include "metrics/request_metrics.h"
 #include "sightline/api_server/http_families.h"
 #include "sightline/api_server/request_families.h"
-#include "metrics/request_metrics.h"
 #include "sightline/engine_core/engine_families.h"
 #include "sightline/shm_registry/bucket_overrides.h"
 #include "sightline/shm_registry/registry.h"

@@ -39,11 +39,11 @@
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -53,10 +53,10 @@
 #include "admin_routes.h"
 #include "engine_client.h"
 #include "http/http_server.h"
-#include "openai_server.h"
 #include "metrics/request_metrics.h"
-#include "sightline/tokenizer/tokenizer.h"
+#include "openai_server.h"
 #include "sightline/shm_registry/registry.h"
+#include "sightline/tokenizer/tokenizer.h"
 #include "support/fake_engine.h"
 
 namespace {
@@ -279,7 +279,8 @@ Judged Judge(const std::string& wire) {
 class Connection {
  public:
   explicit Connection(int port) {
-    if (!TryConnect(port)) Fail(std::string("cannot connect to the server: ") + std::strerror(errno));
+    if (!TryConnect(port))
+      Fail(std::string("cannot connect to the server: ") + std::strerror(errno));
     const int one = 1;
     // Closed with a reset: no TIME_WAIT, so thousands of inputs a minute
     // never run out of ephemeral ports.

@@ -19,8 +19,8 @@ namespace sightline::cli {
 namespace {
 
 using sightline::testing::Gone;
-using sightline::testing::Sh;
 using sightline::testing::ScratchDir;
+using sightline::testing::Sh;
 using sightline::testing::WaitUntil;
 
 // The child's exit status, once it has exited (-1: not within the ceiling).
@@ -35,8 +35,7 @@ int ExitOf(Subprocess* p) {
 
 TEST(Subprocess, ReportsReadinessAndTheExitStatus) {
   Subprocess p;
-  ASSERT_TRUE(Subprocess::Start("child", Sh("printf x >&3; exit 5"), {}, &p)
-                  .ok());
+  ASSERT_TRUE(Subprocess::Start("child", Sh("printf x >&3; exit 5"), {}, &p).ok());
   EXPECT_EQ(p.name(), "child");
   EXPECT_TRUE(p.running());
   EXPECT_TRUE(WaitUntil([&] { return p.PollReady(); }));
@@ -69,8 +68,8 @@ TEST(Subprocess, InheritedDescriptorsComeFirstThenTheReadinessPipe) {
   Subprocess p;
   // Two inherited descriptors: 3 and 4; the readiness pipe is then 5.
   EXPECT_EQ(Subprocess::ReadyFd(2), 5);
-  ASSERT_TRUE(Subprocess::Start("child", Sh("printf hi >&3; printf x >&5"), {fds[1], fds[1]}, &p)
-                  .ok());
+  ASSERT_TRUE(
+      Subprocess::Start("child", Sh("printf hi >&3; printf x >&5"), {fds[1], fds[1]}, &p).ok());
   close(fds[1]);
   char buf[8] = {};
   EXPECT_EQ(read(fds[0], buf, 2), 2);
@@ -87,7 +86,8 @@ TEST(Subprocess, OtherDescriptorsAreNotInherited) {
   ASSERT_TRUE(WaitUntil([&] { return p.PollReady(); }));
   // What the child holds: stdin, stdout, stderr and the readiness pipe.
   std::set<std::string> held;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(p.pid()) + "/fd"))
+  for (const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(p.pid()) + "/fd"))
     held.insert(e.path().filename().string());
   EXPECT_EQ(held, (std::set<std::string>{"0", "1", "2", "3"}));
   close(fds[0]);

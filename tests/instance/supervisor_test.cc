@@ -22,8 +22,8 @@ namespace sightline::cli {
 namespace {
 
 using sightline::testing::Gone;
-using sightline::testing::Sh;
 using sightline::testing::ScratchDir;
+using sightline::testing::Sh;
 using sightline::testing::WaitUntil;
 
 // One supervisor run on its own thread, with its log kept.
@@ -31,8 +31,8 @@ class SupervisorRun {
  public:
   explicit SupervisorRun(SupervisorOptions o) {
     EXPECT_TRUE(listener_.Bind("127.0.0.1", 0).ok());
-    EXPECT_TRUE(metrics::Registry::Create(sightline::testing::UniqueInstance(),
-                                          metrics::Capacity{}, "supervisor", &registry_)
+    EXPECT_TRUE(metrics::Registry::Create(sightline::testing::UniqueInstance(), metrics::Capacity{},
+                                          "supervisor", &registry_)
                     .ok());
     o.listener = &listener_;
     o.registry = registry_.get();
@@ -98,8 +98,9 @@ TEST(Supervisor, RestartsADeadApiServerWithTheSameIndexAndCountsIt) {
   o.api_server_argv = [&](std::uint32_t i) {
     const std::string me = dir / ("api" + std::to_string(i));
     return Sh("echo $$ >> " + me + ".pids; printf x >&4; if [ " + std::to_string(i) +
-              " = 1 ] && [ ! -e " + me + ".started ]; then touch " + me + ".started; while [ ! -e " +
-              me + ".die ]; do sleep 0.02; done; exit 3; fi; exec sleep 600");
+              " = 1 ] && [ ! -e " + me + ".started ]; then touch " + me +
+              ".started; while [ ! -e " + me +
+              ".die ]; do sleep 0.02; done; exit 3; fi; exec sleep 600");
   };
   SupervisorRun run(std::move(o));
   ASSERT_TRUE(run.Logged("INFO serving on http://127.0.0.1:")) << run.log();

@@ -18,8 +18,9 @@ std::string Render(const std::string& source) {
   std::unique_ptr<Template> t;
   if (Status s = Template::Parse(source, &t); !s.ok()) return "parse: " + s.message();
   Value vars = Value::Dict();
-  vars.dict().Set("messages", Value::FromJson(nlohmann::ordered_json::parse(
-                                  R"([{"role": "user", "content": "hi"}])")));
+  vars.dict().Set(
+      "messages",
+      Value::FromJson(nlohmann::ordered_json::parse(R"([{"role": "user", "content": "hi"}])")));
   std::string out;
   if (Status s = t->Render(vars, &out); !s.ok()) return "render: " + s.message();
   return out;

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tokenizer/hf_codepoints.h"
 #include "hf/components.h"
 #include "hf/unicode.h"
+#include "tokenizer/hf_codepoints.h"
 
 namespace sightline::hf {
 namespace {

@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tokenizer/hf_codepoints.h"
 #include "hf/components.h"
 #include "hf/pre_tokenizers.h"
 #include "hf/regex.h"
 #include "hf/unicode.h"
+#include "tokenizer/hf_codepoints.h"
 
 namespace sightline::hf {
 namespace {

@@ -10,9 +10,9 @@
 #include "engine_core.h"
 #include "engine_metrics.h"
 #include "sched/scheduler.h"
-#include "spec/ngram_proposer.h"
 #include "sightline/kernels/cpu_ops.h"
 #include "sightline/shm_registry/registry.h"
+#include "spec/ngram_proposer.h"
 
 namespace sightline::engine {
 namespace {

@@ -8,9 +8,9 @@
 #include <memory>
 #include <string>
 
+#include "instance/run_directory.h"
 #include "metrics_demo.h"
 #include "registry_flags.h"
-#include "instance/run_directory.h"
 #include "sightline/shm_registry/registry.h"
 
 namespace sightline::cli {

@@ -15,13 +15,13 @@
 #include "api_server_options.h"
 #include "engine_options.h"
 #include "instance/listening_socket.h"
-#include "registry_flags.h"
 #include "instance/run_directory.h"
+#include "instance/supervisor.h"
+#include "registry_flags.h"
 #include "sightline/api_server/http_families.h"
 #include "sightline/shm_registry/process_metrics.h"
 #include "sightline/shm_registry/registry.h"
 #include "stop_signals.h"
-#include "instance/supervisor.h"
 
 namespace sightline::cli {
 

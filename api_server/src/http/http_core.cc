@@ -4,8 +4,8 @@
 #include <exception>
 #include <set>
 
-#include "http/http_protocol.h"
 #include "http/http_core.h"
+#include "http/http_protocol.h"
 
 namespace sightline::api::http_internal {
 

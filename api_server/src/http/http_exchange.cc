@@ -6,8 +6,8 @@
 // session's end.
 #include <charconv>
 
-#include "http/http_session.h"
 #include "http/http_protocol.h"
+#include "http/http_session.h"
 
 namespace sightline::api::http_internal {
 

@@ -2,8 +2,8 @@
 #include <list>
 #include <mutex>
 
-#include "http/http_session.h"
 #include "http/http_protocol.h"
+#include "http/http_session.h"
 
 namespace sightline::api::http_internal {
 

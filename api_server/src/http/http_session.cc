@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <vector>
 
-#include "http/http_session.h"
 #include "http/http_protocol.h"
+#include "http/http_session.h"
 #include "http/tcp_progress.h"
 
 namespace sightline::api::http_internal {

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "sightline/api_server/http_families.h"
 #include "http/http_server.h"
+#include "sightline/api_server/http_families.h"
 #include "sightline/api_server/request_families.h"
 #include "sightline/shm_registry/registry.h"
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "openai/json_body.h"
 #include "openai/chat_template.h"
+#include "openai/json_body.h"
 
 namespace sightline::api {
 

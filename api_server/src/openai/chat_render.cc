@@ -2,8 +2,8 @@
 
 #include <ctime>
 
-#include "sightline/jinja/value.h"
 #include "openai/json_body.h"
+#include "sightline/jinja/value.h"
 
 namespace sightline::api {
 

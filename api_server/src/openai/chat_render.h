@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "sightline/jinja/template.h"
 #include "openai/chat_template.h"
+#include "sightline/jinja/template.h"
 #include "sightline/status.h"
 
 namespace sightline::api {

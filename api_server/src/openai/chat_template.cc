@@ -6,8 +6,8 @@
 
 #include "openai/chat_messages.h"
 #include "openai/chat_render.h"
-#include "sightline/jinja/template.h"
 #include "openai/json_body.h"
+#include "sightline/jinja/template.h"
 
 namespace sightline::api {
 

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "engine_client.h"
 #include "openai/chat_template.h"
 #include "openai/request_error.h"
-#include "engine_client.h"
-#include "sightline/tokenizer/tokenizer.h"
 #include "sightline/ipc/sampling.h"
 #include "sightline/status.h"
+#include "sightline/tokenizer/tokenizer.h"
 
 namespace sightline::api {
 

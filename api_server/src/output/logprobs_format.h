@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "sightline/tokenizer/tokenizer.h"
 #include "sightline/ipc/engine_generated.h"
+#include "sightline/tokenizer/tokenizer.h"
 
 namespace sightline::api {
 

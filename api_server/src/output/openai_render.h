@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "http/http_server.h"
+#include "metrics/request_metrics.h"
 #include "output/event_template.h"
 #include "output/logprobs_format.h"
 #include "output/responses_format.h"
-#include "http/http_server.h"
-#include "metrics/request_metrics.h"
 
 namespace sightline::api {
 

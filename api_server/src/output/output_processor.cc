@@ -5,8 +5,8 @@
 #include <exception>
 #include <utility>
 
-#include "sightline/tokenizer/detokenizer.h"
 #include "output/stop_matcher.h"
+#include "sightline/tokenizer/detokenizer.h"
 
 namespace sightline::api {
 

@@ -28,13 +28,13 @@
 #include <string>
 #include <vector>
 
-#include "openai/completion_request.h"
-#include "output/openai_render.h"
 #include "engine_client.h"
 #include "http/http_server.h"
 #include "metrics/request_metrics.h"
-#include "sightline/tokenizer/tokenizer.h"
+#include "openai/completion_request.h"
+#include "output/openai_render.h"
 #include "sightline/clock.h"
+#include "sightline/tokenizer/tokenizer.h"
 
 namespace sightline::api {
 
@@ -64,7 +64,7 @@ class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
   // Submission is the handler's (OpenAiServer::Submit), choice by choice;
   // the processor is told how each went. choices(), engine_id() and params()
   // are fixed at construction.
-  std::size_t choices() const;  // prompts x n, in the response's order
+  std::size_t choices() const;                               // prompts x n, in the response's order
   const std::string& engine_id(std::uint32_t choice) const;  // "<id>-<choice>"
   const CompletionParams& params() const { return params_; }
   // Whether to go on submitting: false once the request has completed (the

@@ -49,10 +49,8 @@ Status ParseSpeculativeConfig(std::string_view text, SpeculativeConfig* out) {
   bool has_k = false, has_min = false, has_max = false;
   if (Status s = ReadInt(j, "num_speculative_tokens", &has_k, &c.num_speculative_tokens); !s.ok())
     return s;
-  if (Status s = ReadInt(j, "prompt_lookup_min", &has_min, &c.prompt_lookup_min); !s.ok())
-    return s;
-  if (Status s = ReadInt(j, "prompt_lookup_max", &has_max, &c.prompt_lookup_max); !s.ok())
-    return s;
+  if (Status s = ReadInt(j, "prompt_lookup_min", &has_min, &c.prompt_lookup_min); !s.ok()) return s;
+  if (Status s = ReadInt(j, "prompt_lookup_max", &has_max, &c.prompt_lookup_max); !s.ok()) return s;
   if (!has_k) return Invalid("num_speculative_tokens is required with method ngram");
   if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpeculativeTokens)
     return Invalid("num_speculative_tokens must be in [1, " +

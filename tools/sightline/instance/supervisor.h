@@ -27,9 +27,9 @@
 #include <vector>
 
 #include "instance/listening_socket.h"
+#include "instance/subprocess.h"
 #include "sightline/clock.h"
 #include "sightline/shm_registry/registry.h"
-#include "instance/subprocess.h"
 
 namespace sightline::cli {
 
