@@ -1,6 +1,7 @@
 #include "engine_core.h"
 
 #include "runner/sampler.h"
+#include "spec/drafts.h"
 
 namespace sightline::engine {
 
@@ -108,28 +109,20 @@ StepOutputs EngineCore::Step() {
   stats.num_preemptions = sched.num_preempted;
   StepOutputs out;
   out.timestamp = sched.timestamp;  // nothing ran: the schedule's own time
-  std::vector<std::int32_t> sampled(sched.scheduled.size(), -1);
-  std::vector<std::int32_t> logprobs_row(sched.scheduled.size(), -1);
+  sampled_.tokens.clear();
   if (!sched.scheduled.empty()) {
     const SamplingBatch sampling = BuildSampling(sched);
     runner_->Execute(BuildBatch(sched, config_.block_size), sampling, &sampled_);
-    std::size_t row = 0;
-    for (std::size_t i = 0; i < sched.scheduled.size(); ++i)
-      if (sched.scheduled[i].samples) {
-        logprobs_row[i] = static_cast<std::int32_t>(row);
-        sampled[i] = sampled_.tokens[row++];
-      }
     KeepPromptLogprobs(sched, sampling.rows.size());
     out.timestamp = clock_();  // after the forward pass: the tokens exist now
     stats.ran_model = out.ran_model = true;
     stats.prompt_tokens_computed = sched.num_prompt_tokens;
     if (perf_) stats.perf = perf_->Estimate(ShapeOf(sched));
   }
-  for (const RequestUpdate& u : scheduler_.UpdateFromOutput(sched, sampled)) {
+  for (RequestUpdate& u : scheduler_.UpdateFromOutput(sched, sampled_.tokens)) {
     Request* r = u.request;
     OutputItem item;
     item.request_id = r->id;
-    item.new_token = u.new_token;
     item.finish_reason = r->finish_reason;
     item.stop_token = r->stop_token;
     item.events = std::move(r->events);
@@ -140,14 +133,19 @@ StepOutputs EngineCore::Step() {
       item.num_cached_tokens = static_cast<std::uint32_t>(std::max(0, r->num_cached_tokens));
       item.prompt_logprobs = std::move(r->prompt_logprobs);
     }
-    // (A runner without logprobs returns none; AddRequest refused such requests.)
-    if (const auto row = static_cast<std::size_t>(logprobs_row[u.index]);
-        r->sampling.logprobs >= 0 && row < sampled_.logprobs.size())
-      item.logprobs = std::move(sampled_.logprobs[row]);
-    ++stats.generation_tokens;
+    // Each new token's row follows the previous one's. (A runner without
+    // logprobs returns none; AddRequest refused such requests.)
+    if (r->sampling.logprobs >= 0)
+      for (std::size_t k = 0; k < u.new_tokens.size(); ++k)
+        if (const std::size_t row = u.first_row + k; row < sampled_.logprobs.size())
+          item.logprobs.push_back(std::move(sampled_.logprobs[row]));
+    stats.generation_tokens += static_cast<int>(u.new_tokens.size());
+    item.new_tokens = std::move(u.new_tokens);
     out.by_client[r->client_index].push_back(std::move(item));
   }
   scheduler_.TakeFinished();  // their outputs are built; the requests go
+  if (config_.speculative.enabled())
+    ProposeDrafts(scheduler_.running(), config_.speculative, config_.scheduler.max_model_len);
   RecordStats(&stats);
   return out;
 }

@@ -17,6 +17,7 @@
 #include "runner/model_runner.h"
 #include "runner/perf_estimate.h"
 #include "sched/scheduler.h"
+#include "spec/speculative_config.h"
 
 namespace sightline::engine {
 
@@ -33,19 +34,23 @@ struct EngineCoreConfig {
   ElementBytes element_bytes;  // what the runner keeps, for those estimates
   std::uint64_t seed = 0;      // for requests without their own seed
   int max_logprobs = 20;       // --max-logprobs: the most top logprobs a request may ask for
+  // --speculative-config: n-gram drafts for greedy requests; off by default.
+  SpeculativeConfig speculative;
 };
 
 // One request's share of a step's output (DESIGN.md §2, EngineOutputs).
 struct OutputItem {
   std::string request_id;
-  std::int32_t new_token = -1;  // -1: none (an abort or an error)
+  // None for an abort or an error; one per step, or with speculation several
+  // (RequestUpdate::new_tokens).
+  std::vector<std::int32_t> new_tokens;
   FinishReason finish_reason = FinishReason::kNone;
   std::int32_t stop_token = -1;
   std::vector<RequestEvent> events;
   bool has_prefill_stats = false;  // on the first output only
   std::uint32_t num_prompt_tokens = 0;
   std::uint32_t num_cached_tokens = 0;
-  kernels::TokenLogprobs logprobs;                      // new_token's (token -1: not asked for)
+  std::vector<kernels::TokenLogprobs> logprobs;         // one per new token, when asked for
   std::vector<kernels::TokenLogprobs> prompt_logprobs;  // first output only
 };
 

@@ -112,6 +112,7 @@ EngineCoreConfig CoreConfig(const EngineProcessOptions& o, const Plan& p) {
       o.scheduling_policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
   c.scheduler.log_stats = !o.disable_log_stats;
   c.scheduler.eos_token_ids = p.model.eos_token_ids;
+  (void)ParseSpeculativeConfig(o.speculative_config, &c.speculative);  // CheckEngineOptions did
   return c;
 }
 

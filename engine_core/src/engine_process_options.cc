@@ -8,6 +8,7 @@
 #include "sightline/engine_core/engine_process.h"
 #include "sightline/engine_core/safetensors.h"
 #include "sightline/kernels/device.h"
+#include "spec/speculative_config.h"
 
 namespace sightline::engine {
 
@@ -99,6 +100,8 @@ Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvP
     return invalid("--kv-cache-metrics-sample must be in (0, 1]");
   if (!(o->log_stats_interval > 0)) return invalid("--log-stats-interval must be positive");
   if (!(o->heartbeat_timeout > 0)) return invalid("--heartbeat-timeout must be positive");
+  SpeculativeConfig speculative;
+  if (Status s = ParseSpeculativeConfig(o->speculative_config, &speculative); !s.ok()) return s;
   o->buckets.clear();
   for (const std::string& spec : o->metrics_buckets)
     if (Status s = metrics::ParseBucketOverride(spec, Histograms(*o, 1024, true), &o->buckets);
@@ -170,10 +173,15 @@ Status PlanGpuKvCache(const ModelConfig& model, const EngineProcessOptions& o, K
   if (!kernels::CudaMemoryInfo(&free, &total))
     return Status::NotFound("--device cuda: cannot read the device's memory");
   const std::uint64_t weights = CudaWeightBytes(model, CudaMatrixTypeFor(o.dtype));
-  // One step at the token budget with every running request sampling, and
+  // One step at the token budget with every running request sampling (each
+  // at 1 + K rows with K draft tokens, at most one row per token), and
   // headroom for cuBLAS and the CUDA context.
+  SpeculativeConfig spec;
+  (void)ParseSpeculativeConfig(o.speculative_config, &spec);  // checked by CheckEngineOptions
+  const auto rows = static_cast<int>(std::min<std::int64_t>(
+      o.max_num_batched_tokens, std::int64_t{o.max_num_seqs} * (1 + spec.num_speculative_tokens)));
   const std::uint64_t activations =
-      CudaStepBytes(model, o.max_num_batched_tokens, o.max_num_seqs) + (512ull << 20);
+      CudaStepBytes(model, o.max_num_batched_tokens, rows) + (512ull << 20);
   const double budget = static_cast<double>(total) * o.gpu_memory_utilization -
                         static_cast<double>(total - free) - static_cast<double>(weights) -
                         static_cast<double>(activations);

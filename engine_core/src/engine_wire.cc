@@ -91,7 +91,7 @@ std::vector<std::span<const OutputItem>> SplitOutputs(std::span<const OutputItem
   std::size_t begin = 0, tables = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     const OutputItem& it = items[i];
-    const std::size_t mine = 2 + it.events.size() + (it.logprobs.token >= 0 ? 1 : 0) +
+    const std::size_t mine = 2 + it.events.size() + it.logprobs.size() +
                              it.prompt_logprobs.size();  // output, prefill stats, the rest
     if (i > begin && tables + mine > kMaxOutputTables) {
       runs.push_back(items.subspan(begin, i - begin));
@@ -110,25 +110,23 @@ std::span<const std::uint8_t> SealOutputs(flatbuffers::FlatBufferBuilder& b,
   b.Clear();
   std::vector<flatbuffers::Offset<ipc::RequestOutput>> outs;
   std::vector<flatbuffers::Offset<ipc::RequestEvent>> evs;
-  std::vector<std::int32_t> toks;
   std::vector<flatbuffers::Offset<ipc::TokenLogprobs>> logprobs, prompt_logprobs;
   for (const OutputItem& it : items) {
     evs.clear();
     for (const RequestEvent& ev : it.events)
       evs.push_back(ipc::CreateRequestEvent(b, static_cast<ipc::EventType>(ev.type), ev.timestamp));
-    toks.clear();
-    if (it.new_token >= 0) toks.push_back(it.new_token);
     const auto prefill = it.has_prefill_stats ? ipc::CreatePrefillStats(b, it.num_prompt_tokens,
                                                                         it.num_cached_tokens)
                                               : 0;
     logprobs.clear();
-    if (it.logprobs.token >= 0) logprobs.push_back(LogprobsToWire(b, it.logprobs));
+    for (const kernels::TokenLogprobs& l : it.logprobs)
+      if (l.token >= 0) logprobs.push_back(LogprobsToWire(b, l));
     prompt_logprobs.clear();
     for (const kernels::TokenLogprobs& l : it.prompt_logprobs)
       prompt_logprobs.push_back(LogprobsToWire(b, l));
     outs.push_back(ipc::CreateRequestOutputDirect(
-        b, it.request_id.c_str(), &toks, ToWire(it.finish_reason), it.stop_token, &evs, prefill,
-        logprobs.empty() ? nullptr : &logprobs,
+        b, it.request_id.c_str(), &it.new_tokens, ToWire(it.finish_reason), it.stop_token, &evs,
+        prefill, logprobs.empty() ? nullptr : &logprobs,
         prompt_logprobs.empty() ? nullptr : &prompt_logprobs));
   }
   return ipc::Seal(b, ipc::Body::EngineOutputs,

@@ -180,6 +180,45 @@ TEST_F(EngineProcessTest, MfuCountersGrowByEachStepsEstimate) {
             static_cast<double>(want.write_bytes));
 }
 
+// --speculative-config on the real engine: a prompt that repeats a span
+// makes n-gram drafts the model keeps, so outputs bring several tokens, and
+// the tokens are still the dense reference's greedy ones.
+TEST_F(EngineProcessTest, SpeculationKeepsTheGreedyTokensAndSendsSeveralPerOutput) {
+  Start({"--speculative-config",
+         R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1,
+             "prompt_lookup_max": 3})"});
+  FakeApiServer a(ctx_, 0, in_, out_);
+  ASSERT_TRUE(a.Recv());  // READY
+  std::vector<std::int32_t> looping = PatternPrompt(12, 1);
+  for (int i = 0; i < 3; ++i) looping.insert(looping.end(), looping.begin(), looping.begin() + 12);
+  const std::map<std::string, std::vector<std::int32_t>> prompts = {
+      {"loop", looping}, {"plain", PatternPrompt(23, 3)}};
+  for (const auto& [id, prompt] : prompts) a.Add(id, prompt, 24);
+  std::map<std::string, std::vector<std::int32_t>> got;
+  int several = 0;  // outputs that brought more than one token
+  for (std::size_t done = 0; done < prompts.size();) {
+    auto msg = a.Recv();
+    ASSERT_TRUE(msg) << "timed out";
+    if (msg->body.type != ipc::Body::EngineOutputs) continue;
+    for (const auto& o : msg->body.AsEngineOutputs()->outputs) {
+      several += o->new_token_ids.size() > 1 ? 1 : 0;
+      got[o->request_id].insert(got[o->request_id].end(), o->new_token_ids.begin(),
+                                o->new_token_ids.end());
+      done += o->finish_reason != ipc::FinishReason::None ? 1 : 0;
+    }
+  }
+  ModelConfig c;
+  ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
+  const ModelWeights w = DummyWeights(c, 0);  // --seed 0
+  for (const auto& [id, prompt] : prompts) {
+    std::vector<float> margins;
+    EXPECT_EQ(got[id], testing::DenseGreedy(c, w, prompt, 24, &margins)) << id;
+    EXPECT_GT(*std::min_element(margins.begin(), margins.end()), 1e-3f) << id;
+  }
+  EXPECT_GT(several, 0) << "no draft was kept: the test tests nothing";
+  EXPECT_EQ(engine_.KillAndWait(SIGTERM), 0);
+}
+
 TEST_F(EngineProcessTest, ServesAHuggingFaceDirectoryWrittenByMakeModel) {
   const std::string model_dir = "/tmp/" + UniqueInstance() + "-model";
   const std::string make =

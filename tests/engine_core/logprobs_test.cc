@@ -45,12 +45,14 @@ struct Got {
   std::uint32_t cached = 0;
   int firsts = 0;                // outputs that carried prompt logprobs
   int preempted_in_prefill = 0;  // preemptions reported with the first output
+  int multi = 0;                 // outputs with several tokens (speculation kept drafts)
 };
 
 class Engine {
  public:
-  Engine(const Model& m, int num_blocks, int budget) {
+  Engine(const Model& m, int num_blocks, int budget, SpeculativeConfig speculative = {}) {
     EngineCoreConfig c;
+    c.speculative = speculative;
     c.block_size = 16;
     c.num_blocks = num_blocks;
     c.scheduler.max_num_batched_tokens = budget;
@@ -72,8 +74,9 @@ class Engine {
       for (auto& [client, items] : core_->Step().by_client)
         for (OutputItem& it : items) {
           Got& g = got_[it.request_id];
-          if (it.new_token >= 0) g.output.push_back(it.new_token);
-          if (it.logprobs.token >= 0) g.logprobs.push_back(std::move(it.logprobs));
+          g.output.insert(g.output.end(), it.new_tokens.begin(), it.new_tokens.end());
+          g.multi += it.new_tokens.size() > 1 ? 1 : 0;
+          for (auto& l : it.logprobs) g.logprobs.push_back(std::move(l));
           if (!it.prompt_logprobs.empty()) ++g.firsts;
           for (auto& l : it.prompt_logprobs) g.prompt_logprobs.push_back(std::move(l));
           if (it.has_prefill_stats) {
@@ -233,6 +236,32 @@ TEST(Logprobs, PromptLogprobsSkipThePrefixCacheAndSurvivePreemptionInPrefill) {
   ExpectMatchesReference(m, engine.got_["cached"], plain);
 }
 
+// With n-gram speculation the tokens a step keeps are scored by the rows that
+// verified them: each accepted token's logprobs are the target's, as without
+// speculation. A prompt that repeats a span makes drafts that are kept; the
+// sampled request beside it runs without drafts.
+TEST(Logprobs, UnderSpeculationAreTheTargets) {
+  const Model m = Qwen2Small();
+  const int vocab = m.config.vocab_size;
+  SpeculativeConfig spec;
+  spec.num_speculative_tokens = 3;
+  spec.prompt_lookup_min = 1;
+  spec.prompt_lookup_max = 4;
+  Engine engine(m, 128, /*budget=*/64, spec);
+  std::vector<std::int32_t> looping = RandomPrompt(12, vocab, 3);
+  for (int i = 0; i < 3; ++i) looping.insert(looping.end(), looping.begin(), looping.begin() + 12);
+  const SamplingParams greedy = Params(24, 0, 4, -1), sampled = Params(8, 0.9f, 2, -1);
+  ASSERT_TRUE(engine.Add("greedy", looping, greedy).ok());
+  ASSERT_TRUE(engine.Add("random", RandomPrompt(30, vocab, 4), greedy).ok());
+  ASSERT_TRUE(engine.Add("sampled", looping, sampled).ok());
+  engine.Run();
+  ExpectMatchesReference(m, engine.got_["greedy"], greedy);
+  ExpectMatchesReference(m, engine.got_["random"], greedy);
+  ExpectMatchesReference(m, engine.got_["sampled"], sampled);
+  EXPECT_GT(engine.got_["greedy"].multi, 0) << "no draft was kept: the test tests nothing";
+  EXPECT_EQ(engine.got_["sampled"].multi, 0) << "a sampled request speculated";
+}
+
 TEST(Logprobs, RequestsBeyondMaxLogprobsAreRefused) {
   const Model m = Qwen2Small();
   Engine engine(m, 32, 64);
@@ -249,7 +278,7 @@ TEST(Logprobs, OutputsAreSplitIntoMessagesTheVerifierAccepts) {
   std::vector<OutputItem> items(6);
   for (std::size_t i = 0; i < items.size(); ++i) {
     items[i].request_id = "r" + std::to_string(i);
-    items[i].new_token = 1;
+    items[i].new_tokens = {1};
     items[i].has_prefill_stats = true;
     items[i].prompt_logprobs.resize(180'000, kernels::TokenLogprobs{7, -1.0f, 3, {}, {}});
   }

@@ -19,17 +19,21 @@
 #include "runner/model_runner.h"
 #include "runner/sampler.h"
 #include "sched/scheduler.h"
+#include "spec/drafts.h"
 
 namespace sightline::engine {
 
 // Scheduler + batch builder + a model runner + greedy sampler: the engine's
-// step loop without IPC, on either device.
+// step loop without IPC, on either device; with `speculative` enabled, the
+// engine's n-gram drafts after every step, as EngineCore::Step proposes them.
 class MiniEngine {
  public:
-  MiniEngine(std::unique_ptr<ModelRunner> runner, int num_blocks, int block_size, int budget)
+  MiniEngine(std::unique_ptr<ModelRunner> runner, int num_blocks, int block_size, int budget,
+             SpeculativeConfig speculative = {})
       : kv_(num_blocks, block_size, true, runner->config().KvSlidingWindow()),
         runner_(std::move(runner)),
-        block_size_(block_size) {
+        block_size_(block_size),
+        speculative_(speculative) {
     SchedulerConfig sc;
     sc.max_num_batched_tokens = budget;
     sc.max_model_len = runner_->config().max_position_embeddings;
@@ -60,20 +64,22 @@ class MiniEngine {
       SchedulerOutput out = sched_->Schedule();
       for (const auto& s : out.scheduled) chunked_ |= !s.samples;
       runner_->Execute(BuildBatch(out, block_size_), BuildSampling(out), &result);
-      std::vector<std::int32_t> sampled(out.scheduled.size(), -1);
-      std::size_t row = 0;
-      for (std::size_t i = 0; i < out.scheduled.size(); ++i)
-        if (out.scheduled[i].samples) sampled[i] = result.tokens[row++];
-      sched_->UpdateFromOutput(out, sampled);
+      for (const RequestUpdate& u : sched_->UpdateFromOutput(out, result.tokens)) {
+        drafted_ += u.num_draft_tokens;
+        accepted_ += u.num_accepted;
+      }
       for (auto& r : sched_->TakeFinished()) {
         outputs_[r->id] = std::vector<std::int32_t>(r->output().begin(), r->output().end());
         cached_[r->id] = r->num_cached_tokens;
       }
+      if (speculative_.enabled())
+        ProposeDrafts(sched_->running(), speculative_, runner_->config().max_position_embeddings);
     }
   }
   std::map<std::string, std::vector<std::int32_t>> outputs_;
   std::map<std::string, int> cached_;
   bool chunked_ = false;
+  int drafted_ = 0, accepted_ = 0;  // draft tokens verified, and kept
   std::uint64_t preemptions() const { return sched_->total_preemptions(); }
 
  private:
@@ -82,6 +88,7 @@ class MiniEngine {
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<Scheduler> sched_;
   int block_size_;
+  SpeculativeConfig speculative_;
 };
 
 // One sequence prefilled whole, with logits at every position: the model's
@@ -134,7 +141,8 @@ inline std::vector<std::int32_t> Prompt(int n, unsigned seed) {
 // same tokens as a plain dense forward pass although they are batched,
 // chunked (a 16-token budget), preempted (28 usable 4-token blocks, fewer than
 // the first four need together) and, for the fifth, served from the prefix
-// cache (it shares the fourth's first 32 tokens).
+// cache (it shares the fourth's first 32 tokens); the same with n-gram
+// speculation (drafts verified and rolled back through all of that).
 // The model is sightline-tiny unless `config` names another (with `weights`);
 // a sliding-window model pins fewer blocks and needs a smaller pool
 // (`num_blocks`, the null block included) to be preempted, where the fifth
@@ -169,20 +177,33 @@ inline void ExpectInvariance(const RunnerFactory& make_runner, const ModelConfig
   }
   ASSERT_GT(min_margin, 1e-3f) << "the reference has a near-tie; pick other prompts";
 
-  std::unique_ptr<ModelRunner> runner = make_runner(c, w, num_blocks, 4);
-  ASSERT_NE(runner, nullptr);
-  MiniEngine engine(std::move(runner), num_blocks, /*block_size=*/4, /*budget=*/16);
-  for (const char* id : {"a", "b", "c", "d"}) engine.Add(id, prompts[id], kTokens);
-  engine.RunToCompletion();
-  engine.Add("e", prompts["e"], kTokens);
-  engine.RunToCompletion();
+  // Then again with n-gram speculation (short n-grams, so random prompts
+  // draft often): greedy output is token-identical, with drafts verified in
+  // the same batches, chunks, preemptions and prefix hits, some kept and
+  // some rolled back.
+  for (const int k : {0, 3}) {
+    SCOPED_TRACE(k ? "with speculation" : "without speculation");
+    SpeculativeConfig spec;
+    if (k) spec = {.num_speculative_tokens = k, .prompt_lookup_min = 1, .prompt_lookup_max = 3};
+    std::unique_ptr<ModelRunner> runner = make_runner(c, w, num_blocks, 4);
+    ASSERT_NE(runner, nullptr);
+    MiniEngine engine(std::move(runner), num_blocks, /*block_size=*/4, /*budget=*/16, spec);
+    for (const char* id : {"a", "b", "c", "d"}) engine.Add(id, prompts[id], kTokens);
+    engine.RunToCompletion();
+    engine.Add("e", prompts["e"], kTokens);
+    engine.RunToCompletion();
 
-  EXPECT_GT(engine.preemptions(), 0u);
-  EXPECT_TRUE(engine.chunked_);
-  if (expect_prefix_hit) {
-    EXPECT_GT(engine.cached_["e"], 0);
+    EXPECT_GT(engine.preemptions(), 0u);
+    EXPECT_TRUE(engine.chunked_);
+    if (expect_prefix_hit) {
+      EXPECT_GT(engine.cached_["e"], 0);
+    }
+    if (k) {
+      EXPECT_GT(engine.accepted_, 0) << "no draft was ever kept";
+      EXPECT_LT(engine.accepted_, engine.drafted_) << "no draft was ever rolled back";
+    }
+    for (const auto& [id, tokens] : expected) EXPECT_EQ(engine.outputs_[id], tokens) << id;
   }
-  for (const auto& [id, tokens] : expected) EXPECT_EQ(engine.outputs_[id], tokens) << id;
 }
 
 }  // namespace sightline::engine

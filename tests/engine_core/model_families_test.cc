@@ -219,7 +219,8 @@ TEST(ModelFamilies, EachFeatureChangesTheGreedyTokens) {
 // directories `sightline make-model --family F --preset P --seed 77` writes,
 // config.json edited by each case's patch: a window, a rope scaling):
 // its greedy tokens for each prompt, and the smallest top-1 margin it saw
-// (float32 rounding in the runner cannot flip a decision that wide).
+// (float32 rounding in the runner cannot flip a decision that wide); the
+// same with n-gram speculation.
 TEST(ModelFamilies, GreedyTokensEqualThePyTorchReference) {
   std::ifstream in(std::string(SIGHTLINE_TEST_DATA_DIR) + "/model_reference/families.json");
   ASSERT_TRUE(in) << "missing tests/data/model_reference/families.json";
@@ -231,17 +232,28 @@ TEST(ModelFamilies, GreedyTokensEqualThePyTorchReference) {
     ASSERT_EQ(k["seed"].get<std::uint64_t>(), kSeed);
     ASSERT_GT(k["min_margin"].get<double>(), 1e-3);
     const Checkpoint m = WriteAndLoad(family, preset, k["config_patch"]);
-    MiniEngine engine(Cpu(m.config, m.weights, 64, 16), 64, 16, /*budget=*/32);
-    std::size_t i = 0;
-    for (const json& p : k["prompts"]) {
-      engine.Add("p" + std::to_string(i++), p["prompt"].get<std::vector<std::int32_t>>(),
-                 static_cast<int>(p["greedy"].size()));
-    }
-    engine.RunToCompletion();
-    i = 0;
-    for (const json& p : k["prompts"]) {
-      EXPECT_EQ(engine.outputs_["p" + std::to_string(i++)],
-                p["greedy"].get<std::vector<std::int32_t>>());
+    // Served as is, then with n-gram speculation: the same tokens.
+    for (const int spec_tokens : {0, 4}) {
+      SCOPED_TRACE(spec_tokens ? "with speculation" : "without speculation");
+      SpeculativeConfig spec;
+      if (spec_tokens)
+        spec = {
+            .num_speculative_tokens = spec_tokens, .prompt_lookup_min = 1, .prompt_lookup_max = 3};
+      MiniEngine engine(Cpu(m.config, m.weights, 64, 16), 64, 16, /*budget=*/32, spec);
+      std::size_t i = 0;
+      for (const json& p : k["prompts"]) {
+        engine.Add("p" + std::to_string(i++), p["prompt"].get<std::vector<std::int32_t>>(),
+                   static_cast<int>(p["greedy"].size()));
+      }
+      engine.RunToCompletion();
+      if (spec_tokens) {
+        EXPECT_GT(engine.drafted_, 0) << "nothing was drafted: speculation untested";
+      }
+      i = 0;
+      for (const json& p : k["prompts"]) {
+        EXPECT_EQ(engine.outputs_["p" + std::to_string(i++)],
+                  p["greedy"].get<std::vector<std::int32_t>>());
+      }
     }
     // A rope scaling must show: with the plain rope some prompt's tokens differ.
     if (m.config.rope_scaling.type != kernels::cpu::RopeType::kDefault) {

@@ -181,7 +181,8 @@ int Greedy(int n, int threads, WeightFormat format) {
   std::vector<std::int32_t> tokens;
   auto collect = [&](const StepOutputs& out) {
     for (const auto& [client, items] : out.by_client)
-      for (const OutputItem& item : items) tokens.push_back(item.new_token);
+      for (const OutputItem& item : items)
+        tokens.insert(tokens.end(), item.new_tokens.begin(), item.new_tokens.end());
   };
   collect(core->Step());  // the prefill and the first token, not timed
   const auto start = std::chrono::steady_clock::now();

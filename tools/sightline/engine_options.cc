@@ -64,6 +64,12 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineProcessOptions* o) {
                   "prefix, e.g. time_to_first_token_seconds=0.05,0.1,0.2; finite, strictly "
                   "ascending; +Inf is implicit)")
       ->allow_extra_args(false);  // one value per occurrence: never the positional model
+  cmd->add_option("--speculative-config", o->speculative_config,
+                  "Speculative decoding, vLLM's JSON: {\"method\": \"ngram\", "
+                  "\"num_speculative_tokens\": K, \"prompt_lookup_min\": A, "
+                  "\"prompt_lookup_max\": B} (n-gram prompt lookup, no draft model; A and B "
+                  "default to 5). Greedy requests only for now: a request with temperature > 0 "
+                  "runs without speculation");
   cmd->add_flag("--enable-mfu-metrics", o->enable_mfu_metrics,
                 "Estimated FLOPs and memory bytes per step (vllm:estimated_*_per_gpu_total, MFU "
                 "in the stats line)");
@@ -101,6 +107,7 @@ std::vector<std::string> EngineArgs(const engine::EngineProcessOptions& o) {
   if (o.kv_cache_metrics) a.Flag("--kv-cache-metrics");
   for (const std::string& spec : o.metrics_buckets) a.Add("--metrics-buckets", spec);
   if (o.enable_mfu_metrics) a.Flag("--enable-mfu-metrics");
+  if (!o.speculative_config.empty()) a.Add("--speculative-config", o.speculative_config);
   return a.Take();
 }
 

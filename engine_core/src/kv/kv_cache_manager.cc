@@ -1,6 +1,7 @@
 #include "kv/kv_cache_manager.h"
 
 #include <algorithm>
+#include <cassert>
 
 namespace sightline::engine {
 
@@ -131,6 +132,17 @@ void KVCacheManager::Free(RequestKV* kv) {
   pool_.FreeBlocks(reversed);
   kv->blocks.clear();
   kv->num_cached_blocks = 0;
+}
+
+void KVCacheManager::TrimSlots(RequestKV* kv, int num_tokens) {
+  const auto keep = static_cast<std::size_t>((num_tokens + block_size_ - 1) / block_size_);
+  if (kv->blocks.size() <= keep) return;
+  assert(static_cast<std::size_t>(kv->num_cached_blocks) <= keep);
+  std::vector<KVCacheBlock*> reversed;
+  for (std::size_t i = kv->blocks.size(); i-- > keep;)
+    if (kv->blocks[i] != pool_.null_block()) reversed.push_back(kv->blocks[i]);
+  pool_.FreeBlocks(reversed);
+  kv->blocks.resize(keep);
 }
 
 bool KVCacheManager::ResetPrefixCache() {

@@ -71,6 +71,10 @@ class KVCacheManager {
 
   // Releases every block of `kv` (tail first, so a chain's prefix outlives its tail).
   void Free(RequestKV* kv);
+  // Releases the blocks of `kv` past its first `num_tokens` slots (tail
+  // first): speculative drafts that were rejected give back the blocks that
+  // held only them. Such blocks are never registered in the prefix cache.
+  void TrimSlots(RequestKV* kv, int num_tokens);
   // Blocks of `kv` holding real KV (not the null block): what it pins.
   static int HeldBlocks(const RequestKV& kv);
 

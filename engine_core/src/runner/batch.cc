@@ -14,7 +14,10 @@ BatchInput BuildBatch(const SchedulerOutput& out, int block_size) {
   for (const ScheduledRequest& s : out.scheduled) {
     const Request& r = *s.request;
     for (int p = s.first_position; p < s.first_position + s.num_tokens; ++p) {
-      b.tokens.push_back(r.tokens[static_cast<std::size_t>(p)]);
+      // Past the request's known tokens come its drafts.
+      b.tokens.push_back(p < r.num_tokens()
+                             ? r.tokens[static_cast<std::size_t>(p)]
+                             : r.draft_tokens[static_cast<std::size_t>(p - r.num_tokens())]);
       b.positions.push_back(p);
       b.slot_mapping.push_back(
           r.kv.blocks[static_cast<std::size_t>(p / block_size)]->id * block_size + p % block_size);
@@ -26,7 +29,9 @@ BatchInput BuildBatch(const SchedulerOutput& out, int block_size) {
       b.block_tables.push_back(i < static_cast<int>(r.kv.blocks.size())
                                    ? r.kv.blocks[static_cast<std::size_t>(i)]->id
                                    : 0);  // the null block pads the table
-    if (s.samples) b.logits_rows.push_back(b.query_start.back() - 1);
+    if (s.samples)                        // the last known token's row, then each draft's
+      for (int j = s.num_draft_tokens; j >= 0; --j)
+        b.logits_rows.push_back(b.query_start.back() - 1 - j);
   }
   // Then the scored prompt positions, after every sampling row.
   for (std::size_t i = 0; i < out.scheduled.size(); ++i) {

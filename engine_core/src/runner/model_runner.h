@@ -58,9 +58,10 @@ struct SampleResult {
   std::vector<kernels::TokenLogprobs> logprobs;
 };
 
-// Builds the batch for a scheduled step (sequence s = out.scheduled[s]); a
-// logits row is requested for every request that samples this step, then
-// one per prompt position scored (PromptScoreRange), request by request.
+// Builds the batch for a scheduled step (sequence s = out.scheduled[s]); 1 +
+// num_draft_tokens logits rows are requested for every request that samples
+// this step (after its last known token, then after each of its drafts),
+// then one per prompt position scored (PromptScoreRange), request by request.
 BatchInput BuildBatch(const SchedulerOutput& out, int block_size);
 
 // The prompt positions [first, second) whose next-token distribution this

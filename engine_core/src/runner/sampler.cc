@@ -15,7 +15,8 @@ bool HasPenalties(const SamplingParams& p) {
 kernels::RowSampling PrepareRow(const SamplingParams& p, std::mt19937_64& rng,
                                 std::span<const std::int32_t> prompt,
                                 std::span<const std::int32_t> output,
-                                std::vector<kernels::PenaltyToken>* penalties) {
+                                std::vector<kernels::PenaltyToken>* penalties,
+                                std::span<const std::int32_t> drafts) {
   kernels::RowSampling row;
   row.temperature = p.temperature;
   row.top_k = p.top_k;
@@ -33,6 +34,7 @@ kernels::RowSampling PrepareRow(const SamplingParams& p, std::mt19937_64& rng,
   if (p.repetition_penalty != 1.0f)
     for (std::int32_t t : prompt) counts.emplace(t, 0);
   for (std::int32_t t : output) ++counts[t];
+  for (std::int32_t t : drafts) ++counts[t];
   for (const auto& [token, count] : counts) penalties->push_back({token, count});
   row.penalty_end = static_cast<std::int32_t>(penalties->size());
   return row;
@@ -43,11 +45,14 @@ SamplingBatch BuildSampling(const SchedulerOutput& out) {
   for (const ScheduledRequest& s : out.scheduled) {
     if (!s.samples) continue;
     Request* r = s.request;
-    b.rows.push_back(
-        PrepareRow(r->sampling, r->rng,
-                   std::span(r->tokens).first(static_cast<std::size_t>(r->num_prompt_tokens)),
-                   r->output(), &b.penalties));
-    b.num_logprobs.push_back(r->sampling.logprobs);
+    const std::span<const std::int32_t> drafts(r->draft_tokens);
+    for (std::size_t j = 0; j <= static_cast<std::size_t>(s.num_draft_tokens); ++j) {
+      b.rows.push_back(
+          PrepareRow(r->sampling, r->rng,
+                     std::span(r->tokens).first(static_cast<std::size_t>(r->num_prompt_tokens)),
+                     r->output(), &b.penalties, drafts.first(j)));
+      b.num_logprobs.push_back(r->sampling.logprobs);
+    }
   }
   for (const ScheduledRequest& s : out.scheduled) {  // BuildBatch's order
     const auto [begin, end] = PromptScoreRange(s);

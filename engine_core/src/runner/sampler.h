@@ -17,15 +17,21 @@
 
 namespace sightline::engine {
 
-// One row per scheduled request that samples, in logits-row order (the order
-// of BuildBatch's logits_rows).
+// 1 + num_draft_tokens rows per scheduled request that samples, in
+// logits-row order (the order of BuildBatch's logits_rows): row j picks the
+// token after the request's tokens and its first j drafts, those drafts
+// counted as output for its penalties (as if they had been generated). Only
+// greedy requests carry drafts (spec/drafts.h), so no draw is spent on a
+// position the step may roll back.
 SamplingBatch BuildSampling(const SchedulerOutput& out);
 
-// One request's row; appends its penalty tokens (if it has penalties) to
-// *penalties and names their range in the row. Draws from `rng` unless greedy.
+// One position's row; appends its penalty tokens (if it has penalties) to
+// *penalties and names their range in the row; `output` then `drafts` are
+// the tokens generated before it. Draws from `rng` unless greedy.
 kernels::RowSampling PrepareRow(const SamplingParams& params, std::mt19937_64& rng,
                                 std::span<const std::int32_t> prompt,
                                 std::span<const std::int32_t> output,
-                                std::vector<kernels::PenaltyToken>* penalties);
+                                std::vector<kernels::PenaltyToken>* penalties,
+                                std::span<const std::int32_t> drafts = {});
 
 }  // namespace sightline::engine

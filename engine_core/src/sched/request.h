@@ -48,6 +48,10 @@ struct Request {
   std::int32_t stop_token = -1;
 
   std::vector<BlockHash> block_hashes;  // full blocks of prompt + output
+  // Speculative decoding (spec/drafts.h): tokens proposed to follow `tokens`,
+  // verified by the next step that schedules the request, then cleared.
+  // Never hashed nor cached: they are not the request's until accepted.
+  std::vector<std::int32_t> draft_tokens;
   RequestKV kv;
   std::vector<RequestEvent> events;  // since the last output
   bool sent_first_output = false;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 
+#include "spec/drafts.h"
+
 namespace sightline::engine {
 
 Scheduler::Scheduler(const SchedulerConfig& config, KVCacheManager* kv, Clock clock)
@@ -60,6 +62,7 @@ void Scheduler::Preempt(Request* victim, double now) {
   kv_->Free(&victim->kv);
   victim->status = RequestStatus::kPreempted;
   victim->num_computed_tokens = 0;  // recompute: V1 has no swap
+  victim->draft_tokens.clear();     // proposed again once it decodes
   ++victim->num_preemptions;
   ++total_preemptions_;
   Record(victim, EventType::kPreempted, now);
@@ -84,7 +87,8 @@ SchedulerOutput Scheduler::Schedule() {
   // Phase 1: running requests first, in admission order.
   for (std::size_t i = 0; i < running_.size() && budget > 0;) {
     Request* r = running_[i];
-    const int n = cap(r, r->num_tokens() - r->num_computed_tokens);
+    const int n =
+        cap(r, r->num_tokens() - r->num_computed_tokens + static_cast<int>(r->draft_tokens.size()));
     if (n <= 0) {
       ++i;  // nothing to do for it now; later ones may still run
       continue;
@@ -113,6 +117,9 @@ SchedulerOutput Scheduler::Schedule() {
         --i;
     }
     if (gave_up) break;
+    // Drafts past the budget or the length cap are not verified.
+    r->draft_tokens.resize(
+        static_cast<std::size_t>(std::max(0, r->num_computed_tokens + n - r->num_tokens())));
     granted.emplace_back(r, n);
     budget -= n;
     ++i;
@@ -145,7 +152,8 @@ SchedulerOutput Scheduler::Schedule() {
   }
 
   for (const auto& [r, n] : granted) {
-    ScheduledRequest s{r, n, r->num_computed_tokens, r->num_computed_tokens + n == r->num_tokens()};
+    ScheduledRequest s{r, n, r->num_computed_tokens, r->num_computed_tokens + n >= r->num_tokens(),
+                       static_cast<int>(r->draft_tokens.size())};
     out.num_prompt_tokens += std::clamp(r->num_prompt_tokens - s.first_position, 0, n);
     out.total_tokens += n;
     r->num_computed_tokens += n;  // the next step may schedule the next chunk
@@ -188,19 +196,39 @@ void Scheduler::Finish(Request* r) {
 }
 
 std::vector<RequestUpdate> Scheduler::UpdateFromOutput(const SchedulerOutput& out,
-                                                       const std::vector<std::int32_t>& sampled) {
+                                                       std::span<const std::int32_t> sampled) {
   std::vector<RequestUpdate> updates;
   updates.reserve(out.scheduled.size());
   bool any_finished = false;
-  for (std::size_t i = 0; i < out.scheduled.size(); ++i) {
-    const ScheduledRequest& s = out.scheduled[i];
+  std::size_t row = 0;
+  for (const ScheduledRequest& s : out.scheduled) {
     Request* r = s.request;
-    if (!s.samples || r->status != RequestStatus::kRunning) continue;  // partial prefill: no output
-    r->tokens.push_back(sampled[i]);
-    ExtendBlockHashes(r->tokens, kv_->block_size(), r->cache_salt, &r->block_hashes);
-    updates.push_back({r, sampled[i], !r->sent_first_output, i});
+    if (!s.samples) continue;  // partial prefill: no output
+    const std::size_t first_row = row;
+    const auto num_drafts = static_cast<std::size_t>(s.num_draft_tokens);
+    row += 1 + num_drafts;
+    if (r->status != RequestStatus::kRunning) continue;
+    assert(row <= sampled.size() && r->draft_tokens.size() == num_drafts);
+    const std::span<const std::int32_t> rows = sampled.subspan(first_row, 1 + num_drafts);
+    const int accepted = AcceptedDrafts(r->draft_tokens, rows);
+    // The rejected drafts' positions are computed again later, as the
+    // successors of the tokens kept; blocks that held nothing else go back
+    // (the next step needs one slot past the computed ones, for the newest
+    // token).
+    r->num_computed_tokens -= s.num_draft_tokens - accepted;
+    r->draft_tokens.clear();
+    kv_->TrimSlots(&r->kv, r->num_computed_tokens + 1);
+    RequestUpdate u{r, {}, !r->sent_first_output, first_row, s.num_draft_tokens, accepted};
     r->sent_first_output = true;
-    if (CheckStop(r)) {
+    bool stopped = false;
+    for (std::size_t k = 0; k <= static_cast<std::size_t>(accepted) && !stopped; ++k) {
+      r->tokens.push_back(rows[k]);
+      u.new_tokens.push_back(rows[k]);
+      stopped = CheckStop(r);
+    }
+    ExtendBlockHashes(r->tokens, kv_->block_size(), r->cache_salt, &r->block_hashes);
+    updates.push_back(std::move(u));
+    if (stopped) {
       Finish(r);
       any_finished = true;
     }

@@ -9,12 +9,20 @@
 // prefill) their prompt cut to the remaining budget. Waiting requests never
 // preempt running ones.
 //
+// Speculative decoding: a running request's draft tokens (set by
+// spec/drafts.h between steps) are scheduled after its last token, counted
+// against the budget and given KV slots like any other token; drafts the
+// budget or max_model_len leaves no room for are dropped. Blocks are
+// registered in the prefix cache only up to the request's known tokens, so a
+// block full only because of drafts is never hashed.
+//
 // The scheduler owns every Request from AddRequest until it finishes.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -38,9 +46,13 @@ struct SchedulerConfig {
 
 struct ScheduledRequest {
   Request* request;
-  int num_tokens;      // tokens computed for it this step
+  int num_tokens;      // tokens computed for it this step (its drafts included)
   int first_position;  // position of the first of them
   bool samples;        // this step completes its known tokens: a token is sampled
+  // The last num_draft_tokens of num_tokens are request->draft_tokens (only
+  // on a step that samples): it then samples 1 + num_draft_tokens positions,
+  // after its last known token and after each draft.
+  int num_draft_tokens = 0;
 };
 
 struct SchedulerOutput {
@@ -53,10 +65,14 @@ struct SchedulerOutput {
 
 // What one request produced in a step (the engine turns these into IPC outputs).
 struct RequestUpdate {
-  Request* request;        // a finished one stays valid until TakeFinished()
-  std::int32_t new_token;  // one per step (no speculative decoding)
-  bool first_output;       // carries prefill stats
-  std::size_t index;       // in the step's SchedulerOutput::scheduled
+  Request* request;  // a finished one stays valid until TakeFinished()
+  // One token, or with speculation the drafts kept and the target's own next
+  // token (cut after a stop); never empty.
+  std::vector<std::int32_t> new_tokens;
+  bool first_output;      // carries prefill stats
+  std::size_t first_row;  // the sampling row of new_tokens[0] (the others follow it)
+  int num_draft_tokens;   // drafts verified for it this step
+  int num_accepted;       // of them, kept (before any cut at a stop, as vLLM counts)
 };
 
 class Scheduler {
@@ -73,10 +89,14 @@ class Scheduler {
   std::vector<std::unique_ptr<Request>> Abort(const std::vector<std::string>& ids);
 
   SchedulerOutput Schedule();
-  // `sampled[i]` is the token sampled for out.scheduled[i] (ignored where it
-  // does not sample). Appends tokens, checks stops, frees finished requests.
+  // `sampled` holds the step's sampling rows in order (SampleResult::tokens):
+  // 1 + num_draft_tokens for each scheduled request that samples, in
+  // out.scheduled's order (entries past those are ignored). Keeps the drafts
+  // the target agreed with and rolls back the others (their computed count
+  // and the KV blocks that held only them), appends tokens, checks stops
+  // after each, frees finished requests.
   std::vector<RequestUpdate> UpdateFromOutput(const SchedulerOutput& out,
-                                              const std::vector<std::int32_t>& sampled);
+                                              std::span<const std::int32_t> sampled);
   // Requests finished in the last UpdateFromOutput, handed over to the caller.
   std::vector<std::unique_ptr<Request>> TakeFinished();
 
@@ -88,6 +108,8 @@ class Scheduler {
   // waits for capacity.
   int num_deferred() const { return 0; }
   std::uint64_t total_preemptions() const { return total_preemptions_; }
+  // The running requests, in admission order (the engine proposes their drafts).
+  std::span<Request* const> running() const { return running_; }
   Request* Find(const std::string& id) const;
   std::vector<std::string> RequestIds() const;  // every request not yet finished
 

@@ -53,6 +53,9 @@ struct EngineProcessOptions {
   bool enable_mfu_metrics = false;
   int threads = 0;
   double heartbeat_timeout = 2.0;
+  // --speculative-config, as given: vLLM's JSON (spec/speculative_config.h);
+  // empty: no speculation. CheckEngineOptions validates it.
+  std::string speculative_config;
   std::vector<std::string> metrics_buckets;  // --metrics-buckets, as given
   metrics::BucketOverrides buckets;          // parsed by CheckEngineOptions
   // The histogram families of the whole instance: the engine's own
