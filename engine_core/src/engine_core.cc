@@ -140,6 +140,7 @@ StepOutputs EngineCore::Step() {
         if (const std::size_t row = u.first_row + k; row < sampled_.logprobs.size())
           item.logprobs.push_back(std::move(sampled_.logprobs[row]));
     stats.generation_tokens += static_cast<int>(u.new_tokens.size());
+    stats.spec.Observe(u.num_draft_tokens, u.num_accepted);
     item.new_tokens = std::move(u.new_tokens);
     out.by_client[r->client_index].push_back(std::move(item));
   }

@@ -77,10 +77,28 @@ std::vector<metrics::HistogramBuilder> EngineFamilies::Histograms(bool kv_cache_
   return out;
 }
 
-Status EngineFamilies::Register(metrics::Registry* r, bool kv_cache_metrics, EngineFamilies* f) {
-  Status s =
-      LiveGauge("vllm:num_requests_running", "Number of requests in model execution batches.")
-          .Register(r, &f->num_requests_running);
+Status EngineFamilies::Register(metrics::Registry* r, bool kv_cache_metrics, EngineFamilies* f,
+                                bool spec_decode) {
+  Status s;
+  // vLLM's SpecDecodingProm (vllm/v1/spec_decode/metrics.py).
+  if (spec_decode) {
+    s = EngineCounter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.")
+            .Register(r, &f->spec_decode_num_drafts);
+    if (s.ok())
+      s = EngineCounter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.")
+              .Register(r, &f->spec_decode_num_draft_tokens);
+    if (s.ok())
+      s = EngineCounter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.")
+              .Register(r, &f->spec_decode_num_accepted_tokens);
+    if (s.ok())
+      s = EngineCounter("vllm:spec_decode_num_accepted_tokens_per_pos",
+                        "Accepted tokens per draft position.")
+              .Labels(EngineLabelsAnd("position"))
+              .Register(r, &f->spec_decode_num_accepted_tokens_per_pos);
+  }
+  if (s.ok())
+    s = LiveGauge("vllm:num_requests_running", "Number of requests in model execution batches.")
+            .Register(r, &f->num_requests_running);
   if (s.ok())
     s = LiveGauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
             .Register(r, &f->num_requests_waiting);

@@ -20,7 +20,9 @@ std::string PyBool(bool b) {
 Status EngineMetrics::Create(metrics::Registry* r, const EngineMetricsOptions& o, int engine_index,
                              const CacheConfigInfo& cache, std::unique_ptr<EngineMetrics>* out) {
   EngineFamilies f;
-  if (Status s = EngineFamilies::Register(r, o.kv_cache_metrics, &f); !s.ok()) return s;
+  if (Status s = EngineFamilies::Register(r, o.kv_cache_metrics, &f, o.num_speculative_tokens > 0);
+      !s.ok())
+    return s;
   std::unique_ptr<EngineMetrics> m(new EngineMetrics());
   m->engine_index_ = engine_index;
   m->residency_ = o.kv_cache_metrics;
@@ -62,6 +64,17 @@ Status EngineMetrics::Create(metrics::Registry* r, const EngineMetricsOptions& o
     if (s.ok()) s = f.kv_block_idle_before_evict_seconds.Get(base, &m->block_idle_);
     if (s.ok()) s = f.kv_block_reuse_gap_seconds.Get(base, &m->block_reuse_gap_);
   }
+  if (s.ok() && o.num_speculative_tokens > 0) {
+    s = f.spec_decode_num_drafts.Get(base, &m->spec_drafts_);
+    if (s.ok()) s = f.spec_decode_num_draft_tokens.Get(base, &m->spec_draft_tokens_);
+    if (s.ok()) s = f.spec_decode_num_accepted_tokens.Get(base, &m->spec_accepted_tokens_);
+    // Every position's series exists from start-up, as in vLLM.
+    m->spec_accepted_per_pos_.resize(static_cast<std::size_t>(o.num_speculative_tokens));
+    for (int i = 0; s.ok() && i < o.num_speculative_tokens; ++i)
+      s = f.spec_decode_num_accepted_tokens_per_pos.Get(
+          with("position", std::to_string(i).c_str()),
+          &m->spec_accepted_per_pos_[static_cast<std::size_t>(i)]);
+  }
   if (!s.ok()) return s;
   awake.Set(1);
   offloaded.Set(0);
@@ -97,6 +110,15 @@ void EngineMetrics::Record(const StepStats& st) {
   }
   if (st.num_preemptions > 0) preemptions_.Inc(st.num_preemptions);
   if (st.ran_model) iteration_tokens_.Observe(st.prompt_tokens_computed + st.generation_tokens);
+  if (st.spec.num_drafts > 0) {
+    spec_drafts_.Inc(static_cast<double>(st.spec.num_drafts));
+    spec_draft_tokens_.Inc(static_cast<double>(st.spec.num_draft_tokens));
+    spec_accepted_tokens_.Inc(static_cast<double>(st.spec.num_accepted_tokens));
+    for (std::size_t i = 0;
+         i < st.spec.accepted_per_pos.size() && i < spec_accepted_per_pos_.size(); ++i)
+      if (st.spec.accepted_per_pos[i] > 0)
+        spec_accepted_per_pos_[i].Inc(static_cast<double>(st.spec.accepted_per_pos[i]));
+  }
   if (!st.perf.empty()) {  // vLLM skips a step whose three estimates are all 0
     est_flops_.Inc(static_cast<double>(st.perf.flops));
     est_read_bytes_.Inc(static_cast<double>(st.perf.read_bytes));
@@ -114,6 +136,7 @@ void EngineMetrics::Record(const StepStats& st) {
   generation_since_log_ += static_cast<std::uint64_t>(st.generation_tokens);
   preemptions_since_log_ += static_cast<std::uint64_t>(st.num_preemptions);
   perf_since_log_ += st.perf;
+  spec_since_log_ += st.spec;
   last_.num_running = st.num_running;
   last_.num_waiting = st.num_waiting;
   last_.num_deferred = st.num_deferred;
@@ -136,18 +159,28 @@ void EngineMetrics::Record(const StepStats& st) {
   }
 }
 
-std::optional<std::string> EngineMetrics::MaybeLogLine(double now_s, double interval_s, bool* info,
-                                                       std::string* mfu_line) {
+std::vector<std::string> StatsLog::Lines() const {
+  std::vector<std::string> out = {line};
+  for (const std::string* extra : {&spec_line, &mfu_line})
+    if (!extra->empty()) out.push_back(*extra);
+  return out;
+}
+
+std::optional<StatsLog> EngineMetrics::MaybeLog(double now_s, double interval_s) {
   if (last_log_s_ < 0) {
     last_log_s_ = now_s;
     return std::nullopt;
   }
   const double elapsed = now_s - last_log_s_;
   if (elapsed < interval_s) return std::nullopt;
-  const double prompt_tps = elapsed > 0 ? static_cast<double>(prompt_since_log_) / elapsed : 0;
-  const double gen_tps = elapsed > 0 ? static_cast<double>(generation_since_log_) / elapsed : 0;
+  auto per_s = [elapsed](std::uint64_t x) {
+    return elapsed > 0 ? static_cast<double>(x) / elapsed : 0;
+  };
+  StatsLog log;
+  const double prompt_tps = per_s(prompt_since_log_);
+  const double gen_tps = per_s(generation_since_log_);
   const bool idle = prompt_tps == 0 && gen_tps == 0;
-  *info = !(idle && last_interval_idle_);
+  log.info = !(idle && last_interval_idle_);
   last_interval_idle_ = idle;
   char buf[512];
   int n = std::snprintf(buf, sizeof buf,
@@ -155,33 +188,54 @@ std::optional<std::string> EngineMetrics::MaybeLogLine(double now_s, double inte
                         "throughput: %.1f tokens/s, Running: %d reqs, Waiting: %d reqs",
                         engine_index_, prompt_tps, gen_tps, last_.num_running,
                         last_.num_waiting + last_.num_deferred);
-  std::string line(buf, static_cast<std::size_t>(n));
-  if (last_.num_deferred > 0) line += ", Deferred: " + std::to_string(last_.num_deferred) + " reqs";
+  log.line.assign(buf, static_cast<std::size_t>(n));
+  if (last_.num_deferred > 0)
+    log.line += ", Deferred: " + std::to_string(last_.num_deferred) + " reqs";
   if (preemptions_since_log_ > 0)
-    line += ", Preemptions: " + std::to_string(preemptions_since_log_);
+    log.line += ", Preemptions: " + std::to_string(preemptions_since_log_);
   const double hit_rate =
       window_queries_ > 0 ? static_cast<double>(window_hits_) / static_cast<double>(window_queries_)
                           : 0;
   n = std::snprintf(buf, sizeof buf, ", GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%",
                     last_.kv_cache_usage * 100, hit_rate * 100);
-  line.append(buf, static_cast<std::size_t>(n));
-  if (mfu_line) {
-    mfu_line->clear();
-    if (!perf_since_log_.empty()) {
-      const PerfEstimate& p = perf_since_log_;
-      auto per_s = [elapsed](std::uint64_t x) {
-        return elapsed > 0 ? static_cast<double>(x) / elapsed : 0;
-      };
-      n = std::snprintf(buf, sizeof buf, "Engine %03d: MFU: %.1f TF/s/GPU %.1f GB/s/GPU",
-                        engine_index_, per_s(p.flops) / 1e12,
-                        per_s(p.read_bytes + p.write_bytes) / 1e9);
-      mfu_line->assign(buf, static_cast<std::size_t>(n));
+  log.line.append(buf, static_cast<std::size_t>(n));
+  if (const SpecDecodingStats& sp = spec_since_log_; sp.num_drafts > 0) {
+    // vLLM's SpecDecodingLogging: per-position rate = accepted there / drafts.
+    const auto drafts = static_cast<double>(sp.num_drafts);
+    std::string per_pos;
+    for (std::size_t i = 0; i < spec_accepted_per_pos_.size(); ++i) {
+      const std::uint64_t at = i < sp.accepted_per_pos.size() ? sp.accepted_per_pos[i] : 0;
+      n = std::snprintf(buf, sizeof buf, "%s%.3f", i ? ", " : "", static_cast<double>(at) / drafts);
+      per_pos.append(buf, static_cast<std::size_t>(n));
     }
+    // (The per-position list grows with K: it is appended, not formatted.)
+    n = std::snprintf(buf, sizeof buf,
+                      "SpecDecoding metrics: Mean acceptance length: %.2f, Accepted throughput: "
+                      "%.2f tokens/s, Drafted throughput: %.2f tokens/s, Accepted: %llu tokens, "
+                      "Drafted: %llu tokens, Per-position acceptance rate: ",
+                      1 + static_cast<double>(sp.num_accepted_tokens) / drafts,
+                      per_s(sp.num_accepted_tokens), per_s(sp.num_draft_tokens),
+                      static_cast<unsigned long long>(sp.num_accepted_tokens),
+                      static_cast<unsigned long long>(sp.num_draft_tokens));
+    log.spec_line.assign(buf, static_cast<std::size_t>(n));
+    log.spec_line += per_pos;
+    n = std::snprintf(buf, sizeof buf, ", Avg Draft acceptance rate: %.1f%%",
+                      100.0 * static_cast<double>(sp.num_accepted_tokens) /
+                          static_cast<double>(sp.num_draft_tokens));
+    log.spec_line.append(buf, static_cast<std::size_t>(n));
+  }
+  if (!perf_since_log_.empty()) {
+    const PerfEstimate& p = perf_since_log_;
+    n = std::snprintf(buf, sizeof buf, "Engine %03d: MFU: %.1f TF/s/GPU %.1f GB/s/GPU",
+                      engine_index_, per_s(p.flops) / 1e12,
+                      per_s(p.read_bytes + p.write_bytes) / 1e9);
+    log.mfu_line.assign(buf, static_cast<std::size_t>(n));
   }
   perf_since_log_ = PerfEstimate{};
+  spec_since_log_ = SpecDecodingStats{};
   prompt_since_log_ = generation_since_log_ = preemptions_since_log_ = 0;
   last_log_s_ = now_s;
-  return line;
+  return log;
 }
 
 }  // namespace sightline::engine

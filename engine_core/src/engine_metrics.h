@@ -14,6 +14,7 @@
 #include "kv/kv_residency.h"
 #include "runner/perf_estimate.h"
 #include "sightline/shm_registry/registry.h"
+#include "spec/spec_decode_stats.h"
 
 namespace sightline::engine {
 
@@ -27,7 +28,8 @@ struct StepStats {
   int num_preemptions = 0;
   bool ran_model = false;
   int prompt_tokens_computed = 0;  // prompt positions computed this step (cache hits excluded)
-  int generation_tokens = 0;       // tokens sampled this step
+  int generation_tokens = 0;       // tokens sampled this step (with speculation, kept ones)
+  SpecDecodingStats spec;          // with --speculative-config; empty otherwise
   PerfEstimate perf;               // with --enable-mfu-metrics; zero otherwise
   std::vector<KvResidencyCollector::Eviction> evictions;
 };
@@ -45,6 +47,24 @@ struct CacheConfigInfo {
 struct EngineMetricsOptions {
   std::string model_name = "default";  // the model_name label
   bool kv_cache_metrics = false;       // the kv_block_* residency histograms
+  // K of --speculative-config: > 0 registers the spec_decode_* counters, with
+  // a per-position series for each of positions 0..K-1.
+  int num_speculative_tokens = 0;
+};
+
+// One periodic report (METRICS.md §9), each line logged at the same level.
+struct StatsLog {
+  // "Engine 000: Avg prompt throughput: ..."
+  std::string line;
+  // "SpecDecoding metrics: Mean acceptance length: ...", when drafts were
+  // verified in the interval; else empty.
+  std::string spec_line;
+  // vLLM's "Engine 000: MFU: %.1f TF/s/GPU %.1f GB/s/GPU" over the interval,
+  // when an estimate was recorded in it; else empty.
+  std::string mfu_line;
+  bool info = true;  // false: idle in this interval and the one before (log at DEBUG)
+  // The non-empty lines, in vLLM's order.
+  std::vector<std::string> Lines() const;
 };
 
 class EngineMetrics {
@@ -67,14 +87,8 @@ class EngineMetrics {
     if (n > 0) orphan_aborts_.Inc(static_cast<double>(n));
   }
 
-  // The periodic line, when `interval_s` has passed since the last one:
-  // "Engine 000: Avg prompt throughput: ...". *info is false when the engine
-  // was idle in this interval and the one before (log it at DEBUG). With a
-  // line, *mfu_line (if given) is vLLM's second line, logged after it at the
-  // same level: "Engine 000: MFU: %.1f TF/s/GPU %.1f GB/s/GPU" over the
-  // interval, or empty when no estimate was recorded in it.
-  std::optional<std::string> MaybeLogLine(double now_s, double interval_s, bool* info,
-                                          std::string* mfu_line = nullptr);
+  // The periodic report, when `interval_s` has passed since the last one.
+  std::optional<StatsLog> MaybeLog(double now_s, double interval_s);
 
  private:
   EngineMetrics() = default;
@@ -83,6 +97,8 @@ class EngineMetrics {
   metrics::Gauge running_, waiting_, waiting_capacity_, waiting_deferred_, kv_usage_;
   metrics::Counter prefix_queries_, prefix_hits_, preemptions_, rejected_messages_, orphan_aborts_;
   metrics::Counter est_flops_, est_read_bytes_, est_write_bytes_;
+  metrics::Counter spec_drafts_, spec_draft_tokens_, spec_accepted_tokens_;
+  std::vector<metrics::Counter> spec_accepted_per_pos_;  // [K]; empty without speculation
   metrics::Histogram iteration_tokens_;
   metrics::Histogram block_lifetime_, block_idle_, block_reuse_gap_;
   bool residency_ = false;
@@ -91,6 +107,7 @@ class EngineMetrics {
   double last_log_s_ = -1;
   std::uint64_t prompt_since_log_ = 0, generation_since_log_ = 0, preemptions_since_log_ = 0;
   PerfEstimate perf_since_log_;
+  SpecDecodingStats spec_since_log_;
   bool last_interval_idle_ = true;
   StepStats last_;
   struct Lookup {

@@ -80,6 +80,7 @@ Status OpenEngineRegistry(const EngineProcessOptions& o, const KvPlan& plan, Eng
   EngineMetricsOptions mo;
   mo.model_name = o.served_model_name;
   mo.kv_cache_metrics = o.kv_cache_metrics;
+  mo.num_speculative_tokens = SpeculativeConfigFor(o).num_speculative_tokens;
   if (Status s = EngineMetrics::Create(r->registry.get(), mo, static_cast<int>(o.engine_index),
                                        cache, &r->engine_metrics);
       !s.ok())
@@ -112,7 +113,7 @@ EngineCoreConfig CoreConfig(const EngineProcessOptions& o, const Plan& p) {
       o.scheduling_policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
   c.scheduler.log_stats = !o.disable_log_stats;
   c.scheduler.eos_token_ids = p.model.eos_token_ids;
-  (void)ParseSpeculativeConfig(o.speculative_config, &c.speculative);  // CheckEngineOptions did
+  c.speculative = SpeculativeConfigFor(o);
   return c;
 }
 

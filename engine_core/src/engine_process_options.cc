@@ -8,7 +8,6 @@
 #include "sightline/engine_core/engine_process.h"
 #include "sightline/engine_core/safetensors.h"
 #include "sightline/kernels/device.h"
-#include "spec/speculative_config.h"
 
 namespace sightline::engine {
 
@@ -142,6 +141,12 @@ std::string ResolveDevice(const EngineProcessOptions& o) {
   return o.device;
 }
 
+SpeculativeConfig SpeculativeConfigFor(const EngineProcessOptions& o) {
+  SpeculativeConfig c;
+  (void)ParseSpeculativeConfig(o.speculative_config, &c);  // on error, c is "off"
+  return c;
+}
+
 kernels::cpu::WeightFormat CpuWeightFormatFor(const EngineProcessOptions& o) {
   using kernels::cpu::WeightFormat;
   if (o.quantization == "int8") return WeightFormat::kInt8;
@@ -176,10 +181,9 @@ Status PlanGpuKvCache(const ModelConfig& model, const EngineProcessOptions& o, K
   // One step at the token budget with every running request sampling (each
   // at 1 + K rows with K draft tokens, at most one row per token), and
   // headroom for cuBLAS and the CUDA context.
-  SpeculativeConfig spec;
-  (void)ParseSpeculativeConfig(o.speculative_config, &spec);  // checked by CheckEngineOptions
-  const auto rows = static_cast<int>(std::min<std::int64_t>(
-      o.max_num_batched_tokens, std::int64_t{o.max_num_seqs} * (1 + spec.num_speculative_tokens)));
+  const int k = SpeculativeConfigFor(o).num_speculative_tokens;
+  const auto rows = static_cast<int>(
+      std::min<std::int64_t>(o.max_num_batched_tokens, std::int64_t{o.max_num_seqs} * (1 + k)));
   const std::uint64_t activations =
       CudaStepBytes(model, o.max_num_batched_tokens, rows) + (512ull << 20);
   const double budget = static_cast<double>(total) * o.gpu_memory_utilization -

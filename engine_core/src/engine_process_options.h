@@ -6,11 +6,16 @@
 
 #include "runner/model_runner.h"
 #include "sightline/engine_core/engine_process.h"
+#include "spec/speculative_config.h"
 
 namespace sightline::engine {
 
 // The CPU runner's weight format for --dtype and --quantization (auto: float32).
 kernels::cpu::WeightFormat CpuWeightFormatFor(const EngineProcessOptions& o);
+
+// --speculative-config parsed (CheckEngineOptions has validated it; before
+// that, or when it is bad, no speculation).
+SpeculativeConfig SpeculativeConfigFor(const EngineProcessOptions& o);
 
 // The CUDA runner's matrix type for --dtype (auto: bfloat16).
 CudaMatrixType CudaMatrixTypeFor(const std::string& dtype);

@@ -457,15 +457,11 @@ int EngineServer::Run() {
         s.Emit(step);
       }
       if (s.metrics && s.options.log_stats_interval_s > 0) {
-        bool info = true;
         const double now = MonotonicSeconds();
         if (now - last_log >= 0) {
-          std::string mfu;
-          auto line = s.metrics->MaybeLogLine(now, s.options.log_stats_interval_s, &info, &mfu);
-          if (line && (info || s.options.debug)) {
-            Log(info ? "INFO" : "DEBUG", *line);
-            if (!mfu.empty()) Log(info ? "INFO" : "DEBUG", mfu);
-          }
+          auto log = s.metrics->MaybeLog(now, s.options.log_stats_interval_s);
+          if (log && (log->info || s.options.debug))
+            for (const std::string& line : log->Lines()) Log(log->info ? "INFO" : "DEBUG", line);
         }
       }
     }

@@ -40,7 +40,8 @@ constexpr std::uint32_t kMaxModelLen = 1024;
 
 // The only part that follows the components' APIs: what each process of a
 // `serve` instance registers, here all in one process. One engine, with
-// --kv-cache-metrics (the MFU counters are always on the page).
+// --kv-cache-metrics and --speculative-config of K = 3 (the MFU counters are
+// always on the page).
 struct Instance {
   std::unique_ptr<metrics::Registry> registry;
   std::unique_ptr<metrics::ProcessMetrics> process;
@@ -75,6 +76,7 @@ Status Build(bool disable_log_stats, Instance* in) {
   engine::EngineMetricsOptions engine;
   engine.model_name = kModel;
   engine.kv_cache_metrics = true;
+  engine.num_speculative_tokens = 3;
   if (s.ok()) s = engine::EngineMetrics::Create(in->registry.get(), engine, 0, cache, &in->engine);
   if (s.ok())
     s = api::RequestMetrics::Create(in->registry.get(), kModel, kMaxModelLen, false, &in->requests);

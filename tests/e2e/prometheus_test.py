@@ -2,8 +2,10 @@
 """A real Prometheus server (the Debian package) scrapes a 3-API-server
 `sightline serve` on loopback with deploy/prometheus's rules loaded; after a
 short bounded load its HTTP API must answer the dashboard's queries with
-sensible, non-empty results and exact counts, and every panel of
-deploy/grafana's dashboard must have data. Cleans up every process."""
+sensible, non-empty results and exact counts, every rule must evaluate, and
+every panel of deploy/grafana's dashboard must have data (the instance runs
+n-gram speculation, so the speculative-decoding panels have drafts to show).
+Cleans up every process."""
 import json
 import os
 import re
@@ -64,7 +66,9 @@ def main():
         procs.append(subprocess.Popen(
             [CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--api-server-count", "3",
              "--engine-threads", "1", "--registry", f"promtest{os.getpid()}",
-             "--enable-mfu-metrics"],
+             "--enable-mfu-metrics", "--speculative-config",
+             '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1, '
+             '"prompt_lookup_max": 4}'],
             stdout=serve_log, stderr=serve_log))
         port = None
 
@@ -138,6 +142,16 @@ scrape_configs:
         assert flops > 0, flops  # --enable-mfu-metrics
         assert one("model_name:vllm_estimated_memory_bytes_per_gpu:rate5m") > 0
         assert query(prom, 'ALERTS{alertname=~"SightlineMetricsAbsent|SightlineScrapeFailing"}') == []
+        # Every rule evaluates (a rule over absent series records nothing, not an error).
+        rules = json.loads(http(f"http://127.0.0.1:{prom}/api/v1/rules")[1])["data"]["groups"]
+        bad = [(r["name"], r.get("lastError")) for g in rules for r in g["rules"] if r["health"] == "err"]
+        assert not bad, bad
+        # The prompts repeat "x": n-gram drafts were proposed and counted.
+        drafts = one("sum(vllm:spec_decode_num_drafts_total)")
+        assert drafts > 0, drafts
+        accepted = one("sum(vllm:spec_decode_num_accepted_tokens_total)")
+        per_pos = one("sum(vllm:spec_decode_num_accepted_tokens_per_pos_total)")
+        assert per_pos == accepted, (per_pos, accepted)
 
         # Every dashboard panel's query returns data from this instance.
         with open(os.path.join(SOURCE, "deploy", "grafana", "sightline.json")) as f:
@@ -155,7 +169,8 @@ scrape_configs:
                 # a second sample before rate() has a value.
                 wait_for(lambda: query(prom, expr), 10, f"data for panel '{panel['title']}': {expr}")
         print(f"ok: 60 requests counted exactly; prefix hit ratio {hit:.2f}, TTFT p95 {ttft * 1e3:.1f} ms, "
-              f"ITL p50 {itl * 1e3:.2f} ms, estimated {flops / 1e9:.3f} GFLOP/s per GPU")
+              f"ITL p50 {itl * 1e3:.2f} ms, estimated {flops / 1e9:.3f} GFLOP/s per GPU, "
+              f"{drafts:.0f} drafts, {accepted:.0f} draft tokens accepted")
     finally:
         for p in reversed(procs):
             p.send_signal(signal.SIGTERM)

@@ -238,24 +238,26 @@ TEST_F(EngineCoreTest, WithoutLogStatsNoEventsAndNoMetrics) {
 
 TEST_F(EngineCoreTest, PeriodicLogLine) {
   Make();
-  bool info = true;
-  EXPECT_FALSE(metrics_->MaybeLogLine(0, 5, &info));  // starts the interval
+  EXPECT_FALSE(metrics_->MaybeLog(0, 5));  // starts the interval
   Add("a", 10, 5);
   Add("b", 10, 5);
   while (core_->HasWork()) core_->Step();
-  auto line = metrics_->MaybeLogLine(10, 5, &info);
-  ASSERT_TRUE(line);
-  EXPECT_TRUE(info);
+  auto log = metrics_->MaybeLog(10, 5);
+  ASSERT_TRUE(log);
+  EXPECT_TRUE(log->info);
   EXPECT_TRUE(std::regex_match(
-      *line, std::regex("Engine 000: Avg prompt throughput: 2\\.0 tokens/s, Avg generation "
-                        "throughput: 1\\.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV "
-                        "cache usage: 0\\.0%, Prefix cache hit rate: [0-9.]+%")))
-      << *line;
-  line = metrics_->MaybeLogLine(20, 5, &info);
-  ASSERT_TRUE(line);
-  EXPECT_TRUE(info);  // idle now, but the interval before was not
-  line = metrics_->MaybeLogLine(30, 5, &info);
-  EXPECT_FALSE(info);  // two idle intervals: DEBUG
+      log->line, std::regex("Engine 000: Avg prompt throughput: 2\\.0 tokens/s, Avg generation "
+                            "throughput: 1\\.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV "
+                            "cache usage: 0\\.0%, Prefix cache hit rate: [0-9.]+%")))
+      << log->line;
+  EXPECT_EQ(log->spec_line, "");  // no speculation
+  EXPECT_EQ(log->Lines(), std::vector<std::string>{log->line});
+  log = metrics_->MaybeLog(20, 5);
+  ASSERT_TRUE(log);
+  EXPECT_TRUE(log->info);  // idle now, but the interval before was not
+  log = metrics_->MaybeLog(30, 5);
+  ASSERT_TRUE(log);
+  EXPECT_FALSE(log->info);  // two idle intervals: DEBUG
 }
 
 const char* const kMfuCounters[] = {"vllm:estimated_flops_per_gpu_total",
@@ -287,11 +289,10 @@ TEST_F(EngineCoreTest, MfuCountersAreRegisteredAndStayZeroWithoutTheFlag) {
                     "0.0\n"),
             std::string::npos)
       << om;
-  bool info = true;
-  std::string mfu = "stale";
-  metrics_->MaybeLogLine(0, 5, &info, &mfu);
-  ASSERT_TRUE(metrics_->MaybeLogLine(10, 5, &info, &mfu));
-  EXPECT_EQ(mfu, "");  // no MFU line without estimates
+  metrics_->MaybeLog(0, 5);
+  auto log = metrics_->MaybeLog(10, 5);
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->mfu_line, "");  // no MFU line without estimates
 }
 
 // With the flag each step adds its estimate: the counters equal the
@@ -321,13 +322,14 @@ TEST_F(EngineCoreTest, MfuCountersAddEachStepsEstimateWithTheFlag) {
 TEST_F(EngineCoreTest, MfuLogLineFollowsTheMainLine) {
   mfu_ = true;
   Make();
-  bool info = true;
-  std::string mfu;
-  metrics_->MaybeLogLine(0, 1e-9, &info, &mfu);
+  metrics_->MaybeLog(0, 1e-9);
   Add("a", 10, 5);
   while (core_->HasWork()) core_->Step();
   // A 1 ns interval makes the tiny model's FLOPs show in TF/s.
-  ASSERT_TRUE(metrics_->MaybeLogLine(1e-9, 1e-9, &info, &mfu));
+  const auto log = metrics_->MaybeLog(1e-9, 1e-9);
+  ASSERT_TRUE(log);
+  const std::string& mfu = log->mfu_line;
+  EXPECT_EQ(log->Lines(), (std::vector<std::string>{log->line, mfu}));
   auto p = Page();
   const double flops = p[Key(kMfuCounters[0])];
   const double bytes = p[Key(kMfuCounters[1])] + p[Key(kMfuCounters[2])];
@@ -338,8 +340,9 @@ TEST_F(EngineCoreTest, MfuLogLineFollowsTheMainLine) {
   EXPECT_TRUE(std::regex_match(mfu, std::regex("Engine 000: MFU: [1-9][0-9]*\\.[0-9] TF/s/GPU "
                                                "[1-9][0-9]*\\.[0-9] GB/s/GPU")))
       << mfu;
-  ASSERT_TRUE(metrics_->MaybeLogLine(10, 5, &info, &mfu));
-  EXPECT_EQ(mfu, "");  // an interval without steps has no MFU line, as in vLLM
+  const auto quiet = metrics_->MaybeLog(10, 5);
+  ASSERT_TRUE(quiet);
+  EXPECT_EQ(quiet->mfu_line, "");  // an interval without steps has no MFU line, as in vLLM
 }
 
 }  // namespace

@@ -216,6 +216,23 @@ TEST_F(EngineProcessTest, SpeculationKeepsTheGreedyTokensAndSendsSeveralPerOutpu
     EXPECT_GT(*std::min_element(margins.begin(), margins.end()), 1e-3f) << id;
   }
   EXPECT_GT(several, 0) << "no draft was kept: the test tests nothing";
+  // vLLM's counters, in the shared registry: every kept draft is counted,
+  // and the per-position series (0..K-1, pre-created) add up to the total.
+  auto p = Page();
+  auto key = [](const std::string& name, const std::string& extra = "") {
+    return "vllm:spec_decode_" + name + "_total{engine=\"0\",model_name=\"tiny\"" + extra + "}";
+  };
+  EXPECT_GT(p[key("num_drafts")], 0);
+  EXPECT_GE(p[key("num_draft_tokens")], p[key("num_accepted_tokens")]);
+  EXPECT_GE(p[key("num_accepted_tokens")], several);
+  double per_pos = 0;
+  for (const char* pos : {"0", "1", "2"}) {
+    const std::string k =
+        key("num_accepted_tokens_per_pos", std::string(",position=\"") + pos + "\"");
+    ASSERT_EQ(p.count(k), 1u) << k;
+    per_pos += p[k];
+  }
+  EXPECT_EQ(per_pos, p[key("num_accepted_tokens")]);
   EXPECT_EQ(engine_.KillAndWait(SIGTERM), 0);
 }
 

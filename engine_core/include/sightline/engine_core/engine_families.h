@@ -1,6 +1,7 @@
 // The engine-scoped metric families (vLLM V1's engine gauges, counters and
 // histograms, cache_config_info, the KV residency histograms, the MFU
-// estimates, and Sightline's engine_rejected_messages), each defined once
+// estimates, the speculative-decoding counters, and Sightline's
+// engine_rejected_messages), each defined once
 // here and registered as one typed set by the engine that records them
 // (EngineMetrics). Names, help texts, label names, modes and default bounds
 // are vLLM's.
@@ -40,14 +41,20 @@ struct EngineFamilies {
   metrics::CounterFamily request_success;
   // Labels {engine} only.
   metrics::CounterFamily engine_rejected_messages;
+  // With speculative decoding only (else unregistered), as in vLLM.
+  metrics::CounterFamily spec_decode_num_drafts, spec_decode_num_draft_tokens,
+      spec_decode_num_accepted_tokens;
+  metrics::CounterFamily spec_decode_num_accepted_tokens_per_pos;  // + position
 
   // The histograms with their default bounds, for the process that creates
   // an instance's registry (bucket_overrides.h). `kv_cache_metrics`: with
   // the kv_block_* residency histograms.
   static std::vector<metrics::HistogramBuilder> Histograms(bool kv_cache_metrics);
   // Registers every family (a family already there with another spec fails
-  // it: nothing is left unbound).
-  static Status Register(metrics::Registry* registry, bool kv_cache_metrics, EngineFamilies* out);
+  // it: nothing is left unbound); the spec_decode_* ones only with
+  // `spec_decode`.
+  static Status Register(metrics::Registry* registry, bool kv_cache_metrics, EngineFamilies* out,
+                         bool spec_decode = false);
 };
 
 }  // namespace sightline::engine
