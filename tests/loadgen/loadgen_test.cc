@@ -1,6 +1,9 @@
 // The load generator's parts: statistics, arrivals, workloads, dataset
 // loading, reading /metrics back, and the server-vs-client comparison.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -8,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include "sightline/loadgen/compare.h"
 #include "sightline/loadgen/exposition.h"
@@ -234,6 +238,61 @@ TEST(Runner, BaseUrlsAndRequestBodies) {
   o.target.endpoint = "/v1/chat/completions";
   body = nlohmann::json::parse(RequestBody(o, r));
   EXPECT_EQ(body["messages"][0]["content"], "AB");
+}
+
+// A server's error is a plain response with a Content-Length, not a
+// stream: the client must report its status and message (Boost 1.74 read
+// an unset body limit as exceeded by any Content-Length).
+TEST(Runner, AnErrorWithAContentLengthIsReportedAsTheServerSaidIt) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::thread server([listener] {
+    const int c = accept(listener, nullptr, nullptr);
+    if (c < 0) return;
+    // Read the whole request (headers, then Content-Length bytes) first, so
+    // closing does not reset the connection under the client.
+    std::string req;
+    char buf[4096];
+    std::size_t want = std::string::npos;
+    while (req.size() < want) {
+      const ssize_t n = read(c, buf, sizeof buf);
+      if (n <= 0) break;
+      req.append(buf, static_cast<std::size_t>(n));
+      const std::size_t end = req.find("\r\n\r\n");
+      const std::size_t cl = req.find("Content-Length: ");
+      if (end != std::string::npos && cl != std::string::npos && cl < end)
+        want = end + 4 + std::stoul(req.substr(cl + 16));
+    }
+    const std::string body = R"({"error":{"code":404,"message":"no such model"}})";
+    const std::string res =
+        "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    if (write(c, res.data(), res.size()) < 0) {
+      ADD_FAILURE() << "cannot answer the client";
+    }
+    close(c);
+  });
+  RunOptions o;
+  o.target.port = ntohs(addr.sin_port);
+  o.target.model = "m";
+  o.request_timeout_s = 10;
+  BenchRequest r;
+  r.prompt_ids = {65};
+  r.max_tokens = 1;
+  const RunOutput out = loadgen::Run(o, {r});  // not testing::Test::Run
+  server.join();
+  close(listener);
+  ASSERT_EQ(out.results.size(), 1u);
+  EXPECT_FALSE(out.results[0].ok);
+  EXPECT_EQ(out.results[0].failure, "HTTP 404: no such model");
 }
 
 TEST(Compare, CountsMatchOnlyWhenTheServerSawWhatTheClientSaw) {

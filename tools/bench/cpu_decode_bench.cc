@@ -16,6 +16,7 @@
 #include <string>
 
 #include "engine_core.h"
+#include "sightline/engine_core/safetensors.h"
 #include "sightline/kernels/cpu_linear.h"
 #include "sightline/kernels/cpu_ops.h"
 
@@ -172,6 +173,15 @@ int WriteModel(const char* path) {
   return ok ? 0 : 1;
 }
 
+// --write-hf-model=DIR: the model as a Hugging Face directory (config.json,
+// safetensors), for `sightline serve DIR` (tools/bench/spec_decode_bench.sh
+// serves it with a 32000-token tokenizer from the tests' data).
+int WriteHfModel(const char* dir) {
+  const Status s = WriteModelDirectory(dir, Llama134M(), Weights(), {});
+  if (!s.ok()) std::fprintf(stderr, "%s: %s\n", dir, s.message().c_str());
+  return s.ok() ? 0 : 1;
+}
+
 // --greedy=N [--threads=T] [--format=F]: one request from BenchPrompt(0),
 // N greedy tokens; prints them on one line, then the decode tokens/s.
 int Greedy(int n, int threads, WeightFormat format) {
@@ -203,6 +213,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--write-model=", 14) == 0)
       return sightline::engine::WriteModel(argv[i] + 14);
+    if (std::strncmp(argv[i], "--write-hf-model=", 17) == 0)
+      return sightline::engine::WriteHfModel(argv[i] + 17);
     if (std::strncmp(argv[i], "--greedy=", 9) == 0) greedy = std::atoi(argv[i] + 9);
     if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = std::atoi(argv[i] + 10);
     if (std::strncmp(argv[i], "--format=", 9) == 0) format = std::atoi(argv[i] + 9);

@@ -149,16 +149,25 @@ def main():
                   f" | {share:.3f} | {med('request ttft_ms'):.2f} | {med('failing'):.0f} |")
         return
     base = None
-    print(f"| variant | output tok/s | req/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | e2e p50 ms | tok/s ratio |")
-    print("|---|---|---|---|---|---|---|")
+    # Acceptance: the server's vllm:spec_decode_* counters over the run, when it speculates.
+    spec = any("spec_decode" in j for v in a.variants for j in results[v])
+    print(f"| variant | output tok/s | req/s | TTFT p50 / p99 ms | TPOT p50 ms | ITL p50 / p99 ms | "
+          f"e2e p50 ms |{' draft acceptance |' if spec else ''} tok/s ratio |")
+    print("|---" * (8 + spec) + "|")
     for v in a.variants:
         med = lambda f: statistics.median(f(j) for j in results[v])
         tps = med(lambda j: j["output_throughput"])
         base = base or tps
+        accept = ""
+        if spec:
+            rates = [j["spec_decode"]["acceptance_rate"] for j in results[v] if "spec_decode" in j]
+            rates = [x for x in rates if x is not None]
+            accept = f" {statistics.median(rates) * 100:.1f} % |" if rates else " – |"
         print(f"| {v or 'default'} | {tps:,.0f} | {med(lambda j: j['request_throughput']):.1f} | "
               f"{med(lambda j: j['ttft']['median_ms']):.1f} / {med(lambda j: j['ttft']['p99_ms']):.1f} | "
+              f"{med(lambda j: j['tpot']['median_ms']):.2f} | "
               f"{med(lambda j: j['itl']['median_ms']):.2f} / {med(lambda j: j['itl']['p99_ms']):.2f} | "
-              f"{med(lambda j: j['e2el']['median_ms']):.0f} | {tps / base:.2f} |")
+              f"{med(lambda j: j['e2el']['median_ms']):.0f} |{accept} {tps / base:.2f} |")
 
 
 if __name__ == "__main__":

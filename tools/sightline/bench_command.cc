@@ -11,11 +11,13 @@
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "sightline/loadgen/compare.h"
 #include "sightline/loadgen/exposition.h"
 #include "sightline/loadgen/report.h"
 #include "sightline/loadgen/runner.h"
+#include "sightline/loadgen/spec_decode.h"
 #include "sightline/loadgen/workload.h"
 
 namespace sightline::cli {
@@ -29,6 +31,7 @@ struct BenchOptions {
   std::string request_rate = "inf";
   loadgen::RandomOptions random;
   loadgen::SharedPrefixOptions shared;
+  loadgen::CopyOptions copy;
   std::uint32_t sharegpt_output_len = 0;
   bool ignore_eos = false, compare_metrics = false, no_progress = false;
   std::uint64_t seed = 0;
@@ -72,6 +75,7 @@ int RunBench(BenchOptions o) {
     return Fail("--random-range-ratio must be in [0, 1)");
   if (o.random.input_len < 1 || o.random.output_len < 1 || o.shared.output_len < 1)
     return Fail("input and output lengths must be at least 1");
+  if (Status s = loadgen::CheckCopyOptions(o.copy); !s.ok()) return Fail(s.message());
 
   const bool chat = o.endpoint == "/v1/chat/completions";
   std::vector<loadgen::BenchRequest> workload;
@@ -83,6 +87,10 @@ int RunBench(BenchOptions o) {
     o.shared.seed = o.seed;
     o.shared.text = chat;
     workload = loadgen::SharedPrefixWorkload(o.shared, o.num_prompts);
+  } else if (o.dataset_name == "copy") {
+    o.copy.seed = o.seed;
+    o.copy.text = chat;
+    workload = loadgen::CopyWorkload(o.copy, o.num_prompts);
   } else if (o.dataset_name == "sharegpt") {
     if (o.dataset_path.empty()) return Fail("--dataset-name sharegpt needs --dataset-path");
     if (Status s = loadgen::LoadShareGpt(o.dataset_path, o.num_prompts, o.sharegpt_output_len,
@@ -93,7 +101,7 @@ int RunBench(BenchOptions o) {
       std::cerr << "WARNING bench: " << o.dataset_path << " has " << workload.size()
                 << " usable conversations; sending those\n";
   } else {
-    return Fail("--dataset-name must be random, shared-prefix or sharegpt");
+    return Fail("--dataset-name must be random, shared-prefix, copy or sharegpt");
   }
 
   ro.target.endpoint = o.endpoint;
@@ -121,15 +129,21 @@ int RunBench(BenchOptions o) {
     ro.progress_interval_s = tty ? 0.2 : 1;
   }
 
+  // /metrics is scraped around every run, for speculative decoding's
+  // counters as well as --compare-metrics. Only the latter needs the page:
+  // without it, a server with no (or a foreign) /metrics just gets no
+  // speculation section, and a short timeout bounds what that costs.
   std::vector<loadgen::Sample> before, after;
+  const double scrape_timeout = o.compare_metrics ? 30 : 5;
   auto scrape = [&](std::vector<loadgen::Sample>* out) {
     std::string page;
-    Status s = loadgen::HttpGet(ro.target, "/metrics", &page);
+    Status s = loadgen::HttpGet(ro.target, "/metrics", &page, scrape_timeout);
     if (s.ok()) s = loadgen::ParseExposition(page, out);
     return s;
   };
-  if (o.compare_metrics)
-    if (Status s = scrape(&before); !s.ok()) return Fail("--compare-metrics: " + s.message());
+  const Status scraped_before = scrape(&before);
+  if (o.compare_metrics && !scraped_before.ok())
+    return Fail("--compare-metrics: " + scraped_before.message());
 
   std::cerr << "bench: " << workload.size() << " requests to " << o.base_url << o.endpoint
             << " (model " << ro.target.model << ", " << o.dataset_name << ", rate "
@@ -137,13 +151,16 @@ int RunBench(BenchOptions o) {
             << (o.max_concurrency ? std::to_string(o.max_concurrency) : "unlimited") << ")\n";
   const loadgen::RunOutput run = loadgen::Run(ro, workload);
   const loadgen::RunStats stats = loadgen::Aggregate(run.results, run.duration_s);
+  const Status scraped_after = scraped_before.ok() ? scrape(&after) : scraped_before;
+  std::optional<loadgen::SpecDecodeStats> spec;
+  if (scraped_after.ok()) spec = loadgen::SpecDecodeDelta(before, after);
 
   loadgen::RunInfo info{o.base_url,      o.endpoint,   ro.target.model,   o.dataset_name,
                         workload.size(), run.not_sent, o.max_concurrency, rate};
-  std::cout << loadgen::FormatReport(info, stats);
+  std::cout << loadgen::FormatReport(info, stats, spec ? &*spec : nullptr);
   std::unique_ptr<loadgen::Comparison> comparison;
   if (o.compare_metrics) {
-    if (Status s = scrape(&after); !s.ok()) return Fail("--compare-metrics: " + s.message());
+    if (!scraped_after.ok()) return Fail("--compare-metrics: " + scraped_after.message());
     comparison = std::make_unique<loadgen::Comparison>(
         loadgen::Compare(before, after, run.results, o.endpoint));
     std::cout << loadgen::FormatComparison(*comparison);
@@ -151,7 +168,8 @@ int RunBench(BenchOptions o) {
   std::cout << std::flush;
   if (!o.output_json.empty()) {
     std::ofstream out(o.output_json);
-    out << loadgen::JsonReport(info, stats, comparison.get()).dump(2) << "\n";
+    out << loadgen::JsonReport(info, stats, comparison.get(), spec ? &*spec : nullptr).dump(2)
+        << "\n";
     if (!out) return Fail("cannot write " + o.output_json);
   }
   if (stats.ok == 0) return Fail("no request succeeded");
@@ -176,7 +194,7 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--model", o->model, "Model name (default: the server's first)");
   cmd->add_option("--api-key", o->api_key, "Bearer token")->envname("OPENAI_API_KEY");
-  cmd->add_option("--dataset-name", o->dataset_name, "random, shared-prefix or sharegpt")
+  cmd->add_option("--dataset-name", o->dataset_name, "random, shared-prefix, copy or sharegpt")
       ->capture_default_str();
   cmd->add_option("--dataset-path", o->dataset_path, "ShareGPT-format JSON file");
   cmd->add_option("--num-prompts", o->num_prompts, "Requests to send")->capture_default_str();
@@ -195,6 +213,12 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--shared-prefix-suffix-len", o->shared.suffix_len, "Distinct tokens per prompt")
       ->capture_default_str();
   cmd->add_option("--shared-prefix-output-len", o->shared.output_len, "max_tokens (shared-prefix)")
+      ->capture_default_str();
+  cmd->add_option("--copy-span-len", o->copy.span_len, "Random tokens in the repeated span (copy)")
+      ->capture_default_str();
+  cmd->add_option("--copy-repeats", o->copy.repeats, "Copies of the span in each prompt (copy)")
+      ->capture_default_str();
+  cmd->add_option("--copy-output-len", o->copy.output_len, "max_tokens (copy)")
       ->capture_default_str();
   cmd->add_option("--sharegpt-output-len", o->sharegpt_output_len,
                   "max_tokens for ShareGPT (0: the reply's bytes / 4)")

@@ -1,6 +1,7 @@
 #include "sightline/loadgen/report.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 namespace sightline::loadgen {
@@ -14,16 +15,37 @@ void Line(std::string* out, const char* label, double value, const char* format 
   *out += line;
 }
 
-void Latency(std::string* out, const std::string& title, const char* name, const Summary& s) {
+// A section's title centred in a 50-column rule.
+void Title(std::string* out, const std::string& title) {
   const std::string t = " " + title + " ";
   const std::size_t left = t.size() < 50 ? (50 - t.size()) / 2 : 0;
   *out += std::string(left, '-') + t +
           std::string(t.size() + left < 50 ? 50 - t.size() - left : 0, '-') + "\n";
+}
+
+void Latency(std::string* out, const std::string& title, const char* name, const Summary& s) {
+  Title(out, title);
   const std::string n(name);
   Line(out, ("Mean " + n + " (ms):").c_str(), s.mean * 1e3);
   Line(out, ("Median " + n + " (ms):").c_str(), s.median * 1e3);
   Line(out, ("P90 " + n + " (ms):").c_str(), s.p90 * 1e3);
   Line(out, ("P99 " + n + " (ms):").c_str(), s.p99 * 1e3);
+}
+
+void SpecDecode(std::string* out, const SpecDecodeStats& s) {
+  Title(out, "Speculative Decoding");
+  Line(out, "Drafts:", s.drafts, "%.0f");
+  Line(out, "Draft tokens:", s.draft_tokens, "%.0f");
+  Line(out, "Accepted tokens:", s.accepted_tokens, "%.0f");
+  // Without drafts the ratios have no value; "nan" would read like a bug.
+  auto ratio = [out](const char* label, double v) {
+    if (std::isfinite(v)) return Line(out, label, v);
+    char line[160];
+    std::snprintf(line, sizeof line, "%-40s %12s\n", label, "n/a");
+    *out += line;
+  };
+  ratio("Acceptance rate (%):", s.acceptance_rate * 100);
+  ratio("Mean acceptance length:", s.mean_acceptance_length);
 }
 
 nlohmann::json SummaryJson(const Summary& s) {
@@ -37,7 +59,7 @@ nlohmann::json SummaryJson(const Summary& s) {
 
 }  // namespace
 
-std::string FormatReport(const RunInfo& info, const RunStats& s) {
+std::string FormatReport(const RunInfo& info, const RunStats& s, const SpecDecodeStats* spec) {
   std::string out = "============ Serving Benchmark Result ============\n";
   Line(&out, "Successful requests:", static_cast<double>(s.ok), "%.0f");
   Line(&out, "Failed requests:", static_cast<double>(s.failed), "%.0f");
@@ -53,6 +75,7 @@ std::string FormatReport(const RunInfo& info, const RunStats& s) {
   Latency(&out, "Time per Output Token (excl. 1st token)", "TPOT", s.tpot);
   Latency(&out, "Inter-token Latency", "ITL", s.itl);
   Latency(&out, "End-to-end Latency", "E2EL", s.e2e);
+  if (spec) SpecDecode(&out, *spec);
   if (!s.failures.empty()) {
     out += "------------------- Failures ---------------------\n";
     for (const auto& [reason, count] : s.failures)
@@ -62,7 +85,8 @@ std::string FormatReport(const RunInfo& info, const RunStats& s) {
   return out;
 }
 
-nlohmann::json JsonReport(const RunInfo& info, const RunStats& s, const Comparison* comparison) {
+nlohmann::json JsonReport(const RunInfo& info, const RunStats& s, const Comparison* comparison,
+                          const SpecDecodeStats* spec) {
   nlohmann::json j = {
       {"base_url", info.base_url},
       {"endpoint", info.endpoint},
@@ -86,6 +110,15 @@ nlohmann::json JsonReport(const RunInfo& info, const RunStats& s, const Comparis
       {"tpot", SummaryJson(s.tpot)},
       {"itl", SummaryJson(s.itl)},
       {"e2el", SummaryJson(s.e2e)}};
+  if (spec) {
+    auto count = [](double v) { return static_cast<std::uint64_t>(std::llround(v)); };
+    auto ratio = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+    j["spec_decode"] = {{"drafts", count(spec->drafts)},
+                        {"draft_tokens", count(spec->draft_tokens)},
+                        {"accepted_tokens", count(spec->accepted_tokens)},
+                        {"acceptance_rate", ratio(spec->acceptance_rate)},
+                        {"mean_acceptance_length", ratio(spec->mean_acceptance_length)}};
+  }
   if (comparison) {
     nlohmann::json rows = nlohmann::json::array();
     for (const ComparisonRow& r : comparison->rows)

@@ -114,7 +114,11 @@ asio::awaitable<void> RunOne(Shared& s, std::size_t i) {
   if (!ec) co_await http::async_write(stream, req, asio::redirect_error(asio::use_awaitable, ec));
   beast::flat_buffer buffer;
   http::response_parser<http::buffer_body> parser;
-  parser.body_limit(boost::none);
+  // No limit, spelled as the largest one: Boost 1.74's parser compares a
+  // Content-Length against an empty optional as exceeding it, so `none`
+  // turned every non-chunked response (an HTTP error's JSON) into "body
+  // limit exceeded".
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   if (!ec)
     co_await http::async_read_header(stream, buffer, parser,
                                      asio::redirect_error(asio::use_awaitable, ec));

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
+#include <utility>
 
 namespace sightline::loadgen {
 
@@ -79,6 +80,36 @@ std::vector<BenchRequest> SharedPrefixWorkload(const SharedPrefixOptions& o,
     else
       out[i].prompt_ids = std::move(ids);
     out[i].max_tokens = o.output_len;
+  }
+  return out;
+}
+
+Status CheckCopyOptions(const CopyOptions& o) {
+  for (const auto& [flag, value] :
+       {std::pair{"--copy-span-len", o.span_len}, std::pair{"--copy-repeats", o.repeats},
+        std::pair{"--copy-output-len", o.output_len}})
+    if (value < 1) return Status::InvalidArgument(std::string(flag) + " must be at least 1");
+  if (std::uint64_t{o.span_len} * o.repeats > kMaxCopyPromptTokens)
+    return Status::InvalidArgument("--copy-span-len x --copy-repeats must be at most " +
+                                   std::to_string(kMaxCopyPromptTokens) + " tokens");
+  return Status::Ok();
+}
+
+std::vector<BenchRequest> CopyWorkload(const CopyOptions& o, std::size_t num_prompts) {
+  std::mt19937_64 rng(o.seed);
+  std::vector<BenchRequest> out(num_prompts);
+  for (BenchRequest& r : out) {
+    const auto span = RandomIds(rng, o.span_len);
+    std::vector<std::uint32_t> ids;
+    ids.reserve(std::size_t{o.span_len} * o.repeats);
+    for (std::uint32_t i = 0; i < o.repeats; ++i) ids.insert(ids.end(), span.begin(), span.end());
+    // As shared-prefix does: the text is the ids' bytes, so the repetition
+    // is exact under the byte tokenizer and the two endpoints get one prompt.
+    if (o.text)
+      r.prompt_text = AsText(ids);
+    else
+      r.prompt_ids = std::move(ids);
+    r.max_tokens = o.output_len;
   }
   return out;
 }

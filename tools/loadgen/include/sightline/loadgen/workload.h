@@ -4,6 +4,9 @@
 //    (uniform in [len * (1 - ratio), len * (1 + ratio)]), seeded;
 //  * shared-prefix: groups of K prompts that share a prefix of L tokens, to
 //    exercise prefix caching;
+//  * copy: a random span of S tokens repeated R times, so the output can be
+//    drafted from the prompt (speculative decoding by prompt lookup, as in
+//    code edits or answers that quote the context);
 //  * sharegpt: the first human turn of each conversation of a ShareGPT-format
 //    JSON file, with the reply's length as the output length.
 // Prompts go to /v1/completions as token ids (the input length is exact,
@@ -41,6 +44,28 @@ struct SharedPrefixOptions {
 };
 std::vector<BenchRequest> SharedPrefixWorkload(const SharedPrefixOptions& o,
                                                std::size_t num_prompts);
+
+struct CopyOptions {
+  std::uint32_t span_len = 64;  // S: tokens in the span
+  std::uint32_t repeats = 4;    // R: copies of it in the prompt (1: nothing to copy, a baseline)
+  std::uint32_t output_len = 128;
+  std::uint64_t seed = 0;
+  bool text = false;
+};
+
+// S * R at most: the product is what the server gets, and unchecked it
+// could wrap or exhaust memory before any request is sent.
+inline constexpr std::uint64_t kMaxCopyPromptTokens = 1'000'000;
+
+// Lengths of at least 1 and S * R <= kMaxCopyPromptTokens. The messages
+// name `sightline bench serve`'s flags, the only caller's.
+Status CheckCopyOptions(const CopyOptions& o);
+
+// Each prompt is its own span (no prefix is shared between prompts, so
+// prefix caching does not blur the measurement), repeated back to back: the
+// prompt ends where the span does, so its continuation is the span's start.
+// `o` must pass CheckCopyOptions.
+std::vector<BenchRequest> CopyWorkload(const CopyOptions& o, std::size_t num_prompts);
 
 // A ShareGPT file: a JSON array of {"conversations": [{"from": "human",
 // "value": ...}, {"from": "gpt", "value": ...}, ...]}. The output length is

@@ -1,0 +1,36 @@
+#!/bin/sh
+# Speculative decoding end to end (issue 39): `sightline serve` with the
+# 134M-parameter benchmark model (cpu_decode_bench's Llama, dummy weights,
+# written as a Hugging Face directory; served with the Mistral-7B tokenizer
+# from the tests' data, 32000 tokens like the model), with and without
+# n-gram speculation, alternated round by round by serve_bench.py, on the
+# copy workload (prompts that repeat one span) and on random text, at
+# concurrency 1, 8 and 64. Prints one table per (workload, concurrency).
+#
+#   tools/bench/spec_decode_bench.sh [BUILD_DIR] [ROUNDS] [SPEC_JSON]
+set -eu
+build=${1:-build}
+rounds=${2:-3}
+spec=${3:-'{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}'}
+here=$(cd "$(dirname "$0")" && pwd)
+work=${SPEC_BENCH_DIR:-/tmp/sightline-spec-bench}
+mkdir -p "$work"
+[ -f "$work/model/config.json" ] || "$build/tools/bench/cpu_decode_bench" --write-hf-model="$work/model"
+[ -f "$work/tokenizer.json" ] ||
+  xz -dc "$here/../../tests/tokenizer/testdata/tokenizers/mistral_7b/tokenizer.json.xz" > "$work/tokenizer.json"
+# KV room for 64 requests of 128 + 64 tokens (74 KB per token).
+base="$work/model --tokenizer $work/tokenizer.json --chat-template plain --kv-cache-memory 2000000000"
+for workload in copy random; do
+  for c in 1 8 64; do
+    n=$c; [ "$n" -lt 4 ] && n=4
+    if [ "$workload" = copy ]; then
+      data="--dataset-name copy --copy-span-len 4 --copy-repeats 32 --copy-output-len 64"
+    else
+      data="--dataset-name random --random-input-len 128 --random-output-len 64"
+    fi
+    echo "## $workload, concurrency $c"
+    python3 "$here/serve_bench.py" --cli "$build/tools/sightline" --rounds "$rounds" \
+      --variants "$base;$base --speculative-config '$spec'" \
+      --bench-args "$data --num-prompts $n --max-concurrency $c --ignore-eos --seed 0"
+  done
+done
