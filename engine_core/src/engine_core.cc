@@ -51,7 +51,7 @@ Status EngineCore::AddRequest(std::unique_ptr<Request> r) {
   const auto reach =
       std::min<std::int64_t>(max_len, std::int64_t{r->num_prompt_tokens} + r->sampling.max_tokens);
   if (runner_->config().LongRope(static_cast<int>(reach))) UseLongRope(config_.block_size, r.get());
-  r->rng.seed(r->sampling.has_seed ? r->sampling.seed : seeds_());
+  r->sample_seed = r->sampling.has_seed ? r->sampling.seed : seeds_();
   scheduler_.AddRequest(std::move(r));
   return Status::Ok();
 }

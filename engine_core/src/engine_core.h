@@ -34,7 +34,7 @@ struct EngineCoreConfig {
   ElementBytes element_bytes;  // what the runner keeps, for those estimates
   std::uint64_t seed = 0;      // for requests without their own seed
   int max_logprobs = 20;       // --max-logprobs: the most top logprobs a request may ask for
-  // --speculative-config: n-gram drafts for greedy requests; off by default.
+  // --speculative-config: n-gram drafts; off by default.
   SpeculativeConfig speculative;
 };
 

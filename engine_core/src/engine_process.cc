@@ -159,8 +159,7 @@ Status RunEngineProcess(EngineProcessOptions o, const EngineProcessHooks& hooks,
   if (c.speculative.enabled())
     std::cerr << "INFO engine: speculative decoding: ngram, "
               << c.speculative.num_speculative_tokens << " draft tokens, prompt lookup "
-              << c.speculative.prompt_lookup_min << ".." << c.speculative.prompt_lookup_max
-              << " (greedy requests only)\n";
+              << c.speculative.prompt_lookup_min << ".." << c.speculative.prompt_lookup_max << "\n";
   if (!plan.cuda)
     std::cerr << "INFO engine: CPU kernels " << kernels::cpu::DescribeCpuKernels() << ", "
               << (o.threads > 0 ? o.threads : kernels::cpu::ComputeThreads()) << " threads\n";

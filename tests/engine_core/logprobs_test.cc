@@ -238,8 +238,8 @@ TEST(Logprobs, PromptLogprobsSkipThePrefixCacheAndSurvivePreemptionInPrefill) {
 
 // With n-gram speculation the tokens a step keeps are scored by the rows that
 // verified them: each accepted token's logprobs are the target's, as without
-// speculation. A prompt that repeats a span makes drafts that are kept; the
-// sampled request beside it runs without drafts.
+// speculation, greedy or sampled. A prompt that repeats a span makes drafts
+// that are kept.
 TEST(Logprobs, UnderSpeculationAreTheTargets) {
   const Model m = Qwen2Small();
   const int vocab = m.config.vocab_size;
@@ -259,7 +259,6 @@ TEST(Logprobs, UnderSpeculationAreTheTargets) {
   ExpectMatchesReference(m, engine.got_["random"], greedy);
   ExpectMatchesReference(m, engine.got_["sampled"], sampled);
   EXPECT_GT(engine.got_["greedy"].multi, 0) << "no draft was kept: the test tests nothing";
-  EXPECT_EQ(engine.got_["sampled"].multi, 0) << "a sampled request speculated";
 }
 
 TEST(Logprobs, RequestsBeyondMaxLogprobsAreRefused) {

@@ -25,7 +25,8 @@ namespace sightline::engine {
 
 // Scheduler + batch builder + a model runner + greedy sampler: the engine's
 // step loop without IPC, on either device; with `speculative` enabled, the
-// engine's n-gram drafts after every step, as EngineCore::Step proposes them.
+// engine's n-gram drafts after every step, as EngineCore::Step proposes them
+// (or a test's own proposer, SetProposer).
 class MiniEngine {
  public:
   MiniEngine(std::unique_ptr<ModelRunner> runner, int num_blocks, int block_size, int budget,
@@ -55,9 +56,13 @@ class MiniEngine {
     r->sampling.max_tokens = static_cast<std::uint32_t>(max_tokens);
     if (runner_->config().LongRope(r->num_prompt_tokens + max_tokens))
       UseLongRope(block_size_, r.get());
-    r->rng.seed(r->sampling.seed);
+    r->sample_seed = r->sampling.seed;
     sched_->AddRequest(std::move(r));
   }
+  // Drafts from `proposer` after every step instead of the n-gram proposer:
+  // it sets draft_tokens of the running requests it wants verified.
+  using Proposer = std::function<void(std::span<Request* const> running)>;
+  void SetProposer(Proposer proposer) { proposer_ = std::move(proposer); }
   void RunToCompletion() {
     SampleResult result;
     while (sched_->HasWork()) {
@@ -72,7 +77,9 @@ class MiniEngine {
         outputs_[r->id] = std::vector<std::int32_t>(r->output().begin(), r->output().end());
         cached_[r->id] = r->num_cached_tokens;
       }
-      if (speculative_.enabled())
+      if (proposer_)
+        proposer_(sched_->running());
+      else if (speculative_.enabled())
         ProposeDrafts(sched_->running(), speculative_, runner_->config().max_position_embeddings);
     }
   }
@@ -89,6 +96,7 @@ class MiniEngine {
   std::unique_ptr<Scheduler> sched_;
   int block_size_;
   SpeculativeConfig speculative_;
+  Proposer proposer_;
 };
 
 // One sequence prefilled whole, with logits at every position: the model's

@@ -21,22 +21,27 @@ namespace {
 
 namespace ops = kernels::cpu;
 
+// A request's draws: its seed and the next output position.
+struct Draws {
+  std::uint64_t seed;
+  std::uint64_t index = 0;
+};
+
 // The engine's sampling path for one row on the CPU: PrepareRow (uniform,
 // penalty tokens), then the kernels' reference.
 std::vector<float> Penalized(std::vector<float> logits, const SamplingParams& p,
                              std::span<const std::int32_t> prompt,
                              std::span<const std::int32_t> output) {
-  std::mt19937_64 rng(1);
   std::vector<kernels::PenaltyToken> penalties;
-  const kernels::RowSampling row = PrepareRow(p, rng, prompt, output, &penalties);
+  const kernels::RowSampling row = PrepareRow(p, 1, 0, prompt, output, &penalties);
   ops::ApplyPenalties(logits.data(), static_cast<int>(logits.size()), row, penalties.data());
   return logits;
 }
-std::int32_t SampleToken(std::vector<float> logits, const SamplingParams& p, std::mt19937_64& rng,
+std::int32_t SampleToken(std::vector<float> logits, const SamplingParams& p, Draws& rng,
                          std::span<const std::int32_t> prompt = {},
                          std::span<const std::int32_t> output = {}) {
   std::vector<kernels::PenaltyToken> penalties;
-  const kernels::RowSampling row = PrepareRow(p, rng, prompt, output, &penalties);
+  const kernels::RowSampling row = PrepareRow(p, rng.seed, rng.index++, prompt, output, &penalties);
   ops::ApplyPenalties(logits.data(), static_cast<int>(logits.size()), row, penalties.data());
   std::vector<std::int32_t> order;
   return ops::SampleRow(logits.data(), static_cast<int>(logits.size()), row, &order);
@@ -82,12 +87,12 @@ TEST(Sampler, GreedySeededAndFilters) {
   const std::vector<float> logits = {1, 3, 3, 0};
   SamplingParams greedy;
   greedy.temperature = 0;
-  std::mt19937_64 rng(1);
+  Draws rng{1};
   EXPECT_EQ(SampleToken(logits, greedy, rng), 1);  // ties go to the lowest id
   SamplingParams p;
   p.temperature = 1;
   p.seed = 5;
-  std::mt19937_64 a(5), b(5);
+  Draws a{5}, b{5};
   std::vector<std::int32_t> da, db;
   for (int i = 0; i < 50; ++i) {
     da.push_back(SampleToken(logits, p, a));
@@ -140,27 +145,25 @@ TEST(Sampler, PenaltiesFollowVllmAndOpenAi) {
   SamplingParams greedy = rep;
   greedy.temperature = 0;
   greedy.repetition_penalty = 5;
-  std::mt19937_64 rng(1);
+  Draws rng{1};
   EXPECT_EQ(SampleToken(logits, greedy, rng, prompt, output), 3);
 }
 
 TEST(Sampler, PrepareRowDrawsOnlyWhenSamplingAndListsDistinctTokens) {
-  std::mt19937_64 a(9), b(9);
   std::vector<kernels::PenaltyToken> penalties = {{7, 7}};  // an earlier row's
   SamplingParams greedy;
   greedy.temperature = 0;
   const std::vector<std::int32_t> prompt = {4, 4, 5}, output = {5, 6, 6};
-  kernels::RowSampling row = PrepareRow(greedy, a, prompt, output, &penalties);
+  kernels::RowSampling row = PrepareRow(greedy, 9, 3, prompt, output, &penalties);
   EXPECT_EQ(row.uniform, 0.0);
-  EXPECT_EQ(a, b);  // a greedy row leaves the generator alone
   EXPECT_EQ(row.penalty_begin, row.penalty_end);
 
   SamplingParams p;
   p.temperature = 0.7f;
   p.repetition_penalty = 1.5f;
   p.frequency_penalty = 0.1f;
-  row = PrepareRow(p, a, prompt, output, &penalties);
-  EXPECT_EQ(row.uniform, std::uniform_real_distribution<double>(0.0, 1.0)(b));
+  row = PrepareRow(p, 9, 3, prompt, output, &penalties);
+  EXPECT_EQ(row.uniform, SampleUniform(9, 3));  // the request's draw for position 3
   EXPECT_EQ(row.temperature, 0.7f);
   ASSERT_EQ(row.penalty_begin, 1);
   ASSERT_EQ(row.penalty_end, 4);
@@ -171,8 +174,40 @@ TEST(Sampler, PrepareRowDrawsOnlyWhenSamplingAndListsDistinctTokens) {
   EXPECT_EQ(got, (std::map<std::int32_t, std::int32_t>{{4, 0}, {5, 1}, {6, 2}}));
 
   p.repetition_penalty = 1;  // without it, prompt-only tokens do not matter
-  row = PrepareRow(p, a, prompt, output, &penalties);
+  row = PrepareRow(p, 9, 3, prompt, output, &penalties);
   EXPECT_EQ(row.penalty_end - row.penalty_begin, 2);
+  // Drafts before the position count as output.
+  row = PrepareRow(p, 9, 5, prompt, output, &penalties, std::vector<std::int32_t>{6, 8});
+  got.clear();
+  for (int i = row.penalty_begin; i < row.penalty_end; ++i)
+    got[penalties[static_cast<std::size_t>(i)].token] =
+        penalties[static_cast<std::size_t>(i)].output_count;
+  EXPECT_EQ(got, (std::map<std::int32_t, std::int32_t>{{5, 1}, {6, 3}, {8, 1}}));
+}
+
+// The draws are a function of (seed, position): the same every time, in
+// [0, 1), and uniform along one request's positions and across seeds 0, 1,
+// 2, ... (means within 6 standard errors of 1/2, and each tenth of [0, 1)
+// within 6 standard errors of 10 %).
+TEST(Sampler, SampleUniformIsAFunctionOfSeedAndPositionAndUniform) {
+  EXPECT_EQ(SampleUniform(3, 10), SampleUniform(3, 10));
+  EXPECT_NE(SampleUniform(3, 10), SampleUniform(3, 11));
+  EXPECT_NE(SampleUniform(3, 10), SampleUniform(4, 10));
+  constexpr int kN = 100'000;
+  for (const bool along_positions : {true, false}) {
+    double sum = 0;
+    std::vector<int> tenths(10, 0);
+    for (int i = 0; i < kN; ++i) {
+      const auto k = static_cast<std::uint64_t>(i);
+      const double u = along_positions ? SampleUniform(12345, k) : SampleUniform(k, 0);
+      ASSERT_GE(u, 0.0);
+      ASSERT_LT(u, 1.0);
+      sum += u;
+      ++tenths[static_cast<std::size_t>(u * 10)];
+    }
+    EXPECT_NEAR(sum / kN, 0.5, 6 * std::sqrt(1.0 / 12 / kN)) << along_positions;
+    for (int t : tenths) EXPECT_NEAR(t, kN / 10, 6 * std::sqrt(kN * 0.1 * 0.9)) << along_positions;
+  }
 }
 
 // The teacher-forced scoring the GPU tests use: prefilling prompt + greedy

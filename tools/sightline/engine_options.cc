@@ -68,8 +68,8 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineProcessOptions* o) {
                   "Speculative decoding, vLLM's JSON: {\"method\": \"ngram\", "
                   "\"num_speculative_tokens\": K, \"prompt_lookup_min\": A, "
                   "\"prompt_lookup_max\": B} (n-gram prompt lookup, no draft model; A and B "
-                  "default to 5). Greedy requests only for now: a request with temperature > 0 "
-                  "runs without speculation");
+                  "default to 5); greedy and sampled requests alike, their output distribution "
+                  "unchanged");
   cmd->add_flag("--enable-mfu-metrics", o->enable_mfu_metrics,
                 "Estimated FLOPs and memory bytes per step (vllm:estimated_*_per_gpu_total, MFU "
                 "in the stats line)");

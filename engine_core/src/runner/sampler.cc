@@ -10,9 +10,25 @@ bool HasPenalties(const SamplingParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
 }
 
+// SplitMix64's output function (Steele, Lea and Flood 2014; the constants
+// are Stafford's "Mix13"). A few lines, so written here rather than taken
+// from a library: the standard generators are streams, not functions of a
+// position.
+std::uint64_t Mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 }  // namespace
 
-kernels::RowSampling PrepareRow(const SamplingParams& p, std::mt19937_64& rng,
+double SampleUniform(std::uint64_t seed, std::uint64_t index) {
+  constexpr std::uint64_t kGamma = 0x9E3779B97F4A7C15ull;  // SplitMix64's increment
+  const std::uint64_t z = Mix64(Mix64(seed) + (index + 1) * kGamma);
+  return static_cast<double>(z >> 11) * 0x1.0p-53;  // 53 random bits: [0, 1)
+}
+
+kernels::RowSampling PrepareRow(const SamplingParams& p, std::uint64_t seed, std::uint64_t index,
                                 std::span<const std::int32_t> prompt,
                                 std::span<const std::int32_t> output,
                                 std::vector<kernels::PenaltyToken>* penalties,
@@ -25,7 +41,7 @@ kernels::RowSampling PrepareRow(const SamplingParams& p, std::mt19937_64& rng,
   row.repetition_penalty = p.repetition_penalty;
   row.presence_penalty = p.presence_penalty;
   row.frequency_penalty = p.frequency_penalty;
-  if (!row.greedy()) row.uniform = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  if (!row.greedy()) row.uniform = SampleUniform(seed, index);
   row.penalty_begin = row.penalty_end = static_cast<std::int32_t>(penalties->size());
   if (!HasPenalties(p)) return row;
   // Distinct tokens with their output counts; prompt-only tokens matter only
@@ -47,10 +63,10 @@ SamplingBatch BuildSampling(const SchedulerOutput& out) {
     Request* r = s.request;
     const std::span<const std::int32_t> drafts(r->draft_tokens);
     for (std::size_t j = 0; j <= static_cast<std::size_t>(s.num_draft_tokens); ++j) {
-      b.rows.push_back(
-          PrepareRow(r->sampling, r->rng,
-                     std::span(r->tokens).first(static_cast<std::size_t>(r->num_prompt_tokens)),
-                     r->output(), &b.penalties, drafts.first(j)));
+      b.rows.push_back(PrepareRow(
+          r->sampling, r->sample_seed, static_cast<std::uint64_t>(r->num_output_tokens()) + j,
+          std::span(r->tokens).first(static_cast<std::size_t>(r->num_prompt_tokens)), r->output(),
+          &b.penalties, drafts.first(j)));
       b.num_logprobs.push_back(r->sampling.logprobs);
     }
   }

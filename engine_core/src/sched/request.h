@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -60,7 +59,9 @@ struct Request {
   // it; they go out with the first output.
   int num_prompt_scored = 0;
   std::vector<kernels::TokenLogprobs> prompt_logprobs;
-  std::mt19937_64 rng;  // seeded by whoever creates the request (per-request seed)
+  // The key of the request's draws (runner/sampler.h, SampleUniform): its
+  // `seed`, or one the engine picked; set by whoever creates the request.
+  std::uint64_t sample_seed = 0;
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

@@ -3,21 +3,16 @@
 #include <algorithm>
 #include <cassert>
 
-#include "sightline/kernels/sampling.h"
 #include "spec/ngram_proposer.h"
 
 namespace sightline::engine {
-
-bool SpeculatesFor(const Request& r) {
-  return r.sampling.temperature < kernels::kGreedyTemperature;  // RowSampling::greedy()
-}
 
 void ProposeDrafts(std::span<Request* const> running, const SpeculativeConfig& config,
                    int max_model_len) {
   for (Request* r : running) {
     r->draft_tokens.clear();
     // A decode computes every known token but the newest.
-    if (r->num_computed_tokens != r->num_tokens() - 1 || !SpeculatesFor(*r)) continue;
+    if (r->num_computed_tokens != r->num_tokens() - 1) continue;
     const int room =
         std::min({config.num_speculative_tokens,
                   static_cast<int>(r->sampling.max_tokens) - r->num_output_tokens() - 1,
