@@ -235,6 +235,9 @@ TEST(Runner, BaseUrlsAndRequestBodies) {
   EXPECT_EQ(body["stream_options"]["include_usage"], true);
   EXPECT_EQ(body["ignore_eos"], true);
   EXPECT_EQ(body["model"], "m");
+  EXPECT_EQ(body["temperature"], 0);  // greedy unless --temperature
+  o.temperature = 0.7;
+  EXPECT_EQ(nlohmann::json::parse(RequestBody(o, r))["temperature"], 0.7);
   o.target.endpoint = "/v1/chat/completions";
   body = nlohmann::json::parse(RequestBody(o, r));
   EXPECT_EQ(body["messages"][0]["content"], "AB");

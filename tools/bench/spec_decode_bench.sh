@@ -8,6 +8,10 @@
 # concurrency 1, 8 and 64. Prints one table per (workload, concurrency).
 #
 #   tools/bench/spec_decode_bench.sh [BUILD_DIR] [ROUNDS] [SPEC_JSON]
+#
+# SPEC_BENCH_TEMPERATURE (default 0: greedy) samples every request at that
+# temperature; SPEC_BENCH_WORKLOADS and SPEC_BENCH_CONCURRENCY (default
+# "copy random" and "1 8 64") narrow the runs.
 set -eu
 build=${1:-build}
 rounds=${2:-3}
@@ -20,17 +24,18 @@ mkdir -p "$work"
   xz -dc "$here/../../tests/tokenizer/testdata/tokenizers/mistral_7b/tokenizer.json.xz" > "$work/tokenizer.json"
 # KV room for 64 requests of 128 + 64 tokens (74 KB per token).
 base="$work/model --tokenizer $work/tokenizer.json --chat-template plain --kv-cache-memory 2000000000"
-for workload in copy random; do
-  for c in 1 8 64; do
+temperature=${SPEC_BENCH_TEMPERATURE:-0}
+for workload in ${SPEC_BENCH_WORKLOADS:-copy random}; do
+  for c in ${SPEC_BENCH_CONCURRENCY:-1 8 64}; do
     n=$c; [ "$n" -lt 4 ] && n=4
     if [ "$workload" = copy ]; then
       data="--dataset-name copy --copy-span-len 4 --copy-repeats 32 --copy-output-len 64"
     else
       data="--dataset-name random --random-input-len 128 --random-output-len 64"
     fi
-    echo "## $workload, concurrency $c"
+    echo "## $workload, concurrency $c, temperature $temperature"
     python3 "$here/serve_bench.py" --cli "$build/tools/sightline" --rounds "$rounds" \
       --variants "$base;$base --speculative-config '$spec'" \
-      --bench-args "$data --num-prompts $n --max-concurrency $c --ignore-eos --seed 0"
+      --bench-args "$data --num-prompts $n --max-concurrency $c --ignore-eos --seed 0 --temperature $temperature"
   done
 done

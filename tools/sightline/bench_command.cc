@@ -34,6 +34,7 @@ struct BenchOptions {
   loadgen::CopyOptions copy;
   std::uint32_t sharegpt_output_len = 0;
   bool ignore_eos = false, compare_metrics = false, no_progress = false;
+  double temperature = 0;
   std::uint64_t seed = 0;
   double max_duration = 600, request_timeout = 600;
 };
@@ -76,6 +77,7 @@ int RunBench(BenchOptions o) {
   if (o.random.input_len < 1 || o.random.output_len < 1 || o.shared.output_len < 1)
     return Fail("input and output lengths must be at least 1");
   if (Status s = loadgen::CheckCopyOptions(o.copy); !s.ok()) return Fail(s.message());
+  if (!(o.temperature >= 0 && o.temperature <= 2)) return Fail("--temperature must be in [0, 2]");
 
   const bool chat = o.endpoint == "/v1/chat/completions";
   std::vector<loadgen::BenchRequest> workload;
@@ -118,6 +120,7 @@ int RunBench(BenchOptions o) {
     ro.target.model = j["data"][0]["id"].get<std::string>();
   }
   ro.ignore_eos = o.ignore_eos;
+  ro.temperature = o.temperature;
   ro.request_rate = rate;
   ro.max_concurrency = o.max_concurrency;
   ro.max_duration_s = o.max_duration;
@@ -229,6 +232,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "Requests in flight at most (0: no limit)")
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Generate max_tokens whatever the model says");
+  cmd->add_option("--temperature", o->temperature, "Every request's temperature (0: greedy)")
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed for prompts and arrivals")->capture_default_str();
   cmd->add_option("--max-duration", o->max_duration,
                   "Seconds before sending stops and requests in flight are cancelled")

@@ -264,7 +264,7 @@ std::string RequestBody(const RunOptions& o, const BenchRequest& r) {
   json body = {{"stream", true},
                {"stream_options", {{"include_usage", true}}},
                {"max_tokens", r.max_tokens},
-               {"temperature", 0},
+               {"temperature", o.temperature},
                {"ignore_eos", o.ignore_eos}};
   if (!o.target.model.empty()) body["model"] = o.target.model;
   if (o.target.endpoint == "/v1/chat/completions") {

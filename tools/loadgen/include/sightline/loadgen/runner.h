@@ -41,6 +41,7 @@ Status HttpGet(const Target& target, const std::string& path, std::string* body,
 struct RunOptions {
   Target target;
   bool ignore_eos = false;
+  double temperature = 0;  // every request's; 0: greedy
   double request_rate = std::numeric_limits<double>::infinity();
   std::size_t max_concurrency = 0;  // 0: no limit
   double max_duration_s = 600;
