@@ -334,7 +334,7 @@ TEST_F(SpecScheduling, OnlyDecodesGetDraftsAndNoMoreThanTheyMayProduce) {
   // max_model_len 14 leaves room for 14 - 1 - 9 = 4 drafts.
   EXPECT_EQ(greedy->draft_tokens, (Tokens{5, 6, 7, 5}));
   EXPECT_EQ(sampled->draft_tokens, (Tokens{5, 6, 7, 5}));  // sampled too: rejection sampling
-  EXPECT_EQ(short_one->draft_tokens, (Tokens{5}));  // 1 generated, 3 allowed: 1 draft + 1
+  EXPECT_EQ(short_one->draft_tokens, (Tokens{5}));         // 1 generated, 3 allowed: 1 draft + 1
   EXPECT_TRUE(prefilling->draft_tokens.empty());
   ProposeDrafts(all, c, /*max_model_len=*/12);
   EXPECT_EQ(greedy->draft_tokens, (Tokens{5, 6}));
