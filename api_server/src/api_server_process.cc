@@ -83,6 +83,13 @@ Status CheckApiOptions(const ApiServerProcessOptions& o) {
     return Status::InvalidArgument(
         "--enable-per-request-metrics needs the stats that --disable-log-stats turns off; use one "
         "or the other");
+  SpecDecodeMetricsMode spec_mode;
+  if (Status s = ParseSpecDecodeMetricsMode(o.per_request_spec_decode_metrics, &spec_mode); !s.ok())
+    return s;
+  if (spec_mode != SpecDecodeMetricsMode::kNone && !o.per_request_metrics)
+    return Status::InvalidArgument(
+        "--per-request-spec-decode-metrics needs --enable-per-request-metrics (the object is "
+        "part of the per-request metrics)");
   if (!(o.exit_after_engine_death >= 0))
     return Status::InvalidArgument("--exit-after-engine-death must be >= 0");
   if (!(o.shutdown_timeout >= 0)) return Status::InvalidArgument("--shutdown-timeout must be >= 0");
@@ -130,6 +137,13 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   if (Status s = LoadChatTemplate(o, *tokenizer, &chat_template); !s.ok()) return s;
 
   OpenAiServerOptions so;
+  if (Status s =
+          ParseSpecDecodeMetricsMode(o.per_request_spec_decode_metrics, &so.spec_decode_metrics);
+      !s.ok())
+    return s;
+  if (so.spec_decode_metrics != SpecDecodeMetricsMode::kNone && info.num_speculative_tokens == 0)
+    return Status::InvalidArgument(
+        "--per-request-spec-decode-metrics needs an engine that speculates (--speculative-config)");
   so.chat_template = chat_template;
   so.per_request_metrics = o.per_request_metrics;
   so.force_include_usage = o.force_include_usage;

@@ -148,6 +148,7 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
         info.eos_token_ids.assign(r->eos_token_ids()->begin(), r->eos_token_ids()->end());
       info.logprobs_supported = r->logprobs_supported();
       info.max_logprobs = r->max_logprobs();
+      info.num_speculative_tokens = r->num_speculative_tokens();
       ready = true;
       ready_cv.notify_all();
       break;

@@ -34,8 +34,9 @@ struct EngineInfo {
   std::uint64_t kv_cache_size_tokens = 0;
   std::uint32_t vocab_size = 0;
   std::vector<std::int32_t> eos_token_ids;
-  bool logprobs_supported = false;  // the engine's runner computes logprobs
-  std::uint32_t max_logprobs = 20;  // the most a request may ask for
+  bool logprobs_supported = false;           // the engine's runner computes logprobs
+  std::uint32_t max_logprobs = 20;           // the most a request may ask for
+  std::uint32_t num_speculative_tokens = 0;  // K; 0: the engine does not speculate
 };
 
 // One output for one request, as the engine sent it (plus the step time and

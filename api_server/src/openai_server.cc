@@ -154,6 +154,8 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   o.created = UnixSeconds();
   o.arrival = arrival;
   o.per_request_metrics = options_.per_request_metrics;
+  o.spec_decode_metrics = options_.spec_decode_metrics;
+  o.num_speculative_tokens = options_.engine.num_speculative_tokens;
   o.force_usage = options_.force_include_usage;
   const std::uint64_t number = next_id_++;  // this process's key for live_, not an id
   auto processor =

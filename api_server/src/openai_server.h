@@ -30,6 +30,7 @@ struct OpenAiServerOptions {
   EngineInfo engine;
   std::shared_ptr<const ChatTemplate> chat_template = PlainChatTemplate();
   bool per_request_metrics = false;  // --enable-per-request-metrics (METRICS.md §8)
+  SpecDecodeMetricsMode spec_decode_metrics = SpecDecodeMetricsMode::kNone;
   bool force_include_usage = false;  // --enable-force-include-usage
   bool load_tracking = false;        // --enable-server-load-tracking: GET /load
 };

@@ -141,6 +141,8 @@ StepOutputs EngineCore::Step() {
           item.logprobs.push_back(std::move(sampled_.logprobs[row]));
     stats.generation_tokens += static_cast<int>(u.new_tokens.size());
     stats.spec.Observe(u.num_draft_tokens, u.num_accepted);
+    item.num_draft_tokens = static_cast<std::uint32_t>(u.num_draft_tokens);
+    item.num_accepted_draft_tokens = static_cast<std::uint32_t>(u.num_accepted);
     item.new_tokens = std::move(u.new_tokens);
     out.by_client[r->client_index].push_back(std::move(item));
   }

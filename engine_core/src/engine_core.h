@@ -52,6 +52,9 @@ struct OutputItem {
   std::uint32_t num_cached_tokens = 0;
   std::vector<kernels::TokenLogprobs> logprobs;         // one per new token, when asked for
   std::vector<kernels::TokenLogprobs> prompt_logprobs;  // first output only
+  // Speculation this step: drafts verified, drafts kept (RequestUpdate's).
+  std::uint32_t num_draft_tokens = 0;
+  std::uint32_t num_accepted_draft_tokens = 0;
 };
 
 struct StepOutputs {

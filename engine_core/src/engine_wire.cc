@@ -127,7 +127,8 @@ std::span<const std::uint8_t> SealOutputs(flatbuffers::FlatBufferBuilder& b,
     outs.push_back(ipc::CreateRequestOutputDirect(
         b, it.request_id.c_str(), &it.new_tokens, ToWire(it.finish_reason), it.stop_token, &evs,
         prefill, logprobs.empty() ? nullptr : &logprobs,
-        prompt_logprobs.empty() ? nullptr : &prompt_logprobs));
+        prompt_logprobs.empty() ? nullptr : &prompt_logprobs, it.num_draft_tokens,
+        it.num_accepted_draft_tokens));
   }
   return ipc::Seal(b, ipc::Body::EngineOutputs,
                    ipc::CreateEngineOutputsDirect(b, engine_index, timestamp, &outs).Union());
@@ -148,7 +149,9 @@ std::span<const std::uint8_t> SealReady(flatbuffers::FlatBufferBuilder& b,
           static_cast<std::uint32_t>(c.scheduler.max_model_len),
           static_cast<std::uint32_t>(c.block_size), static_cast<std::uint64_t>(c.num_blocks),
           kv_cache_size_tokens, static_cast<std::uint32_t>(m.vocab_size), &m.eos_token_ids,
-          core.supports_logprobs(), static_cast<std::uint32_t>(c.max_logprobs))
+          core.supports_logprobs(), static_cast<std::uint32_t>(c.max_logprobs),
+          static_cast<std::uint32_t>(c.speculative.enabled() ? c.speculative.num_speculative_tokens
+                                                             : 0))
           .Union());
 }
 
@@ -187,7 +190,9 @@ std::string ConfigJson(const EngineCore& core, const std::string& served_model_n
                         {"enable_prefix_caching", c.enable_prefix_caching},
                         {"vocab_size", m.vocab_size},
                         {"eos_token_ids", m.eos_token_ids},
-                        {"max_logprobs", c.max_logprobs}}
+                        {"max_logprobs", c.max_logprobs},
+                        {"num_speculative_tokens",
+                         c.speculative.enabled() ? c.speculative.num_speculative_tokens : 0}}
       .dump();
 }
 

@@ -306,6 +306,11 @@ TEST(Serve, BadFlagsFailBeforeAnythingStarts) {
       {"--speculative-config", R"({"method": "ngram", "num_speculative_tokens": 2,
                                    "prompt_lookup_min": 6, "prompt_lookup_max": 3})"},
       {"--speculative-config", "{not json"},
+      // The per-request object needs the per-request metrics and speculation.
+      {"--enable-per-request-metrics", "--per-request-spec-decode-metrics", "summary"},
+      {"--per-request-spec-decode-metrics", "detailed", "--speculative-config",
+       R"({"method": "ngram", "num_speculative_tokens": 2})"},
+      {"--enable-per-request-metrics", "--per-request-spec-decode-metrics", "verbose"},
       {"--tokenizer", "/nonexistent/tokenizer.json"},
       {"/nonexistent-model-dir"},
       {"--show-hidden-metrics-for-version", "latest"},

@@ -17,6 +17,11 @@ void AddApiServingFlags(CLI::App* cmd, api::ApiServerProcessOptions* o) {
       ->envname("SIGHTLINE_API_KEY");
   cmd->add_flag("--enable-per-request-metrics", o->per_request_metrics,
                 "A 'metrics' object (timings) on every response (METRICS.md §8)");
+  cmd->add_option("--per-request-spec-decode-metrics", o->per_request_spec_decode_metrics,
+                  "none, summary or detailed: each response's speculative-decoding acceptance "
+                  "(metrics.speculative_decoding; needs --enable-per-request-metrics and "
+                  "--speculative-config; detailed adds per-step arrays)")
+      ->capture_default_str();
   cmd->add_flag("--enable-server-load-tracking", o->load_tracking,
                 "GET /load: requests being answered");
   cmd->add_flag("--enable-force-include-usage", o->force_include_usage,
@@ -54,6 +59,8 @@ std::vector<std::string> ApiServerArgs(const api::ApiServerProcessOptions& o) {
   // SIGHTLINE_API_KEY, which the spawner sets in the child's environment.
   if (o.disable_log_stats) a.Flag("--disable-log-stats");
   if (o.per_request_metrics) a.Flag("--enable-per-request-metrics");
+  if (o.per_request_spec_decode_metrics != "none")
+    a.Add("--per-request-spec-decode-metrics", o.per_request_spec_decode_metrics);
   if (o.load_tracking) a.Flag("--enable-server-load-tracking");
   if (o.force_include_usage) a.Flag("--enable-force-include-usage");
   return a.Take();

@@ -78,6 +78,8 @@ int RunServe(ServeOptions o) {
   o.api.disable_log_stats = o.engine.disable_log_stats;
   o.api.served_model_name = o.engine.served_model_name;
   if (Status s = api::CheckApiOptions(o.api); !s.ok()) return Fail(s.message());
+  if (o.api.per_request_spec_decode_metrics != "none" && o.engine.speculative_config.empty())
+    return Fail("--per-request-spec-decode-metrics needs --speculative-config");
   if (o.dry_run) return 0;
 
   ListeningSocket listener;

@@ -8,11 +8,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "http/http_server.h"
+#include "metrics/spec_decode_request_metrics.h"
 #include "sightline/api_server/http_families.h"
 #include "sightline/api_server/request_families.h"
 #include "sightline/shm_registry/registry.h"
@@ -32,6 +34,9 @@ struct FinishedRequest {
   double arrival = 0, first_token = -1, last_output = -1;
   // Engine monotonic seconds (-1: not known).
   double queued = -1, first_scheduled = -1, engine_first_token = -1, engine_last_token = -1;
+  // Under --per-request-spec-decode-metrics, for a response that shows
+  // per-request metrics (one choice) of an engine that speculates.
+  std::optional<RequestSpecDecodeMetrics> spec;
 };
 
 class RequestMetrics {

@@ -18,6 +18,7 @@ json PerRequestMetrics(const FinishedRequest& stats) {
             {"tokens_per_second", nullptr}};
   if (n > 1 && first >= 0 && last >= 0) m["mean_itl_ms"] = (last - first) * 1000.0 / (n - 1);
   if (sched >= 0 && last > sched) m["tokens_per_second"] = n / (last - sched);
+  if (stats.spec) m["speculative_decoding"] = stats.spec->ToJson();
   return m;
 }
 

@@ -36,8 +36,8 @@ struct RenderOptions {
   bool logprobs = false;            // each choice shows its tokens' logprobs
 };
 
-// METRICS.md §8 from one choice's timestamps; a field is null when its
-// timestamps are missing.
+// METRICS.md §8 from one choice's timestamps (a field is null when its
+// timestamps are missing), and its speculative_decoding object when kept.
 nlohmann::json PerRequestMetrics(const FinishedRequest& stats);
 
 class OpenAiRenderer {

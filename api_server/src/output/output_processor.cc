@@ -87,6 +87,13 @@ OutputProcessor::OutputProcessor(Options options, CompletionParams params,
       choices_.push_back(std::move(c));
     }
   remaining_ = choices_.size();
+  // Shown only where the other per-request metrics are (one choice).
+  if (options_.per_request_metrics && choices_.size() == 1 &&
+      options_.spec_decode_metrics != SpecDecodeMetricsMode::kNone &&
+      options_.num_speculative_tokens > 0)
+    choices_[0]->stats.spec.emplace(
+        options_.num_speculative_tokens,
+        options_.spec_decode_metrics == SpecDecodeMetricsMode::kDetailed);
 }
 
 OutputProcessor::~OutputProcessor() = default;
@@ -174,6 +181,8 @@ void OutputProcessor::ApplyOutput(Choice& c, const RequestDelta& d) {
     metrics_->OnFirstOutput(c.stats.engine, c.stats.prompt_tokens, c.stats.cached_tokens);
     ShowPrompt(c, o);
   }
+  if (c.stats.spec && o->num_draft_tokens() > 0)
+    c.stats.spec->Observe(o->num_draft_tokens(), o->num_accepted_draft_tokens());
   const std::uint32_t n = o->new_token_ids() ? o->new_token_ids()->size() : 0;
   if (n > 0) {
     const double now = MonotonicSeconds();

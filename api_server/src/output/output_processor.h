@@ -47,7 +47,11 @@ class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
     std::int64_t created = 0;
     double arrival = 0;                // MonotonicSeconds() when the request's body had been read
     bool per_request_metrics = false;  // --enable-per-request-metrics
-    bool force_usage = false;          // --enable-force-include-usage
+    // --per-request-spec-decode-metrics, and the engine's K (0: it does not
+    // speculate, and no object is shown).
+    SpecDecodeMetricsMode spec_decode_metrics = SpecDecodeMetricsMode::kNone;
+    std::uint32_t num_speculative_tokens = 0;
+    bool force_usage = false;  // --enable-force-include-usage
   };
 
   // `on_complete` runs once, when the request completes (under the

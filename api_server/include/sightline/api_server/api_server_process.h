@@ -26,6 +26,10 @@ struct ApiServerProcessOptions {
   std::uint32_t index = 0;
   bool disable_log_stats = false, per_request_metrics = false, force_include_usage = false,
        load_tracking = false;
+  // none, summary or detailed: a speculative_decoding object in the
+  // per-request metrics (needs per_request_metrics and an engine that
+  // speculates).
+  std::string per_request_spec_decode_metrics = "none";
   std::size_t max_body_bytes = 4u << 20;
   double shutdown_timeout = 30;  // seconds a SIGTERM waits for answers under way
   // Seconds after the engine's death before the process exits 1 (so an
