@@ -4,11 +4,13 @@
 // speculation, for every sampling parameter, through batching, chunked
 // prefill and preemption (a position's draw depends only on the request's
 // seed and the position). And independently seeded runs with and without
-// speculation have the same distribution of whole outputs, by a chi-squared
-// test with a stated false-failure rate, which fails when drafts are
-// accepted by a wrong rule (always).
+// speculation have the same distributions of the next token, of 3-token
+// sequences and of whole outputs, by chi-squared tests with a stated
+// false-failure rate, which fail when drafts are accepted by a wrong rule
+// (always).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/math/distributions/chi_squared.hpp>
 #include <map>
 #include <string>
@@ -31,13 +33,14 @@ struct SampledRun {
 
 struct SampledSetup {
   SamplingParams params;
+  unsigned prompt_seed = 8;  // Prompt(12, prompt_seed)
   int block_size = 16;
   int num_blocks = 512;  // the null block included
   int budget = 256;
   int max_tokens = 5;
 };
 
-// `n` requests of one 12-token prompt, seeds first_seed.., sampled as
+// `n` requests of one 12-token prompt (setup.prompt_seed), seeds first_seed.., sampled as
 // `setup.params` says. With `speculate`, drafts (3 at most) are the greedy
 // continuation of the prompt from the request's position on: a sample
 // follows it often and leaves it often, so both acceptance and rejection
@@ -46,7 +49,7 @@ SampledRun RunSampled(int n, std::uint64_t first_seed, bool speculate, const Sam
   ModelConfig c;
   EXPECT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
   const ModelWeights w = DummyWeights(c, 77);
-  const Tokens prompt = Prompt(12, 8);
+  const Tokens prompt = Prompt(12, setup.prompt_seed);
   const Tokens greedy = testing::DenseGreedy(c, w, prompt, setup.max_tokens + 1, nullptr);
   MiniEngine engine(MakeCpuModelRunner(c, w, setup.num_blocks, setup.block_size), setup.num_blocks,
                     setup.block_size, setup.budget);
@@ -112,44 +115,77 @@ TEST(SpecSampling, SeededRequestsSampleTheSameTokensWithAndWithoutSpeculation) {
   }
 }
 
-// Two independent samples (seeds 1.. and 1,000,000..), with and without
-// speculation: the distribution of whole 5-token outputs must be the same.
-// A two-sample chi-squared test of homogeneity over the outputs seen at
-// least 10 times in the two samples together (the rest pooled in one cell).
-// It fails when p < 1e-4: a correct engine fails it once in 10,000 seed
-// choices (the seeds are fixed, so in practice it always passes or always
-// fails). It has power: accepting every draft (the greedy continuation)
-// would give the greedy output a far larger share than top-2 sampling does.
-TEST(SpecSampling, SampledOutputsHaveTheTargetDistribution) {
-  constexpr int kN = 1500;
-  SampledSetup s;
-  s.params = TopK2();
-  const SampledRun with = RunSampled(kN, 1, true, s), without = RunSampled(kN, 1'000'000, false, s);
-  EXPECT_GT(with.accepted, 100);
-  EXPECT_GT(with.drafted - with.accepted, 100);
-  std::map<Tokens, std::pair<int, int>> counts;
-  for (const auto& [id, t] : with.outputs) ++counts[t].first;
-  for (const auto& [id, t] : without.outputs) ++counts[t].second;
+// A two-sample chi-squared test of homogeneity between the values `pick`
+// takes on two samples of equal size, over the values seen at least 10
+// times in the two together (the rest pooled in one cell). True when it
+// rejects homogeneity at level `alpha`.
+template <typename Pick>
+bool Differ(const SampledRun& a, const SampledRun& b, Pick pick, double alpha, std::string* why) {
+  std::map<Tokens, std::pair<double, double>> counts;
+  for (const auto& [id, t] : a.outputs) ++counts[pick(t)].first;
+  for (const auto& [id, t] : b.outputs) ++counts[pick(t)].second;
   std::vector<std::pair<double, double>> cells;
   std::pair<double, double> rest{0, 0};
   for (const auto& [t, c] : counts) {
     if (c.first + c.second >= 10) {
-      cells.emplace_back(c.first, c.second);
+      cells.push_back(c);
     } else {
       rest.first += c.first;
       rest.second += c.second;
     }
   }
   if (rest.first + rest.second > 0) cells.push_back(rest);
-  ASSERT_GE(cells.size(), 4u) << "too few distinct outputs to compare";
+  EXPECT_GE(cells.size(), 3u) << "too few distinct values to compare";
   double chi2 = 0;
-  for (const auto& [a, b] : cells) {
-    const double e = (a + b) / 2;  // equal sample sizes: each expects half of the cell
-    chi2 += (a - e) * (a - e) / e + (b - e) * (b - e) / e;
+  for (const auto& [x, y] : cells) {
+    const double e = (x + y) / 2;  // equal sample sizes: each expects half of the cell
+    chi2 += (x - e) * (x - e) / e + (y - e) * (y - e) / e;
   }
   const auto df = static_cast<double>(cells.size() - 1);
-  const double critical = boost::math::quantile(boost::math::chi_squared(df), 1 - 1e-4);
-  EXPECT_LT(chi2, critical) << cells.size() << " cells, " << df << " degrees of freedom";
+  const double critical = boost::math::quantile(boost::math::chi_squared(df), 1 - alpha);
+  *why = "chi2 " + std::to_string(chi2) + ", critical " + std::to_string(critical) + ", " +
+         std::to_string(cells.size()) + " cells";
+  return chi2 >= critical;
+}
+
+// For two prompts, two independent samples (seeds 1.. and 1,000,000..), with
+// and without speculation, must have the same distribution of: the token at
+// each position after the first (each of them the next token after some
+// prefix, and where drafts are verified), the 3-token sequences from
+// positions 1 and 2, and the whole 5-token output. Fourteen chi-squared
+// tests, each at 1e-4 / 14, so a correct engine fails this test at most
+// once in 10,000 seed choices (the seeds are fixed, so in practice it always
+// passes or always fails). It has power: accepting every draft (the greedy
+// continuation) gives the greedy tokens a far larger share than top-2
+// sampling does.
+TEST(SpecSampling, SampledOutputsHaveTheTargetDistribution) {
+  constexpr int kN = 1500;
+  struct Check {
+    const char* what;
+    std::size_t from, n;
+  };
+  constexpr Check kChecks[] = {{"token 1", 1, 1},     {"token 2", 2, 1},    {"token 3", 3, 1},
+                               {"token 4", 4, 1},     {"tokens 1-3", 1, 3}, {"tokens 2-4", 2, 3},
+                               {"whole output", 0, 5}};
+  constexpr double kAlpha = 1e-4 / (2 * std::size(kChecks));
+  for (unsigned prompt_seed : {8u, 21u}) {
+    SCOPED_TRACE("prompt seed " + std::to_string(prompt_seed));
+    SampledSetup s;
+    s.params = TopK2();
+    s.prompt_seed = prompt_seed;
+    const SampledRun with = RunSampled(kN, 1, true, s);
+    const SampledRun without = RunSampled(kN, 1'000'000, false, s);
+    EXPECT_GT(with.accepted, 100);
+    EXPECT_GT(with.drafted - with.accepted, 100);
+    for (const Check& c : kChecks) {
+      auto pick = [&c](const Tokens& t) {
+        return Tokens(t.begin() + static_cast<std::ptrdiff_t>(std::min(t.size(), c.from)),
+                      t.begin() + static_cast<std::ptrdiff_t>(std::min(t.size(), c.from + c.n)));
+      };
+      std::string why;
+      EXPECT_FALSE(Differ(with, without, pick, kAlpha, &why)) << c.what << ": " << why;
+    }
+  }
 }
 
 }  // namespace

@@ -173,11 +173,17 @@ int WriteModel(const char* path) {
   return ok ? 0 : 1;
 }
 
-// --write-hf-model=DIR: the model as a Hugging Face directory (config.json,
-// safetensors), for `sightline serve DIR` (tools/bench/spec_decode_bench.sh
-// serves it with a 32000-token tokenizer from the tests' data).
-int WriteHfModel(const char* dir) {
-  const Status s = WriteModelDirectory(dir, Llama134M(), Weights(), {});
+// --write-hf-model=DIR [--logit-scale=S]: the model as a Hugging Face
+// directory (config.json, safetensors), for `sightline serve DIR`
+// (tools/bench/spec_decode_bench.sh serves it with a 32000-token tokenizer
+// from the tests' data). S multiplies the final norm's weights, so every
+// logit: S > 1 sharpens the model's distribution, as a trained model's is
+// sharp where it copies (random weights sampled at temperature 0.7 hardly
+// ever repeat themselves, so n-gram drafts would find nothing to propose).
+int WriteHfModel(const char* dir, float logit_scale) {
+  ModelWeights w = Weights();
+  for (float& x : w.final_norm) x *= logit_scale;
+  const Status s = WriteModelDirectory(dir, Llama134M(), w, {});
   if (!s.ok()) std::fprintf(stderr, "%s: %s\n", dir, s.message().c_str());
   return s.ok() ? 0 : 1;
 }
@@ -210,15 +216,18 @@ int Greedy(int n, int threads, WeightFormat format) {
 
 int main(int argc, char** argv) {
   int greedy = 0, threads = 1, format = 0;
+  const char* hf_dir = nullptr;
+  float logit_scale = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--write-model=", 14) == 0)
       return sightline::engine::WriteModel(argv[i] + 14);
-    if (std::strncmp(argv[i], "--write-hf-model=", 17) == 0)
-      return sightline::engine::WriteHfModel(argv[i] + 17);
+    if (std::strncmp(argv[i], "--write-hf-model=", 17) == 0) hf_dir = argv[i] + 17;
+    if (std::strncmp(argv[i], "--logit-scale=", 14) == 0) logit_scale = std::stof(argv[i] + 14);
     if (std::strncmp(argv[i], "--greedy=", 9) == 0) greedy = std::atoi(argv[i] + 9);
     if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = std::atoi(argv[i] + 10);
     if (std::strncmp(argv[i], "--format=", 9) == 0) format = std::atoi(argv[i] + 9);
   }
+  if (hf_dir) return sightline::engine::WriteHfModel(hf_dir, logit_scale);
   if (greedy > 0)
     return sightline::engine::Greedy(greedy, threads,
                                      static_cast<sightline::kernels::cpu::WeightFormat>(format));

@@ -10,8 +10,10 @@
 #   tools/bench/spec_decode_bench.sh [BUILD_DIR] [ROUNDS] [SPEC_JSON]
 #
 # SPEC_BENCH_TEMPERATURE (default 0: greedy) samples every request at that
-# temperature; SPEC_BENCH_WORKLOADS and SPEC_BENCH_CONCURRENCY (default
-# "copy random" and "1 8 64") narrow the runs.
+# temperature; SPEC_BENCH_LOGIT_SCALE (default 1) multiplies the model's
+# logits (cpu_decode_bench --logit-scale: a sharper distribution, which
+# sampled requests need to repeat anything); SPEC_BENCH_WORKLOADS and
+# SPEC_BENCH_CONCURRENCY (default "copy random" and "1 8 64") narrow the runs.
 set -eu
 build=${1:-build}
 rounds=${2:-3}
@@ -19,11 +21,15 @@ spec=${3:-'{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min":
 here=$(cd "$(dirname "$0")" && pwd)
 work=${SPEC_BENCH_DIR:-/tmp/sightline-spec-bench}
 mkdir -p "$work"
-[ -f "$work/model/config.json" ] || "$build/tools/bench/cpu_decode_bench" --write-hf-model="$work/model"
+scale=${SPEC_BENCH_LOGIT_SCALE:-1}
+model="$work/model"
+[ "$scale" = 1 ] || model="$work/model-x$scale"
+[ -f "$model/config.json" ] ||
+  "$build/tools/bench/cpu_decode_bench" --write-hf-model="$model" --logit-scale="$scale"
 [ -f "$work/tokenizer.json" ] ||
   xz -dc "$here/../../tests/tokenizer/testdata/tokenizers/mistral_7b/tokenizer.json.xz" > "$work/tokenizer.json"
 # KV room for 64 requests of 128 + 64 tokens (74 KB per token).
-base="$work/model --tokenizer $work/tokenizer.json --chat-template plain --kv-cache-memory 2000000000"
+base="$model --tokenizer $work/tokenizer.json --chat-template plain --kv-cache-memory 2000000000"
 temperature=${SPEC_BENCH_TEMPERATURE:-0}
 for workload in ${SPEC_BENCH_WORKLOADS:-copy random}; do
   for c in ${SPEC_BENCH_CONCURRENCY:-1 8 64}; do
@@ -33,7 +39,7 @@ for workload in ${SPEC_BENCH_WORKLOADS:-copy random}; do
     else
       data="--dataset-name random --random-input-len 128 --random-output-len 64"
     fi
-    echo "## $workload, concurrency $c, temperature $temperature"
+    echo "## $workload, concurrency $c, temperature $temperature, logit scale $scale"
     python3 "$here/serve_bench.py" --cli "$build/tools/sightline" --rounds "$rounds" \
       --variants "$base;$base --speculative-config '$spec'" \
       --bench-args "$data --num-prompts $n --max-concurrency $c --ignore-eos --seed 0 --temperature $temperature"
