@@ -1,10 +1,5 @@
 #include "sightline/engine_core/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/dtype.h"
+#include "model/safetensors_file.h"
 
 namespace sightline::engine {
 
@@ -22,132 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-// A read-only memory map of a whole file (RAII).
-class MappedFile {
- public:
-  Status Open(const std::string& path) {
-    path_ = path;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Status::NotFound("cannot open " + path + ": " + std::strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-      ::close(fd);
-      return Status::IoError("cannot stat " + path);
-    }
-    size_ = static_cast<std::size_t>(st.st_size);
-    if (size_ > 0) {
-      void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        ::close(fd);
-        return Status::IoError("cannot map " + path);
-      }
-      data_ = static_cast<const std::uint8_t*>(p);
-    }
-    ::close(fd);
-    return Status::Ok();
-  }
-  ~MappedFile() {
-    if (data_) munmap(const_cast<std::uint8_t*>(data_), size_);
-  }
-  const std::uint8_t* data() const { return data_; }
-  std::size_t size() const { return size_; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  const std::uint8_t* data_ = nullptr;
-  std::size_t size_ = 0;
-};
-
-struct TensorRef {
-  const MappedFile* file;
-  DType dtype;
-  std::vector<std::int64_t> shape;
-  std::size_t begin, end;  // absolute byte offsets in the file
-};
-
-Status ParseHeader(const MappedFile& f, std::map<std::string, TensorRef>* tensors) {
-  if (f.size() < 8)
-    return Status::InvalidArgument(f.path() + ": too short to be a safetensors file");
-  std::uint64_t header_len;
-  std::memcpy(&header_len, f.data(), 8);  // little-endian by the format (x86-64 native)
-  if (header_len > f.size() - 8)
-    return Status::InvalidArgument(f.path() + ": header length " + std::to_string(header_len) +
-                                   " exceeds the file (truncated?)");
-  json header = json::parse(f.data() + 8, f.data() + 8 + header_len, nullptr, false);
-  if (header.is_discarded() || !header.is_object())
-    return Status::InvalidArgument(f.path() + ": the header is not a JSON object");
-  const std::size_t data_start = 8 + header_len;
-  for (auto& [name, t] : header.items()) {
-    if (name == "__metadata__") continue;
-    const std::string where = f.path() + ": tensor '" + name + "'";
-    if (!t.is_object() || !t.contains("dtype") || !t.contains("shape") ||
-        !t.contains("data_offsets"))
-      return Status::InvalidArgument(where + " lacks dtype, shape or data_offsets");
-    const std::string dtype = t["dtype"].is_string() ? t["dtype"].get<std::string>() : "";
-    TensorRef ref{&f, DType::kF32, {}, 0, 0};
-    if (dtype == "F32")
-      ref.dtype = DType::kF32;
-    else if (dtype == "F16")
-      ref.dtype = DType::kF16;
-    else if (dtype == "BF16")
-      ref.dtype = DType::kBF16;
-    else
-      return Status::InvalidArgument(where + " has dtype " + dtype + "; supported: F32, F16, BF16");
-    std::uint64_t elems = 1;
-    for (const auto& d : t["shape"]) {
-      if (!d.is_number_integer() || d.get<std::int64_t>() < 0)
-        return Status::InvalidArgument(where + " has an invalid shape");
-      ref.shape.push_back(d.get<std::int64_t>());
-      elems *= static_cast<std::uint64_t>(d.get<std::int64_t>());
-    }
-    const auto& off = t["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
-        !off[1].is_number_unsigned())
-      return Status::InvalidArgument(where + " has invalid data_offsets");
-    ref.begin = data_start + off[0].get<std::size_t>();
-    ref.end = data_start + off[1].get<std::size_t>();
-    if (ref.end < ref.begin || ref.end - ref.begin != elems * DTypeBytes(ref.dtype))
-      return Status::InvalidArgument(where + ": data_offsets do not match its shape and dtype");
-    if (ref.end > f.size())
-      return Status::InvalidArgument(where + " needs bytes up to " + std::to_string(ref.end) +
-                                     " but the file has " + std::to_string(f.size()) +
-                                     " (truncated?)");
-    (*tensors)[name] = ref;
-  }
-  return Status::Ok();
-}
-
-Status Read(const std::map<std::string, TensorRef>& tensors, const std::string& name,
-            std::vector<std::int64_t> shape, std::vector<float>* out) {
-  auto it = tensors.find(name);
-  if (it == tensors.end())
-    return Status::NotFound("tensor '" + name + "' is missing from the checkpoint");
-  const TensorRef& t = it->second;
-  if (t.shape != shape) {
-    auto str = [](const std::vector<std::int64_t>& s) {
-      std::string r = "[";
-      for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-      return r + "]";
-    };
-    return Status::InvalidArgument("tensor '" + name + "' has shape " + str(t.shape) +
-                                   ", the config implies " + str(shape));
-  }
-  const std::size_t n = (t.end - t.begin) / DTypeBytes(t.dtype);
-  out->resize(n);
-  const std::uint8_t* p = t.file->data() + t.begin;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (t.dtype == DType::kF32) {
-      std::memcpy(&(*out)[i], p + 4 * i, 4);
-    } else {
-      std::uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      (*out)[i] = t.dtype == DType::kF16 ? HalfToFloat(h) : Bf16ToFloat(h);
-    }
-  }
-  return Status::Ok();
-}
 
 // The tensors of a model of `c` in checkpoint order: the Hugging Face name,
 // the shape, and where it lives in `w` (ModelWeights or const ModelWeights,
@@ -281,14 +151,14 @@ Status LoadSafetensorsWeights(const std::string& dir, const ModelConfig& c, Mode
                                      "' must be a file in the model directory");
     maps.push_back(std::make_unique<MappedFile>());
     if (Status s = maps.back()->Open(dir + "/" + f); !s.ok()) return s;
-    if (Status s = ParseHeader(*maps.back(), &tensors); !s.ok()) return s;
+    if (Status s = ParseSafetensorsHeader(*maps.back(), &tensors); !s.ok()) return s;
   }
   ModelWeights w;
   w.layers.resize(static_cast<std::size_t>(c.num_layers));
   for (LayerWeights& L : w.layers) L.experts.resize(static_cast<std::size_t>(c.num_experts));
   const auto table = TensorTable(c, w);
   for (const auto& t : table)
-    if (Status s = Read(tensors, t.name, t.shape, t.data); !s.ok())
+    if (Status s = ReadTensor(tensors, t.name, t.shape, t.data); !s.ok())
       return Status::InvalidArgument(dir + ": " + s.message());
   if (c.fused_projections) SplitProjections(c, &w);
   // A tensor the model does not read (a bias, a q/k norm, an expert) means a
@@ -413,35 +283,16 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
     const std::string file = shards == 1 ? "model.safetensors"
                                          : "model-0000" + std::to_string(s + 1) + "-of-0000" +
                                                std::to_string(shards) + ".safetensors";
-    json header = json::object();
-    header["__metadata__"] = {{"format", "pt"}};
-    std::string blob;
+    std::vector<NamedTensor> part;
     for (std::size_t i = static_cast<std::size_t>(s); i < table.size();
          i += static_cast<std::size_t>(shards)) {
       const std::string& name = table[i].name;
       if (std::find(o.omit_tensors.begin(), o.omit_tensors.end(), name) != o.omit_tensors.end())
         continue;
-      const std::size_t begin = blob.size();
-      for (float v : *table[i].data) {
-        if (o.dtype == DType::kF32) {
-          blob.append(reinterpret_cast<const char*>(&v), 4);
-        } else {
-          const std::uint16_t h = o.dtype == DType::kF16 ? FloatToHalf(v) : FloatToBf16(v);
-          blob.append(reinterpret_cast<const char*>(&h), 2);
-        }
-      }
-      header[name] = {{"dtype", DTypeName(o.dtype)},
-                      {"shape", table[i].shape},
-                      {"data_offsets", {begin, blob.size()}}};
+      part.push_back({name, table[i].shape, table[i].data});
       weight_map[name] = file;
     }
-    std::string text = header.dump();
-    text.append((8 - text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
-    const std::uint64_t len = text.size();
-    std::ofstream out(dir + "/" + file, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(&len), 8);
-    out << text << blob;
-    if (!out) return Status::IoError("cannot write " + dir + "/" + file);
+    if (Status st = WriteSafetensors(dir + "/" + file, part, o.dtype); !st.ok()) return st;
   }
   if (shards > 1)
     std::ofstream(dir + "/model.safetensors.index.json")
