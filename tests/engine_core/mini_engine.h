@@ -43,8 +43,9 @@ class MiniEngine {
   }
   // Greedy unless `sampling` says otherwise (its seed, if any, seeds the
   // request's generator, as the engine does).
+  // `lora_slot` > 0: the request runs the runner's adapter in that slot.
   void Add(const std::string& id, std::vector<std::int32_t> prompt, int max_tokens,
-           const SamplingParams* sampling = nullptr) {
+           const SamplingParams* sampling = nullptr, int lora_slot = 0) {
     auto r = std::make_unique<Request>();
     r->id = id;
     r->num_prompt_tokens = static_cast<int>(prompt.size());
@@ -57,6 +58,7 @@ class MiniEngine {
     if (runner_->config().LongRope(r->num_prompt_tokens + max_tokens))
       UseLongRope(block_size_, r.get());
     r->sample_seed = r->sampling.seed;
+    if (lora_slot > 0) UseLoraAdapter(block_size_, lora_slot, std::to_string(lora_slot), r.get());
     sched_->AddRequest(std::move(r));
   }
   // Drafts from `proposer` after every step instead of the n-gram proposer:

@@ -25,6 +25,7 @@ BatchInput BuildBatch(const SchedulerOutput& out, int block_size) {
     b.query_start.push_back(static_cast<std::int32_t>(b.tokens.size()));
     b.context_len.push_back(s.first_position + s.num_tokens);
     b.long_rope.push_back(r.long_rope ? 1 : 0);
+    b.lora_slot.push_back(r.lora_slot);
     for (int i = 0; i < b.max_blocks_per_seq; ++i)
       b.block_tables.push_back(i < static_cast<int>(r.kv.blocks.size())
                                    ? r.kv.blocks[static_cast<std::size_t>(i)]->id

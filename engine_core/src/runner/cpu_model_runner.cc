@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 
+#include "lora/packed_lora.h"
 #include "runner/model_runner.h"
 #include "sightline/kernels/cpu_linear.h"
 #include "sightline/kernels/cpu_ops.h"
@@ -117,6 +120,7 @@ class CpuModelRunner final : public ModelRunner {
     const int t = static_cast<int>(b.tokens.size());
     const auto hidden = static_cast<std::size_t>(c.hidden_size);
     Resize(t);
+    GroupLoraRows(b);
     for (int i = 0; i < t; ++i) {
       const float* row = w_.embed.data() +
                          static_cast<std::size_t>(b.tokens[static_cast<std::size_t>(i)]) * hidden;
@@ -142,6 +146,9 @@ class CpuModelRunner final : public ModelRunner {
       P.q.Apply(h_.data(), t, q_.data());
       P.k.Apply(h_.data(), t, k_.data());
       P.v.Apply(h_.data(), t, v_.data());
+      AddLora(l, LoraModule::kQ, h_.data(), q_.data());
+      AddLora(l, LoraModule::kK, h_.data(), k_.data());
+      AddLora(l, LoraModule::kV, h_.data(), v_.data());
       if (c.qkv_bias) {  // Qwen2
         ops::AddBias(q_.data(), L.q_bias.data(), t, c.q_size());
         ops::AddBias(k_.data(), L.k_bias.data(), t, c.kv_size());
@@ -193,6 +200,7 @@ class CpuModelRunner final : public ModelRunner {
                                    c.attn_softcap};
       ops::PagedAttention(args);
       P.o.Apply(attn_.data(), t, h_.data());
+      AddLora(l, LoraModule::kO, attn_.data(), h_.data());
       if (c.gemma)  // sandwich norm on the attention's output
         ops::RmsNorm(h_.data(), L.attn_out_norm.data(), c.rms_norm_eps, t, c.hidden_size,
                      h_.data());
@@ -204,12 +212,15 @@ class CpuModelRunner final : public ModelRunner {
       } else {
         P.gate.Apply(h_.data(), t, gate_.data());
         P.up.Apply(h_.data(), t, up_.data());
+        AddLora(l, LoraModule::kGate, h_.data(), gate_.data());
+        AddLora(l, LoraModule::kUp, h_.data(), up_.data());
         const std::size_t n = static_cast<std::size_t>(t) * c.intermediate_size;
         if (c.gemma)
           ops::GeluTanhMul(gate_.data(), up_.data(), n, gate_.data());
         else
           ops::SiluMul(gate_.data(), up_.data(), n, gate_.data());
         P.down.Apply(gate_.data(), t, h_.data());
+        AddLora(l, LoraModule::kDown, gate_.data(), h_.data());
       }
       if (c.gemma)  // and on the MLP's
         ops::RmsNorm(h_.data(), L.mlp_out_norm.data(), c.rms_norm_eps, t, c.hidden_size, h_.data());
@@ -242,7 +253,45 @@ class CpuModelRunner final : public ModelRunner {
     Project(b.logits_rows.data(), static_cast<int>(b.logits_rows.size()), logits);
   }
 
+  Status SetLoraAdapter(int slot, std::shared_ptr<const LoraAdapter> adapter) override {
+    if (slot < 1) return Status::InvalidArgument("LoRA slot " + std::to_string(slot) + " < 1");
+    if (adapter && adapter->layers.size() != static_cast<std::size_t>(config_.num_layers))
+      return Status::InvalidArgument("the LoRA adapter has " +
+                                     std::to_string(adapter->layers.size()) +
+                                     " layers, the model " + std::to_string(config_.num_layers));
+    if (static_cast<std::size_t>(slot) >= lora_.size())
+      lora_.resize(static_cast<std::size_t>(slot) + 1);
+    lora_[static_cast<std::size_t>(slot)] =
+        adapter ? std::make_shared<const PackedLora>(*adapter, config_) : nullptr;
+    return Status::Ok();
+  }
+
  private:
+  // The batch's token rows by the LoRA adapter their sequence runs.
+  void GroupLoraRows(const BatchInput& b) {
+    lora_groups_.clear();
+    for (std::size_t s = 0; s < b.lora_slot.size(); ++s) {
+      const auto slot = static_cast<std::size_t>(b.lora_slot[s]);
+      if (slot == 0) continue;
+      const PackedLora* a = slot < lora_.size() ? lora_[slot].get() : nullptr;
+      // Running the base model instead would be silently wrong.
+      if (!a)
+        throw std::logic_error("a sequence runs LoRA slot " + std::to_string(slot) +
+                               ", which holds no adapter");
+      auto g = std::find_if(lora_groups_.begin(), lora_groups_.end(),
+                            [a](const LoraGroup& x) { return x.adapter == a; });
+      if (g == lora_groups_.end()) g = lora_groups_.insert(lora_groups_.end(), {a, {}});
+      for (std::int32_t r = b.query_start[s]; r < b.query_start[s + 1]; ++r) g->rows.push_back(r);
+    }
+  }
+
+  // Each adapter's delta for module `m` of `layer` on its rows: x the
+  // projection's input rows, y its output rows.
+  void AddLora(int layer, LoraModule m, const float* x, float* y) {
+    for (const LoraGroup& g : lora_groups_)
+      if (g.adapter->targets(m)) g.adapter->Add(layer, m, g.rows, x, y, &lora_scratch_);
+  }
+
   // Mixtral's sparse MLP on the normed rows h_, its output written back to
   // h_: the router's softmax over experts per token, its top-k renormalised
   // to sum to 1 (MixtralSparseMoeBlock); each expert runs once over the
@@ -362,6 +411,15 @@ class CpuModelRunner final : public ModelRunner {
   std::vector<float> router_, expert_in_, expert_out_, moe_out_;
   std::vector<std::vector<Routed>> routed_;
   std::vector<std::int32_t> order_;  // the sampler's scratch
+  // LoRA: the adapter in each slot (SetLoraAdapter; [0] unused), this
+  // Forward's rows grouped by adapter, and their scratch.
+  std::vector<std::shared_ptr<const PackedLora>> lora_;
+  struct LoraGroup {
+    const PackedLora* adapter;
+    std::vector<std::int32_t> rows;
+  };
+  std::vector<LoraGroup> lora_groups_;
+  PackedLora::Scratch lora_scratch_;
 };
 
 }  // namespace

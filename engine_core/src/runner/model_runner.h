@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "lora/lora_adapter.h"
 #include "runner/perf_estimate.h"
 #include "sched/scheduler.h"
 #include "sightline/engine_core/model_config.h"
@@ -29,6 +30,9 @@ struct BatchInput {
   int max_blocks_per_seq = 0;
   std::vector<std::int32_t> logits_rows;  // token rows whose next-token logits are needed
   std::vector<std::uint8_t> long_rope;    // [S]: sequence s rotates with longrope's long factors
+  // [S]: the runner's LoRA slot sequence s runs (SetLoraAdapter); 0: the
+  // base model alone.
+  std::vector<std::int32_t> lora_slot;
 };
 
 // How to pick each logits row's token (rows[i] for logits row i), built by
@@ -86,6 +90,15 @@ class ModelRunner {
   // Runs the model and returns the logits rows themselves, [logits_rows.size(),
   // vocab_size]: for tests and tools that compare devices.
   virtual void ComputeLogits(const BatchInput& batch, std::vector<float>* logits) = 0;
+  // LoRA (lora/lora_adapter.h): the adapter that sequences with
+  // BatchInput::lora_slot == `slot` (>= 1) run; null empties the slot. The
+  // adapter must have been checked against this runner's config. A runner
+  // without LoRA refuses.
+  virtual Status SetLoraAdapter(int slot, std::shared_ptr<const LoraAdapter> adapter) {
+    (void)slot;
+    (void)adapter;
+    return Status::Incompatible("this device's runner does not run LoRA adapters (the CPU's does)");
+  }
 };
 
 // The CPU runner (kernels::cpu): the linear layers' matrices packed in

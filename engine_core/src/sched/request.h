@@ -38,6 +38,7 @@ struct Request {
   SamplingParams sampling;
   std::string cache_salt;
   bool long_rope = false;  // rotated with longrope's long factors (ModelConfig::LongRope)
+  int lora_slot = 0;       // the runner's LoRA slot it runs (UseLoraAdapter); 0: none
 
   RequestStatus status = RequestStatus::kWaiting;
   int num_computed_tokens = 0;
@@ -76,6 +77,18 @@ struct Request {
 inline void UseLongRope(int block_size, Request* r) {
   r->long_rope = true;
   r->cache_salt += "\x1flongrope";
+  r->block_hashes.clear();
+  ExtendBlockHashes(r->tokens, block_size, r->cache_salt, &r->block_hashes);
+}
+
+// Runs `r` with the LoRA adapter in the runner's slot `slot` (>= 1). Its KV
+// differs from that of the same tokens under the base model or any other
+// adapter, so its blocks hash apart: `key` salts them, which must name this
+// load of the adapter (an adapter reloaded under the same name with other
+// weights needs another key, or it would find the old one's blocks).
+inline void UseLoraAdapter(int block_size, int slot, const std::string& key, Request* r) {
+  r->lora_slot = slot;
+  r->cache_salt += "\x1flora:" + key;
   r->block_hashes.clear();
   ExtendBlockHashes(r->tokens, block_size, r->cache_salt, &r->block_hashes);
 }

@@ -1,0 +1,104 @@
+// LoRA on the CPU runner (issue 41): a sequence that runs an adapter gets
+// exactly the greedy tokens of the base model with that adapter merged into
+// its weights (W + scale * B * A, computed here, run by the independent dense
+// reference), whatever shares its batch: the base model, other adapters, the
+// same prompt under another adapter (whose KV blocks it must not reuse),
+// through chunked prefill. For Llama, Qwen2 (q/k/v biases) and Qwen3 (q/k
+// norms after the projections), ranks 8 and 16, plain and rsLoRA scaling,
+// several target sets; each adapter changes the tokens.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "engine_core/dense_reference.h"
+#include "engine_core/mini_engine.h"
+#include "lora/lora_adapter.h"
+
+namespace sightline::engine {
+namespace {
+
+// The base weights with `a` merged: W += scale * B * A for each target.
+ModelWeights MergeLora(const ModelConfig& c, ModelWeights w, const LoraAdapter& a) {
+  for (int l = 0; l < c.num_layers; ++l) {
+    LayerWeights& L = w.layers[static_cast<std::size_t>(l)];
+    std::vector<float>* matrix[kNumLoraModules] = {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down};
+    for (std::size_t m = 0; m < kNumLoraModules; ++m) {
+      if (!a.targets[m]) continue;
+      const auto [in, out] = LoraShape(c, static_cast<LoraModule>(m));
+      const LoraWeights& lw = a.layers[static_cast<std::size_t>(l)][m];
+      std::vector<float>& W = *matrix[m];  // [out, in]
+      for (std::int64_t o = 0; o < out; ++o)
+        for (std::int64_t i = 0; i < in; ++i) {
+          double d = 0;
+          for (int r = 0; r < a.rank; ++r)
+            d += static_cast<double>(lw.b[static_cast<std::size_t>(o * a.rank + r)]) *
+                 lw.a[static_cast<std::size_t>(r * in + i)];
+          W[static_cast<std::size_t>(o * in + i)] += static_cast<float>(a.scale * d);
+        }
+    }
+  }
+  return w;
+}
+
+TEST(LoraRunner, EachSequenceComputesItsAdapterMergedIntoTheBase) {
+  constexpr int kTokens = 12;
+  for (const char* family : {"llama", "qwen2", "qwen3"}) {
+    SCOPED_TRACE(family);
+    ModelConfig c;
+    ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
+    ASSERT_TRUE(ApplyFamily(family, &c).ok());
+    const ModelWeights w = DummyWeights(c, 11);
+    using M = LoraModule;
+    std::vector<std::shared_ptr<const LoraAdapter>> adapters = {
+        nullptr,  // slot 0: the base model
+        std::make_shared<LoraAdapter>(RandomLoraAdapter(c, 8, 16, false, {M::kQ, M::kV}, 1)),
+        std::make_shared<LoraAdapter>(RandomLoraAdapter(
+            c, 16, 16, true, {M::kQ, M::kK, M::kV, M::kO, M::kGate, M::kUp, M::kDown}, 2)),
+        std::make_shared<LoraAdapter>(
+            RandomLoraAdapter(c, 8, 32, false, {M::kO, M::kGate, M::kDown}, 3))};
+    auto runner = MakeCpuModelRunner(c, w, 256, 4);
+    for (std::size_t s = 1; s < adapters.size(); ++s)
+      ASSERT_TRUE(runner->SetLoraAdapter(static_cast<int>(s), adapters[s]).ok());
+    // A 16-token budget chunks the longer prompts.
+    MiniEngine engine(std::move(runner), 256, 4, /*budget=*/16);
+    std::map<std::string, std::vector<std::int32_t>> expected;
+    for (std::size_t s = 0; s < adapters.size(); ++s) {
+      const ModelWeights merged = s == 0 ? w : MergeLora(c, w, *adapters[s]);
+      // Each slot runs a prompt of its own and one all slots share.
+      for (const auto& [name, prompt] :
+           {std::pair{"own", Prompt(5 + 9 * static_cast<int>(s), 40 + s)},
+            std::pair{"shared", Prompt(21, 99)}}) {
+        const std::string id = std::string(name) + std::to_string(s);
+        std::vector<float> margins;
+        expected[id] = testing::DenseGreedy(c, merged, prompt, kTokens, &margins);
+        for (float m : margins) ASSERT_GT(m, 1e-3f) << id << ": a near tie";
+        if (s > 0) {
+          EXPECT_NE(expected[id], testing::DenseGreedy(c, w, prompt, kTokens, nullptr))
+              << id << ": the adapter changes nothing, so the test would show nothing";
+        }
+        engine.Add(id, prompt, kTokens, nullptr, static_cast<int>(s));
+      }
+    }
+    engine.RunToCompletion();
+    for (const auto& [id, tokens] : expected) EXPECT_EQ(engine.outputs_[id], tokens) << id;
+  }
+}
+
+TEST(LoraRunner, AnEmptySlotOrAMismatchedAdapterIsRefused) {
+  ModelConfig c;
+  ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
+  auto runner = MakeCpuModelRunner(c, DummyWeights(c, 1), 64, 4);
+  ModelConfig other = c;
+  other.num_layers = c.num_layers + 1;
+  const auto wrong =
+      std::make_shared<LoraAdapter>(RandomLoraAdapter(other, 4, 8, false, {LoraModule::kQ}, 1));
+  EXPECT_FALSE(runner->SetLoraAdapter(1, wrong).ok());
+  EXPECT_FALSE(runner->SetLoraAdapter(0, nullptr).ok());
+  // A sequence in a slot that holds nothing is a defect, never the base model.
+  MiniEngine engine(std::move(runner), 64, 4, 16);
+  engine.Add("r", Prompt(5, 1), 2, nullptr, /*lora_slot=*/2);
+  EXPECT_THROW(engine.RunToCompletion(), std::logic_error);
+}
+
+}  // namespace
+}  // namespace sightline::engine
