@@ -84,6 +84,50 @@ TEST(LoraRunner, EachSequenceComputesItsAdapterMergedIntoTheBase) {
   }
 }
 
+// --max-loras 2 with four adapters: never more than two adapters among the
+// running requests, every request finishes, and the adapter that has to
+// wait is not starved by steady traffic to the running ones: it starts
+// before any LoRA request that arrived after it, while base-model requests
+// behind it pass it.
+TEST(LoraRunner, MaxLorasBoundsTheAdaptersRunningWithoutStarvingOne) {
+  ModelConfig c;
+  ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
+  auto runner = MakeCpuModelRunner(c, DummyWeights(c, 11), 512, 4);
+  for (int s = 1; s <= 4; ++s)
+    ASSERT_TRUE(runner
+                    ->SetLoraAdapter(s, std::make_shared<LoraAdapter>(
+                                            RandomLoraAdapter(c, 4, 8, false, {LoraModule::kQ}, s)))
+                    .ok());
+  MiniEngine engine(std::move(runner), 512, 4, /*budget=*/64);
+  engine.SetMaxLoras(2);
+  int n = 0;
+  auto add = [&](int slot, int max_tokens) {
+    const std::string id = "r" + std::to_string(n) + "-slot" + std::to_string(slot);
+    engine.Add(id, Prompt(6, static_cast<unsigned>(n)), max_tokens, nullptr, slot);
+    ++n;
+    return id;
+  };
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) {  // adapters 1 and 2 busy
+    ids.push_back(add(1, 6 + i));
+    ids.push_back(add(2, 6 + i));
+  }
+  const std::string waits = add(3, 4);  // a third adapter: skipped until one drains
+  std::vector<std::string> later_lora, later_base;
+  for (int i = 0; i < 6; ++i) {  // steady traffic to the running adapters, and the base
+    later_lora.push_back(add(1 + i % 2, 6));
+    later_base.push_back(add(0, 6));
+  }
+  later_lora.push_back(add(4, 4));
+  engine.RunToCompletion();
+  EXPECT_EQ(engine.outputs_.size(), static_cast<std::size_t>(n)) << "every request finishes";
+  EXPECT_EQ(engine.max_running_loras_, 2);
+  for (const std::string& id : later_lora)
+    EXPECT_LE(engine.first_step_.at(waits), engine.first_step_.at(id)) << id;
+  EXPECT_LT(engine.first_step_.at(later_base[0]), engine.first_step_.at(waits))
+      << "base-model requests pass a waiting adapter";
+}
+
 TEST(LoraRunner, AnEmptySlotOrAMismatchedAdapterIsRefused) {
   ModelConfig c;
   ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());

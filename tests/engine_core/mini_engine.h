@@ -35,11 +35,15 @@ class MiniEngine {
         runner_(std::move(runner)),
         block_size_(block_size),
         speculative_(speculative) {
-    SchedulerConfig sc;
-    sc.max_num_batched_tokens = budget;
-    sc.max_model_len = runner_->config().max_position_embeddings;
-    sc.eos_token_ids = {-1};  // run to max_tokens
-    sched_ = std::make_unique<Scheduler>(sc, &kv_, [this] { return ++clock_; });
+    sc_.max_num_batched_tokens = budget;
+    sc_.max_model_len = runner_->config().max_position_embeddings;
+    sc_.eos_token_ids = {-1};  // run to max_tokens
+    sched_ = std::make_unique<Scheduler>(sc_, &kv_, [this] { return ++clock_; });
+  }
+  // --max-loras; before any Add.
+  void SetMaxLoras(int n) {
+    sc_.max_loras = n;
+    sched_ = std::make_unique<Scheduler>(sc_, &kv_, [this] { return ++clock_; });
   }
   // Greedy unless `sampling` says otherwise (its seed, if any, seeds the
   // request's generator, as the engine does).
@@ -70,6 +74,14 @@ class MiniEngine {
     while (sched_->HasWork()) {
       SchedulerOutput out = sched_->Schedule();
       for (const auto& s : out.scheduled) chunked_ |= !s.samples;
+      std::vector<int> loras;  // distinct adapters of the running requests
+      for (const Request* r : sched_->running()) {
+        if (r->lora_slot > 0 && std::find(loras.begin(), loras.end(), r->lora_slot) == loras.end())
+          loras.push_back(r->lora_slot);
+        first_step_.emplace(r->id, steps_);
+      }
+      max_running_loras_ = std::max(max_running_loras_, static_cast<int>(loras.size()));
+      ++steps_;
       runner_->Execute(BuildBatch(out, block_size_), BuildSampling(out), &result);
       for (const RequestUpdate& u : sched_->UpdateFromOutput(out, result.tokens)) {
         drafted_ += u.num_draft_tokens;
@@ -88,11 +100,15 @@ class MiniEngine {
   std::map<std::string, std::vector<std::int32_t>> outputs_;
   std::map<std::string, int> cached_;
   bool chunked_ = false;
-  int drafted_ = 0, accepted_ = 0;  // draft tokens verified, and kept
+  int max_running_loras_ = 0;              // the most adapters among running requests in a step
+  std::map<std::string, int> first_step_;  // the step that first ran each request
+  int drafted_ = 0, accepted_ = 0;         // draft tokens verified, and kept
   std::uint64_t preemptions() const { return sched_->total_preemptions(); }
 
  private:
   double clock_ = 0;
+  int steps_ = 0;
+  SchedulerConfig sc_;
   KVCacheManager kv_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<Scheduler> sched_;

@@ -126,9 +126,30 @@ SchedulerOutput Scheduler::Schedule() {
   }
 
   // Phase 2: waiting requests, only if nobody was preempted this step.
+  // LoRA (vLLM's rule): a request whose adapter is not running while
+  // --max-loras adapters are is skipped, and admitted once one of them has
+  // drained. So that it does drain, no LoRA request behind a skipped one is
+  // admitted either (base-model requests still pass): without that, steady
+  // traffic to the running adapters would starve it.
+  std::vector<int> loras;  // the adapters of running requests
+  for (const Request* r : running_)
+    if (r->lora_slot > 0 && std::find(loras.begin(), loras.end(), r->lora_slot) == loras.end())
+      loras.push_back(r->lora_slot);
+  std::vector<Request*> skipped;
+  bool lora_blocked = false;
   while (out.num_preempted == 0 && budget > 0 && !waiting_->empty() &&
          static_cast<int>(running_.size()) < config_.max_num_seqs) {
     Request* r = waiting_->Peek();
+    if (r->lora_slot > 0 && config_.max_loras > 0) {
+      const bool running = std::find(loras.begin(), loras.end(), r->lora_slot) != loras.end();
+      if (lora_blocked || (!running && static_cast<int>(loras.size()) >= config_.max_loras)) {
+        lora_blocked = true;
+        skipped.push_back(r);
+        waiting_->Pop();
+        continue;
+      }
+      if (!running) loras.push_back(r->lora_slot);
+    }
     KVCacheManager::Hit hit;
     // Prompt logprobs need every prompt position computed: such a request
     // never reads the prefix cache, and is no query of it (as in vLLM).
@@ -150,6 +171,8 @@ SchedulerOutput Scheduler::Schedule() {
     granted.emplace_back(r, n);
     budget -= n;
   }
+  // The skipped go back in front, in their order.
+  for (auto it = skipped.rbegin(); it != skipped.rend(); ++it) waiting_->PushFront(*it);
 
   for (const auto& [r, n] : granted) {
     ScheduledRequest s{r, n, r->num_computed_tokens, r->num_computed_tokens + n >= r->num_tokens(),

@@ -42,6 +42,9 @@ struct SchedulerConfig {
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   bool log_stats = true;  // record QUEUED/SCHEDULED/PREEMPTED events
   std::vector<std::int32_t> eos_token_ids;
+  // --max-loras: the most distinct LoRA adapters among running requests
+  // (Request::lora_slot > 0); 0: no limit.
+  int max_loras = 0;
 };
 
 struct ScheduledRequest {
