@@ -6,13 +6,13 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <random>
 #include <regex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "model/safetensors_file.h"
+#include "runner/sampler.h"
 
 namespace sightline::engine {
 
@@ -294,21 +294,28 @@ LoraAdapter RandomLoraAdapter(const ModelConfig& base, int rank, float alpha, bo
   a.use_rslora = use_rslora;
   a.scale = Scale(alpha, rank, use_rslora);
   for (LoraModule m : modules) a.targets[static_cast<std::size_t>(m)] = true;
-  std::mt19937_64 rng(seed);
+  // Uniform values, the i-th of the whole adapter SampleUniform(seed, i) in
+  // the order below (layers; q, k, v, o, gate, up, down; A then B, row-major),
+  // so that another program (tools/testdata/model_reference) makes the same
+  // adapter. B·A·x has the variance of x times scale²·r·(σ_A²·in)·σ_B²;
+  // these σ (uniform on [-√3σ, √3σ)) make the delta about the size of W·x
+  // whatever r, in and scale.
+  std::uint64_t i = 0;
+  auto uniform = [&](float sigma) {
+    return static_cast<float>((2 * SampleUniform(seed, i++) - 1) * std::sqrt(3.0) * sigma);
+  };
   a.layers.resize(static_cast<std::size_t>(base.num_layers));
   for (auto& layer : a.layers)
-    for (LoraModule m : modules) {
+    for (LoraModule m : kModules) {
+      if (!a.targets[static_cast<std::size_t>(m)]) continue;
       const auto [in_size, out_size] = LoraShape(base, m);
-      // B·A·x has the variance of x times scale²·r·(σ_A²·in)·(σ_B²); these
-      // σ make the delta's size about that of W·x whatever r, in and scale.
       const float sa = 1.0f / std::sqrt(static_cast<float>(in_size));
       const float sb = 1.0f / (a.scale * std::sqrt(static_cast<float>(rank)));
-      std::normal_distribution<float> da(0, sa), db(0, sb);
       LoraWeights& w = layer[static_cast<std::size_t>(m)];
       w.a.resize(static_cast<std::size_t>(rank * in_size));
       w.b.resize(static_cast<std::size_t>(out_size * rank));
-      for (float& x : w.a) x = da(rng);
-      for (float& x : w.b) x = db(rng);
+      for (float& x : w.a) x = uniform(sa);
+      for (float& x : w.b) x = uniform(sb);
     }
   return a;
 }

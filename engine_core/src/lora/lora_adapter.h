@@ -60,7 +60,8 @@ Status WriteLoraAdapter(const std::string& dir, const ModelConfig& base, const L
 
 // A seeded random adapter of `rank` on `modules` of every layer, its B not
 // zero (PEFT initialises B to zero, which changes nothing), sized so that it
-// changes a model's greedy tokens.
+// changes a model's greedy tokens; its values are a documented function of
+// the seed (lora_adapter.cc), which the PyTorch reference reproduces.
 LoraAdapter RandomLoraAdapter(const ModelConfig& base, int rank, float alpha, bool use_rslora,
                               const std::vector<LoraModule>& modules, std::uint64_t seed);
 

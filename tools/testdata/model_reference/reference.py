@@ -14,6 +14,12 @@ smallest top-1 margin to a JSON file that the engine tests compare against
 
   /usr/bin/python3 tools/testdata/model_reference/reference.py build/tools/sightline \
       tests/engine_core/testdata/model_reference/families.json
+
+With --lora, the same for base models with a LoRA adapter merged into them
+(LORA_CASES; tests/engine_core/lora_reference_test.cc):
+
+  /usr/bin/python3 tools/testdata/model_reference/reference.py --lora build/tools/sightline \
+      tests/engine_core/testdata/model_reference/lora.json
 """
 import json
 import math
@@ -310,7 +316,110 @@ def greedy(cfg, w, prompt, n):
     return seq[len(prompt):], min(margins)
 
 
+# LoRA (issue 41): (family, preset, rank, lora_alpha, use_rslora, target
+# modules, seed). The adapter is Sightline's RandomLoraAdapter of that seed,
+# its values made here the same way (engine_core/src/lora/lora_adapter.cc:
+# the i-th value is SampleUniform(seed, i) scaled, in layer, module, A then
+# B, row-major order); merged into the base weights as PEFT merges it.
+LORA_CASES = [
+    ("llama", "sightline-small", 8, 16, False, ["q_proj", "v_proj"], 1),
+    ("llama", "sightline-small", 16, 16, True,
+     ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], 2),
+    ("qwen2", "sightline-small", 16, 32, False, ["o_proj", "gate_proj", "down_proj"], 3),
+    ("qwen3", "sightline-small-hd128", 8, 16, True, ["q_proj", "k_proj", "up_proj"], 4),
+]
+LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+MASK = (1 << 64) - 1
+
+
+def mix64(z):  # SplitMix64's output function (runner/sampler.cc)
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return z ^ (z >> 31)
+
+
+def sample_uniform(seed, index):  # runner/sampler.h's SampleUniform
+    z = mix64((mix64(seed) + (index + 1) * 0x9E3779B97F4A7C15) & MASK)
+    return (z >> 11) * 2.0 ** -53
+
+
+def f32(x):
+    return torch.tensor(x, dtype=torch.float32)
+
+
+def lora_shape(cfg, module):
+    """(in, out) of a projection."""
+    h, i = cfg["hidden_size"], cfg["intermediate_size"]
+    hd = cfg.get("head_dim") or h // cfg["num_attention_heads"]
+    q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+    return {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h),
+            "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}[module]
+
+
+def merge_lora(cfg, w, rank, alpha, rslora, targets, seed):
+    """w with W += scale * B @ A for each target, A [r, in] and B [out, r]."""
+    scale = f32(alpha) / (torch.sqrt(f32(rank)) if rslora else f32(rank))  # float32, as the runner
+    merged, index = dict(w), 0
+    for l in range(cfg["num_hidden_layers"]):
+        for module in LORA_MODULES:
+            if module not in targets:
+                continue
+            n_in, n_out = lora_shape(cfg, module)
+            sa = f32(1.0) / torch.sqrt(f32(n_in))
+            sb = f32(1.0) / (scale * torch.sqrt(f32(rank)))
+
+            def values(n, sigma):
+                nonlocal index
+                out = [(2 * sample_uniform(seed, index + k) - 1) * math.sqrt(3.0) * float(sigma)
+                       for k in range(n)]
+                index += n
+                return torch.tensor(out, dtype=torch.float32).double()
+
+            a = values(rank * n_in, sa).reshape(rank, n_in)
+            b = values(n_out * rank, sb).reshape(n_out, rank)
+            kind = "self_attn" if module in ("q_proj", "k_proj", "v_proj", "o_proj") else "mlp"
+            name = f"model.layers.{l}.{kind}.{module}.weight"
+            merged[name] = w[name] + float(scale) * (b @ a)
+    return merged
+
+
+def lora_main(sightline, out_path):
+    cases = []
+    for family, preset, rank, alpha, rslora, targets, seed in LORA_CASES:
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run([sightline, "make-model", d, "--family", family, "--preset", preset,
+                            "--seed", str(SEED)], check=True)
+            with open(d + "/config.json") as f:
+                cfg = json.load(f)
+            w = read_safetensors(d + "/model.safetensors")
+        merged = merge_lora(cfg, w, rank, alpha, rslora, targets, seed)
+        rng = random.Random(f"lora-{family}-{preset}-{seed}")
+        prompts, case_margin, changed = [], float("inf"), 0
+        for length in PROMPT_LENGTHS:
+            while True:  # a prompt with no near-tie, with the adapter or without
+                prompt = [rng.randrange(256) for _ in range(length)]
+                tokens, margin = greedy(cfg, merged, prompt, GREEDY_TOKENS)
+                base, base_margin = greedy(cfg, w, prompt, GREEDY_TOKENS)
+                if min(margin, base_margin) > 1e-2:
+                    break
+            changed += tokens != base
+            prompts.append({"prompt": prompt, "greedy": tokens, "base_greedy": base})
+            case_margin = min(case_margin, margin, base_margin)
+        assert changed, f"the adapter of {family} {preset} seed {seed} changes no tokens"
+        print(f"lora {family} {preset} r={rank} rslora={rslora} {targets}: min margin "
+              f"{case_margin:.4f}, {changed} of {len(prompts)} prompts changed", file=sys.stderr)
+        cases.append({"family": family, "preset": preset, "seed": SEED, "rank": rank,
+                      "lora_alpha": alpha, "use_rslora": rslora, "target_modules": targets,
+                      "lora_seed": seed, "min_margin": case_margin, "prompts": prompts})
+    with open(out_path, "w") as f:
+        json.dump({"generated_by": "tools/testdata/model_reference/reference.py --lora",
+                   "torch": torch.__version__, "dtype": "float64", "cases": cases}, f, indent=1)
+        f.write("\n")
+
+
 def main():
+    if sys.argv[1] == "--lora":
+        return lora_main(sys.argv[2], sys.argv[3])
     sightline, out_path = sys.argv[1], sys.argv[2]
     cases = []
     for case in CASES:
