@@ -1,5 +1,7 @@
 #include "engine_core.h"
 
+#include <algorithm>
+
 #include "runner/sampler.h"
 #include "spec/drafts.h"
 
@@ -47,6 +49,13 @@ Status EngineCore::AddRequest(std::unique_ptr<Request> r) {
                                      std::to_string(config_.max_logprobs));
   }
   if (scheduler_.Find(r->id)) return Status::AlreadyExists("duplicate request id " + r->id);
+  if (!r->lora_name.empty()) {
+    auto it = std::find_if(lora_.begin(), lora_.end(),
+                           [&](const ServedLora& l) { return l.name == r->lora_name; });
+    if (it == lora_.end())
+      return Status::NotFound("the LoRA adapter '" + r->lora_name + "' is not loaded");
+    UseLoraAdapter(config_.block_size, it->slot, it->key, r.get());
+  }
   r->num_prompt_tokens = static_cast<int>(r->tokens.size());
   const auto reach =
       std::min<std::int64_t>(max_len, std::int64_t{r->num_prompt_tokens} + r->sampling.max_tokens);
@@ -54,6 +63,27 @@ Status EngineCore::AddRequest(std::unique_ptr<Request> r) {
   r->sample_seed = r->sampling.has_seed ? r->sampling.seed : seeds_();
   scheduler_.AddRequest(std::move(r));
   return Status::Ok();
+}
+
+Status EngineCore::AddLoraAdapter(const std::string& name,
+                                  std::shared_ptr<const LoraAdapter> adapter) {
+  if (name.empty()) return Status::InvalidArgument("a LoRA adapter needs a name");
+  for (const ServedLora& l : lora_)
+    if (l.name == name)
+      return Status::AlreadyExists("a LoRA adapter named '" + name + "' is loaded");
+  int slot = 1;  // the lowest free one
+  while (
+      std::any_of(lora_.begin(), lora_.end(), [&](const ServedLora& l) { return l.slot == slot; }))
+    ++slot;
+  if (Status s = runner_->SetLoraAdapter(slot, std::move(adapter)); !s.ok()) return s;
+  lora_.push_back({name, slot, name + "#" + std::to_string(++lora_loads_)});
+  return Status::Ok();
+}
+
+std::vector<std::string> EngineCore::lora_adapter_names() const {
+  std::vector<std::string> names;
+  for (const ServedLora& l : lora_) names.push_back(l.name);
+  return names;
 }
 
 StepOutputs EngineCore::Finished(std::vector<std::unique_ptr<Request>> requests, double now) {

@@ -77,7 +77,15 @@ class EngineCore {
   // max_model_len, token outside the vocabulary, duplicate id, logprobs the
   // runner cannot compute or more than max_logprobs) is refused with a
   // message, and the caller answers it with an error finish.
+  // A request that names a LoRA adapter (Request::lora_name) runs it; an
+  // adapter not loaded is refused too.
   Status AddRequest(std::unique_ptr<Request> request);
+  // Serves `adapter` (checked against this model: LoadLoraAdapter) as
+  // `name`, in the runner's next free slot; refused when the runner has no
+  // LoRA or the name is taken.
+  Status AddLoraAdapter(const std::string& name, std::shared_ptr<const LoraAdapter> adapter);
+  // The adapters served, by name.
+  std::vector<std::string> lora_adapter_names() const;
   // Aborts requests (unknown ids are ignored); outputs carry finish "abort".
   StepOutputs Abort(const std::vector<std::string>& ids);
   // The same, for an API server's own requests only: ids it does not own are
@@ -103,6 +111,16 @@ class EngineCore {
 
   EngineCoreConfig config_;
   std::unique_ptr<ModelRunner> runner_;
+  // LoRA adapters served: name, runner slot, and the key that salts their
+  // requests' block hashes (the name and the load's serial number, so a
+  // reloaded adapter never finds its predecessor's KV).
+  struct ServedLora {
+    std::string name;
+    int slot;
+    std::string key;
+  };
+  std::vector<ServedLora> lora_;
+  std::uint64_t lora_loads_ = 0;
   EngineMetrics* metrics_;  // null with --disable-log-stats
   Scheduler::Clock clock_;
   KVCacheManager kv_;

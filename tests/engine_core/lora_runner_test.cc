@@ -10,6 +10,7 @@
 
 #include <memory>
 
+#include "engine_core.h"
 #include "engine_core/dense_reference.h"
 #include "engine_core/mini_engine.h"
 #include "lora/lora_adapter.h"
@@ -126,6 +127,78 @@ TEST(LoraRunner, MaxLorasBoundsTheAdaptersRunningWithoutStarvingOne) {
     EXPECT_LE(engine.first_step_.at(waits), engine.first_step_.at(id)) << id;
   EXPECT_LT(engine.first_step_.at(later_base[0]), engine.first_step_.at(waits))
       << "base-model requests pass a waiting adapter";
+}
+
+// The engine serves adapters by name: each request's Request::lora_name
+// picks its adapter (the dense reference on the merged weights agrees), an
+// adapter not loaded or a name taken twice is refused, and a runner without
+// LoRA refuses to load one.
+TEST(LoraRunner, TheEngineServesAdaptersByName) {
+  ModelConfig c;
+  ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
+  const ModelWeights w = DummyWeights(c, 11);
+  EngineCoreConfig config;
+  config.block_size = 4;
+  config.num_blocks = 256;
+  config.scheduler.max_model_len = 2048;
+  config.scheduler.max_num_batched_tokens = 64;
+  config.scheduler.eos_token_ids = {-1};
+  double now = 0;
+  EngineCore core(config, MakeCpuModelRunner(c, w, 256, 4), nullptr, [&now] { return now += 1; });
+  using M = LoraModule;
+  const auto a =
+      std::make_shared<LoraAdapter>(RandomLoraAdapter(c, 8, 16, false, {M::kQ, M::kO, M::kUp}, 5));
+  const auto b = std::make_shared<LoraAdapter>(
+      RandomLoraAdapter(c, 16, 16, true, {M::kV, M::kGate, M::kDown}, 6));
+  ASSERT_TRUE(core.AddLoraAdapter("a", a).ok());
+  ASSERT_TRUE(core.AddLoraAdapter("b", b).ok());
+  EXPECT_EQ(core.AddLoraAdapter("a", b).code(), Status::Code::kAlreadyExists);
+  EXPECT_EQ(core.lora_adapter_names(), (std::vector<std::string>{"a", "b"}));
+  const std::vector<std::int32_t> prompt = Prompt(13, 3);
+  auto add = [&](const std::string& id, const std::string& lora) {
+    auto r = std::make_unique<Request>();
+    r->id = id;
+    r->tokens = prompt;
+    r->sampling.temperature = 0;
+    r->sampling.max_tokens = 8;
+    r->lora_name = lora;
+    return core.AddRequest(std::move(r));
+  };
+  ASSERT_TRUE(add("base", "").ok());
+  ASSERT_TRUE(add("a", "a").ok());
+  ASSERT_TRUE(add("b", "b").ok());
+  const Status unknown = add("c", "c");
+  EXPECT_EQ(unknown.code(), Status::Code::kNotFound);
+  EXPECT_NE(unknown.message().find("'c' is not loaded"), std::string::npos) << unknown.message();
+  std::map<std::string, std::vector<std::int32_t>> got;
+  while (core.HasWork())
+    for (const auto& [client, items] : core.Step().by_client)
+      for (const OutputItem& item : items)
+        got[item.request_id].insert(got[item.request_id].end(), item.new_tokens.begin(),
+                                    item.new_tokens.end());
+  EXPECT_EQ(got["base"], testing::DenseGreedy(c, w, prompt, 8, nullptr));
+  EXPECT_EQ(got["a"], testing::DenseGreedy(c, MergeLora(c, w, *a), prompt, 8, nullptr));
+  EXPECT_EQ(got["b"], testing::DenseGreedy(c, MergeLora(c, w, *b), prompt, 8, nullptr));
+  EXPECT_NE(got["a"], got["base"]);
+  EXPECT_NE(got["b"], got["base"]);
+
+  // A runner without LoRA (the default ModelRunner answer) refuses.
+  struct NoLora : ModelRunner {
+    explicit NoLora(std::unique_ptr<ModelRunner> r) : inner(std::move(r)) {}
+    const ModelConfig& config() const override { return inner->config(); }
+    void Execute(const BatchInput& batch, const SamplingBatch& s, SampleResult* out) override {
+      inner->Execute(batch, s, out);
+    }
+    void ComputeLogits(const BatchInput& batch, std::vector<float>* logits) override {
+      inner->ComputeLogits(batch, logits);
+    }
+    std::unique_ptr<ModelRunner> inner;
+  };
+  EngineCore plain(config, std::make_unique<NoLora>(MakeCpuModelRunner(c, w, 256, 4)), nullptr,
+                   [&now] { return now += 1; });
+  const Status refused = plain.AddLoraAdapter("a", a);
+  EXPECT_EQ(refused.code(), Status::Code::kIncompatible);
+  EXPECT_NE(refused.message().find("LoRA"), std::string::npos);
 }
 
 TEST(LoraRunner, AnEmptySlotOrAMismatchedAdapterIsRefused) {

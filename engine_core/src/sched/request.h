@@ -38,6 +38,7 @@ struct Request {
   SamplingParams sampling;
   std::string cache_salt;
   bool long_rope = false;  // rotated with longrope's long factors (ModelConfig::LongRope)
+  std::string lora_name;   // the LoRA adapter it asks for ("": the base model)
   int lora_slot = 0;       // the runner's LoRA slot it runs (UseLoraAdapter); 0: none
 
   RequestStatus status = RequestStatus::kWaiting;
