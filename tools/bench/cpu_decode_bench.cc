@@ -16,6 +16,7 @@
 #include <string>
 
 #include "engine_core.h"
+#include "lora/lora_adapter.h"
 #include "sightline/engine_core/safetensors.h"
 #include "sightline/kernels/cpu_linear.h"
 #include "sightline/kernels/cpu_ops.h"
@@ -51,7 +52,10 @@ std::vector<std::int32_t> BenchPrompt(int i) {
   return p;
 }
 
-std::unique_ptr<EngineCore> MakeCore(int batch, int max_tokens, WeightFormat format, double* now) {
+// `adapters` > 0: that many rank-16 LoRA adapters on all seven projections,
+// the requests spread over them in turn.
+std::unique_ptr<EngineCore> MakeCore(int batch, int max_tokens, WeightFormat format, double* now,
+                                     int adapters = 0) {
   const ModelConfig model = Llama134M();
   EngineCoreConfig c;
   c.block_size = 16;
@@ -63,6 +67,15 @@ std::unique_ptr<EngineCore> MakeCore(int batch, int max_tokens, WeightFormat for
   auto core = std::make_unique<EngineCore>(
       c, MakeCpuModelRunner(model, Weights(), c.num_blocks, c.block_size, format), nullptr,
       [now] { return *now += 1e-3; });
+  using M = LoraModule;
+  for (int a = 0; a < adapters; ++a)
+    if (!core->AddLoraAdapter(
+                 "a" + std::to_string(a),
+                 std::make_shared<LoraAdapter>(RandomLoraAdapter(
+                     model, 16, 32, false, {M::kQ, M::kK, M::kV, M::kO, M::kGate, M::kUp, M::kDown},
+                     static_cast<std::uint64_t>(a))))
+             .ok())
+      std::abort();
   for (int i = 0; i < batch; ++i) {
     auto r = std::make_unique<Request>();
     r->id = "r" + std::to_string(i);
@@ -70,6 +83,7 @@ std::unique_ptr<EngineCore> MakeCore(int batch, int max_tokens, WeightFormat for
     r->sampling.temperature = 0;
     r->sampling.ignore_eos = true;
     r->sampling.max_tokens = max_tokens;
+    if (adapters > 0) r->lora_name = "a" + std::to_string(i % adapters);
     if (!core->AddRequest(std::move(r)).ok()) std::abort();
   }
   return core;
@@ -102,6 +116,31 @@ BENCHMARK(BM_Decode134M)
     ->Apply(DecodeArgs)
     ->Iterations(12)
     ->Repetitions(3)
+    ->ReportAggregatesOnly(true)
+    ->Unit(benchmark::kMillisecond);
+
+// LoRA's cost: the batch all on the base model (adapters 0) or spread over
+// 4 adapters of rank 16 on every projection, float32, one thread.
+void BM_DecodeLora134M(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0));
+  kernels::cpu::SetComputeThreads(1);
+  double now = 0;
+  auto core = MakeCore(batch, 64, WeightFormat::kFloat32, &now, static_cast<int>(state.range(1)));
+  core->Step();  // the prefill, not measured
+  std::int64_t tokens = 0;
+  for (auto _ : state) {
+    StepOutputs out = core->Step();
+    for (const auto& [client, items] : out.by_client)
+      tokens += static_cast<std::int64_t>(items.size());
+  }
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_DecodeLora134M)
+    ->ArgNames({"batch", "adapters"})
+    ->ArgsProduct({{1, 64}, {0, 4}})
+    ->Iterations(12)
+    ->Repetitions(5)
     ->ReportAggregatesOnly(true)
     ->Unit(benchmark::kMillisecond);
 
