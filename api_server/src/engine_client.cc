@@ -149,6 +149,11 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
       info.logprobs_supported = r->logprobs_supported();
       info.max_logprobs = r->max_logprobs();
       info.num_speculative_tokens = r->num_speculative_tokens();
+      info.lora_adapters.clear();
+      if (r->lora_adapters())
+        for (const ipc::LoraAdapterInfo* l : *r->lora_adapters())
+          info.lora_adapters.emplace_back(l->name() ? l->name()->str() : "",
+                                          l->path() ? l->path()->str() : "");
       ready = true;
       ready_cv.notify_all();
       break;

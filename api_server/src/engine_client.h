@@ -37,6 +37,8 @@ struct EngineInfo {
   bool logprobs_supported = false;           // the engine's runner computes logprobs
   std::uint32_t max_logprobs = 20;           // the most a request may ask for
   std::uint32_t num_speculative_tokens = 0;  // K; 0: the engine does not speculate
+  // The LoRA adapters the engine serves: name and path (--lora-modules).
+  std::vector<std::pair<std::string, std::string>> lora_adapters;
 };
 
 // One output for one request, as the engine sent it (plus the step time and

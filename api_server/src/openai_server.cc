@@ -78,15 +78,27 @@ void OpenAiServer::AddRoutes(HttpServer* server) {
   server->Route("POST", "/tokenize", [this](const HttpRequest& r) { return Tokenize(r); });
   server->Route("POST", "/detokenize", [this](const HttpRequest& r) { return Detokenize(r); });
   server->Route("GET", "/v1/models", [this](const HttpRequest&) {
+    // The base model, then each LoRA adapter with its path (`root`) and the
+    // base model (`parent`), as vLLM lists them.
+    const std::int64_t now = UnixSeconds();
+    json models = json::array();
+    models.push_back({{"id", options_.served_model_name},
+                      {"object", "model"},
+                      {"created", now},
+                      {"owned_by", "sightline"},
+                      {"root", options_.served_model_name},
+                      {"parent", nullptr},
+                      {"max_model_len", options_.engine.max_model_len}});
+    for (const auto& [name, path] : options_.engine.lora_adapters)
+      models.push_back({{"id", name},
+                        {"object", "model"},
+                        {"created", now},
+                        {"owned_by", "sightline"},
+                        {"root", path},
+                        {"parent", options_.served_model_name},
+                        {"max_model_len", options_.engine.max_model_len}});
     HttpResponse r;
-    r.body = json{{"object", "list"},
-                  {"data",
-                   {{{"id", options_.served_model_name},
-                     {"object", "model"},
-                     {"created", UnixSeconds()},
-                     {"owned_by", "sightline"},
-                     {"max_model_len", options_.engine.max_model_len}}}}}
-                 .dump();
+    r.body = json{{"object", "list"}, {"data", models}}.dump();
     return r;
   });
 }
@@ -147,7 +159,9 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
                        : api == Api::kChat      ? "chatcmpl-"
                                                 : "resp_";
   o.id = prefix + RandomHex128();
-  o.model = options_.served_model_name;
+  // An adapter's answers name the adapter, as vLLM's do; the metrics keep the
+  // base model's name.
+  o.model = params.lora_name.empty() ? options_.served_model_name : params.lora_name;
   o.handler = api == Api::kCompletions ? "/v1/completions"
               : api == Api::kChat      ? "/v1/chat/completions"
                                        : "/v1/responses";

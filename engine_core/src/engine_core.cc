@@ -65,7 +65,7 @@ Status EngineCore::AddRequest(std::unique_ptr<Request> r) {
   return Status::Ok();
 }
 
-Status EngineCore::AddLoraAdapter(const std::string& name,
+Status EngineCore::AddLoraAdapter(const std::string& name, const std::string& path,
                                   std::shared_ptr<const LoraAdapter> adapter) {
   if (name.empty()) return Status::InvalidArgument("a LoRA adapter needs a name");
   for (const ServedLora& l : lora_)
@@ -76,14 +76,14 @@ Status EngineCore::AddLoraAdapter(const std::string& name,
       std::any_of(lora_.begin(), lora_.end(), [&](const ServedLora& l) { return l.slot == slot; }))
     ++slot;
   if (Status s = runner_->SetLoraAdapter(slot, std::move(adapter)); !s.ok()) return s;
-  lora_.push_back({name, slot, name + "#" + std::to_string(++lora_loads_)});
+  lora_.push_back({name, path, slot, name + "#" + std::to_string(++lora_loads_)});
   return Status::Ok();
 }
 
-std::vector<std::string> EngineCore::lora_adapter_names() const {
-  std::vector<std::string> names;
-  for (const ServedLora& l : lora_) names.push_back(l.name);
-  return names;
+std::vector<std::pair<std::string, std::string>> EngineCore::lora_adapters() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const ServedLora& l : lora_) out.emplace_back(l.name, l.path);
+  return out;
 }
 
 StepOutputs EngineCore::Finished(std::vector<std::unique_ptr<Request>> requests, double now) {

@@ -80,12 +80,13 @@ class EngineCore {
   // A request that names a LoRA adapter (Request::lora_name) runs it; an
   // adapter not loaded is refused too.
   Status AddRequest(std::unique_ptr<Request> request);
-  // Serves `adapter` (checked against this model: LoadLoraAdapter) as
-  // `name`, in the runner's next free slot; refused when the runner has no
+  // Serves `adapter` (checked against this model: LoadLoraAdapter; read from
+  // `path`) as `name`, in the runner's lowest free slot; refused when the runner has no
   // LoRA or the name is taken.
-  Status AddLoraAdapter(const std::string& name, std::shared_ptr<const LoraAdapter> adapter);
-  // The adapters served, by name.
-  std::vector<std::string> lora_adapter_names() const;
+  Status AddLoraAdapter(const std::string& name, const std::string& path,
+                        std::shared_ptr<const LoraAdapter> adapter);
+  // The adapters served: name and path, in the order they were added.
+  std::vector<std::pair<std::string, std::string>> lora_adapters() const;
   // Aborts requests (unknown ids are ignored); outputs carry finish "abort".
   StepOutputs Abort(const std::vector<std::string>& ids);
   // The same, for an API server's own requests only: ids it does not own are
@@ -115,7 +116,7 @@ class EngineCore {
   // requests' block hashes (the name and the load's serial number, so a
   // reloaded adapter never finds its predecessor's KV).
   struct ServedLora {
-    std::string name;
+    std::string name, path;
     int slot;
     std::string key;
   };

@@ -8,6 +8,8 @@
 #include "engine_metrics.h"
 #include "engine_process_options.h"
 #include "engine_server.h"
+#include "lora/lora_adapter.h"
+#include "lora/lora_modules.h"
 #include "sightline/clock.h"
 #include "sightline/engine_core/safetensors.h"
 #include "sightline/kernels/cpu_ops.h"
@@ -114,6 +116,7 @@ EngineCoreConfig CoreConfig(const EngineProcessOptions& o, const Plan& p) {
   c.scheduler.log_stats = !o.disable_log_stats;
   c.scheduler.eos_token_ids = p.model.eos_token_ids;
   c.speculative = SpeculativeConfigFor(o);
+  c.scheduler.max_loras = o.enable_lora ? o.max_loras : 0;
   return c;
 }
 
@@ -164,6 +167,15 @@ Status RunEngineProcess(EngineProcessOptions o, const EngineProcessHooks& hooks,
     std::cerr << "INFO engine: CPU kernels " << kernels::cpu::DescribeCpuKernels() << ", "
               << (o.threads > 0 ? o.threads : kernels::cpu::ComputeThreads()) << " threads\n";
   EngineCore core(c, std::move(runner), registry.engine_metrics.get(), MonotonicSeconds);
+  for (const std::string& arg : o.lora_modules) {  // CheckEngineOptions checked each
+    LoraModuleSpec m;
+    auto adapter = std::make_shared<LoraAdapter>();
+    Status s = ParseLoraModule(arg, &m);
+    if (s.ok()) s = LoadLoraAdapter(m.path, plan.model, o.max_lora_rank, adapter.get());
+    if (s.ok()) s = core.AddLoraAdapter(m.name, m.path, std::move(adapter));
+    if (!s.ok()) return s;
+    std::cerr << "INFO engine: LoRA adapter '" << m.name << "' from " << m.path << "\n";
+  }
   EngineServerOptions so;
   so.input_address = o.input;
   so.output_address = o.output;

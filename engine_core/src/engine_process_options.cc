@@ -3,7 +3,10 @@
 #include <sstream>
 
 #include "engine_process_options.h"
+
 #include "kv/kv_residency.h"
+#include "lora/lora_adapter.h"
+#include "lora/lora_modules.h"
 #include "sightline/engine_core/engine_families.h"
 #include "sightline/engine_core/engine_process.h"
 #include "sightline/engine_core/safetensors.h"
@@ -37,6 +40,42 @@ Status ResolveModelConfig(const EngineProcessOptions& o, ModelConfig* config, bo
                             "' is neither a built-in preset (sightline-tiny) nor a directory");
   return LoadModelConfig(o.model, config);
 }
+
+namespace {
+
+// The LoRA flags, and each --lora-modules adapter read and checked against
+// the model (so that a bad one is refused by name before anything starts).
+Status CheckLoraOptions(const ModelConfig& model, bool cuda, EngineProcessOptions* o) {
+  auto invalid = [](const std::string& m) { return Status::InvalidArgument(m); };
+  if (!o->enable_lora)
+    return o->lora_modules.empty() ? Status::Ok() : invalid("--lora-modules needs --enable-lora");
+  if (cuda)
+    return invalid(
+        "--enable-lora: the CUDA runner does not run LoRA adapters yet (--device cpu "
+        "does)");
+  if (o->max_loras < 1) return invalid("--max-loras must be at least 1");
+  if (o->max_lora_rank < 1) return invalid("--max-lora-rank must be at least 1");
+  if (o->max_cpu_loras == 0) o->max_cpu_loras = o->max_loras;  // vLLM's default
+  if (o->max_cpu_loras < o->max_loras)
+    return invalid("--max-cpu-loras (" + std::to_string(o->max_cpu_loras) +
+                   ") must be at least --max-loras (" + std::to_string(o->max_loras) + ")");
+  std::vector<std::string> names;
+  for (const std::string& arg : o->lora_modules) {
+    LoraModuleSpec m;
+    if (Status s = ParseLoraModule(arg, &m); !s.ok()) return s;
+    if (m.name == o->served_model_name)
+      return invalid("--lora-modules: the adapter name '" + m.name +
+                     "' is the base model's (--served-model-name)");
+    if (std::find(names.begin(), names.end(), m.name) != names.end())
+      return invalid("--lora-modules: two adapters named '" + m.name + "'");
+    names.push_back(m.name);
+    LoraAdapter adapter;
+    if (Status s = LoadLoraAdapter(m.path, model, o->max_lora_rank, &adapter); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvPlan* plan) {
   auto invalid = [](const std::string& m) { return Status::InvalidArgument(m); };
@@ -118,6 +157,7 @@ Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvP
   }
 
   if (o->served_model_name.empty()) o->served_model_name = model.name;
+  if (Status s = CheckLoraOptions(model, cuda, o); !s.ok()) return s;
   if (cuda && !o->num_gpu_blocks_override) return Status::Ok();  // sized by PlanGpuKvCache
   const std::uint64_t bytes_per_block =
       2ull * model.num_layers * o->block_size * model.kv_size() * sizeof(float);

@@ -30,6 +30,7 @@ std::unique_ptr<Request> FromWire(const ipc::AddRequest& m, int block_size) {
   r->tokens.assign(m.prompt_token_ids()->begin(), m.prompt_token_ids()->end());
   r->priority = m.priority();
   if (m.cache_salt()) r->cache_salt = m.cache_salt()->str();
+  if (m.lora_name()) r->lora_name = m.lora_name()->str();
   r->sampling = ipc::FromWire(m.sampling());
   // Prompt block hashing happens here, off the main loop.
   ExtendBlockHashes(r->tokens, block_size, r->cache_salt, &r->block_hashes);
@@ -142,6 +143,9 @@ std::span<const std::uint8_t> SealReady(flatbuffers::FlatBufferBuilder& b,
   b.Clear();
   const ModelConfig& m = core.model();
   const EngineCoreConfig& c = core.config();
+  std::vector<flatbuffers::Offset<ipc::LoraAdapterInfo>> loras;
+  for (const auto& [name, path] : core.lora_adapters())
+    loras.push_back(ipc::CreateLoraAdapterInfoDirect(b, name.c_str(), path.c_str()));
   return ipc::Seal(
       b, ipc::Body::EngineReady,
       ipc::CreateEngineReadyDirect(
@@ -151,7 +155,8 @@ std::span<const std::uint8_t> SealReady(flatbuffers::FlatBufferBuilder& b,
           kv_cache_size_tokens, static_cast<std::uint32_t>(m.vocab_size), &m.eos_token_ids,
           core.supports_logprobs(), static_cast<std::uint32_t>(c.max_logprobs),
           static_cast<std::uint32_t>(c.speculative.enabled() ? c.speculative.num_speculative_tokens
-                                                             : 0))
+                                                             : 0),
+          loras.empty() ? nullptr : &loras)
           .Union());
 }
 

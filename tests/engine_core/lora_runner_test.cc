@@ -150,10 +150,11 @@ TEST(LoraRunner, TheEngineServesAdaptersByName) {
       std::make_shared<LoraAdapter>(RandomLoraAdapter(c, 8, 16, false, {M::kQ, M::kO, M::kUp}, 5));
   const auto b = std::make_shared<LoraAdapter>(
       RandomLoraAdapter(c, 16, 16, true, {M::kV, M::kGate, M::kDown}, 6));
-  ASSERT_TRUE(core.AddLoraAdapter("a", a).ok());
-  ASSERT_TRUE(core.AddLoraAdapter("b", b).ok());
-  EXPECT_EQ(core.AddLoraAdapter("a", b).code(), Status::Code::kAlreadyExists);
-  EXPECT_EQ(core.lora_adapter_names(), (std::vector<std::string>{"a", "b"}));
+  ASSERT_TRUE(core.AddLoraAdapter("a", "/a", a).ok());
+  ASSERT_TRUE(core.AddLoraAdapter("b", "/b", b).ok());
+  EXPECT_EQ(core.AddLoraAdapter("a", "/b", b).code(), Status::Code::kAlreadyExists);
+  EXPECT_EQ(core.lora_adapters(),
+            (std::vector<std::pair<std::string, std::string>>{{"a", "/a"}, {"b", "/b"}}));
   const std::vector<std::int32_t> prompt = Prompt(13, 3);
   auto add = [&](const std::string& id, const std::string& lora) {
     auto r = std::make_unique<Request>();
@@ -196,7 +197,7 @@ TEST(LoraRunner, TheEngineServesAdaptersByName) {
   };
   EngineCore plain(config, std::make_unique<NoLora>(MakeCpuModelRunner(c, w, 256, 4)), nullptr,
                    [&now] { return now += 1; });
-  const Status refused = plain.AddLoraAdapter("a", a);
+  const Status refused = plain.AddLoraAdapter("a", "/a", a);
   EXPECT_EQ(refused.code(), Status::Code::kIncompatible);
   EXPECT_NE(refused.message().find("LoRA"), std::string::npos);
 }

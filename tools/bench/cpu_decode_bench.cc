@@ -70,7 +70,7 @@ std::unique_ptr<EngineCore> MakeCore(int batch, int max_tokens, WeightFormat for
   using M = LoraModule;
   for (int a = 0; a < adapters; ++a)
     if (!core->AddLoraAdapter(
-                 "a" + std::to_string(a),
+                 "a" + std::to_string(a), "",
                  std::make_shared<LoraAdapter>(RandomLoraAdapter(
                      model, 16, 32, false, {M::kQ, M::kK, M::kV, M::kO, M::kGate, M::kUp, M::kDown},
                      static_cast<std::uint64_t>(a))))

@@ -70,6 +70,20 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineProcessOptions* o) {
                   "\"prompt_lookup_max\": B} (n-gram prompt lookup, no draft model; A and B "
                   "default to 5); greedy and sampled requests alike, their output distribution "
                   "unchanged");
+  cmd->add_flag("--enable-lora", o->enable_lora, "Serve LoRA adapters (the CPU runner)");
+  cmd->add_option("--lora-modules", o->lora_modules,
+                  "A LoRA adapter in the PEFT format, served from the start: name=path, or "
+                  "{\"name\": N, \"path\": P, \"base_model_name\": B} (repeatable; a "
+                  "request's model selects it by name)")
+      ->allow_extra_args(false);  // one value per occurrence: never the positional model
+  cmd->add_option("--max-loras", o->max_loras, "Adapters among the running requests at once")
+      ->capture_default_str();
+  cmd->add_option("--max-lora-rank", o->max_lora_rank, "The largest adapter rank accepted")
+      ->capture_default_str();
+  cmd->add_option("--max-cpu-loras", o->max_cpu_loras,
+                  "Adapters kept loaded (0: --max-loras; every --lora-modules adapter stays "
+                  "loaded)")
+      ->capture_default_str();
   cmd->add_flag("--enable-mfu-metrics", o->enable_mfu_metrics,
                 "Estimated FLOPs and memory bytes per step (vllm:estimated_*_per_gpu_total, MFU "
                 "in the stats line)");
@@ -108,6 +122,13 @@ std::vector<std::string> EngineArgs(const engine::EngineProcessOptions& o) {
   for (const std::string& spec : o.metrics_buckets) a.Add("--metrics-buckets", spec);
   if (o.enable_mfu_metrics) a.Flag("--enable-mfu-metrics");
   if (!o.speculative_config.empty()) a.Add("--speculative-config", o.speculative_config);
+  if (o.enable_lora) {
+    a.Flag("--enable-lora");
+    for (const std::string& m : o.lora_modules) a.Add("--lora-modules", m);
+    a.Add("--max-loras", o.max_loras);
+    a.Add("--max-lora-rank", o.max_lora_rank);
+    a.Add("--max-cpu-loras", o.max_cpu_loras);
+  }
   return a.Take();
 }
 

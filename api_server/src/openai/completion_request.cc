@@ -22,15 +22,23 @@ using Kind = GenerationEndpoint;
 constexpr std::int64_t kMaxCount = 1'000'000'000;  // max_tokens, min_tokens, top_k
 constexpr const char* kUnsupported = "is unsupported";
 
-// `model`: absent, or the model this server serves (else 404).
-bool CheckModel(const Fields& f, const std::string& served, RequestError* e) {
+// `model`: absent, the model this server serves, or one of the engine's LoRA
+// adapters (its name in *lora when `lora` is given); else 404.
+bool CheckModel(const Fields& f, const ParseContext& ctx, RequestError* e,
+                std::string* lora = nullptr) {
   std::string model;
   if (!f.String("model", &model)) return false;
-  if (f.Find("model") && model != served)
-    return Refuse(
-        e, "model",
-        "the model " + Quote(model) + " does not exist; this server serves " + Quote(served), 404);
-  return true;
+  if (!f.Find("model") || model == ctx.served_model) return true;
+  if (ctx.engine)
+    for (const auto& [name, path] : ctx.engine->lora_adapters)
+      if (model == name) {
+        if (lora) *lora = name;
+        return true;
+      }
+  return Refuse(e, "model",
+                "the model " + Quote(model) + " does not exist; this server serves " +
+                    Quote(ctx.served_model),
+                404);
 }
 
 bool TokenIds(const json& list, const std::string& name, std::int64_t vocab,
@@ -267,7 +275,7 @@ bool ReadGeneration(const json& j, std::string_view body, Kind kind, const Parse
                     CompletionParams* p, RequestError* e) {
   const Fields f(j, "", e);
   p->chat = kind != Kind::kCompletions;
-  if (!CheckModel(f, ctx.served_model, e)) return false;
+  if (!CheckModel(f, ctx, e, &p->lora_name)) return false;
   if (kind == Kind::kResponses)
     for (const char* key : {"n", "prompt", "messages"})
       if (f.Find(key))
@@ -381,7 +389,7 @@ bool ReadGeneration(const json& j, std::string_view body, Kind kind, const Parse
 bool ReadTokenize(const json& j, std::string_view body, const ParseContext& ctx, std::string* text,
                   bool* add_special_tokens, RequestError* e) {
   const Fields f(j, "", e);
-  if (!CheckModel(f, ctx.served_model, e)) return false;
+  if (!CheckModel(f, ctx, e)) return false;
   const json* prompt = f.Find("prompt");
   *add_special_tokens = prompt != nullptr;
   if (!f.Bool("add_special_tokens", add_special_tokens)) return false;
@@ -402,7 +410,7 @@ bool ReadTokenize(const json& j, std::string_view body, const ParseContext& ctx,
 bool ReadDetokenize(const json& j, const ParseContext& ctx, std::vector<std::int32_t>* tokens,
                     RequestError* e) {
   const Fields f(j, "", e);
-  if (!CheckModel(f, ctx.served_model, e)) return false;
+  if (!CheckModel(f, ctx, e)) return false;
   const json* list = f.Find("tokens");
   if (!list || !list->is_array())
     return Refuse(e, "tokens", "'tokens' (a list of token ids) is required");
@@ -446,6 +454,7 @@ std::vector<std::uint8_t> BuildAddRequest(const std::string& id, const Completio
   const auto id_off = b.CreateString(id);
   const auto prompt = b.CreateVector(p.prompts[prompt_index]);
   const auto salt = p.cache_salt.empty() ? 0 : b.CreateString(p.cache_salt);
+  const auto lora = p.lora_name.empty() ? 0 : b.CreateString(p.lora_name);
   // Each choice is its own engine request (n = 1), with its own seed.
   ipc::SamplingParamsT sampling = p;
   sampling.n = 1;
@@ -459,6 +468,7 @@ std::vector<std::uint8_t> BuildAddRequest(const std::string& id, const Completio
   r.add_incarnation(incarnation);
   r.add_priority(p.priority);
   if (!p.cache_salt.empty()) r.add_cache_salt(salt);
+  if (!p.lora_name.empty()) r.add_lora_name(lora);
   const auto bytes = ipc::Seal(b, ipc::Body::AddRequest, r.Finish().Union());
   return {bytes.begin(), bytes.end()};
 }

@@ -32,6 +32,7 @@ struct CompletionParams : ipc::SamplingParamsT {
   bool stream = false, include_usage = false;
   std::vector<std::string> stop;
   std::string cache_salt;
+  std::string lora_name;  // `model` named a LoRA adapter the engine serves
   // Completions' echo: each prompt's text (as given, or its ids decoded)
   // comes before its choices' text. With max_tokens 0 (`score_only`) the
   // engine is asked for one token, which is dropped (usage 0): the prompt

@@ -56,6 +56,15 @@ struct EngineProcessOptions {
   // --speculative-config, as given: vLLM's JSON (spec/speculative_config.h);
   // empty: no speculation. CheckEngineOptions validates it.
   std::string speculative_config;
+  // LoRA (vLLM's flags): --enable-lora; --lora-modules, each "name=path" or
+  // vLLM's JSON, loaded at start (CheckEngineOptions reads and checks each
+  // against the model); --max-loras adapters among the running requests;
+  // --max-lora-rank; --max-cpu-loras adapters kept loaded (0: --max-loras).
+  bool enable_lora = false;
+  std::vector<std::string> lora_modules;
+  int max_loras = 1;
+  int max_lora_rank = 16;
+  int max_cpu_loras = 0;
   std::vector<std::string> metrics_buckets;  // --metrics-buckets, as given
   metrics::BucketOverrides buckets;          // parsed by CheckEngineOptions
   // The histogram families of the whole instance: the engine's own
