@@ -128,6 +128,15 @@ void EngineCore::RecordStats(StepStats* stats) {
   stats->num_waiting = scheduler_.num_waiting();
   stats->num_deferred = scheduler_.num_deferred();
   stats->kv_cache_usage = kv_.Usage();
+  if (!lora_.empty()) {
+    auto add = [](std::vector<std::string>* v, const std::string& name) {
+      if (!name.empty() && std::find(v->begin(), v->end(), name) == v->end()) v->push_back(name);
+    };
+    for (const Request* r : scheduler_.running()) add(&stats->running_loras, r->lora_name);
+    for (const std::string& id : scheduler_.RequestIds())
+      if (const Request* r = scheduler_.Find(id); r->status != RequestStatus::kRunning)
+        add(&stats->waiting_loras, r->lora_name);
+  }
   if (residency_) stats->evictions = residency_->Drain();
   metrics_->Record(*stats);
 }

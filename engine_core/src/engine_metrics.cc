@@ -141,6 +141,8 @@ void EngineMetrics::Record(const StepStats& st) {
   last_.num_waiting = st.num_waiting;
   last_.num_deferred = st.num_deferred;
   last_.kv_cache_usage = st.kv_cache_usage;
+  last_.running_loras = st.running_loras;
+  last_.waiting_loras = st.waiting_loras;
   if (st.prefix.reset) {
     hit_window_.clear();
     window_requests_ = window_queries_ = window_hits_ = 0;
@@ -193,6 +195,16 @@ std::optional<StatsLog> EngineMetrics::MaybeLog(double now_s, double interval_s)
     log.line += ", Deferred: " + std::to_string(last_.num_deferred) + " reqs";
   if (preemptions_since_log_ > 0)
     log.line += ", Preemptions: " + std::to_string(preemptions_since_log_);
+  // The adapters by name (vLLM's log line has none; its lora_requests_info
+  // gauge has the same two sets).
+  auto names = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& name : v) out += (out.empty() ? "" : ",") + name;
+    return out;
+  };
+  if (!last_.running_loras.empty() || !last_.waiting_loras.empty())
+    log.line += ", Running LoRA adapters: [" + names(last_.running_loras) +
+                "], Waiting LoRA adapters: [" + names(last_.waiting_loras) + "]";
   const double hit_rate =
       window_queries_ > 0 ? static_cast<double>(window_hits_) / static_cast<double>(window_queries_)
                           : 0;

@@ -30,7 +30,10 @@ struct StepStats {
   int prompt_tokens_computed = 0;  // prompt positions computed this step (cache hits excluded)
   int generation_tokens = 0;       // tokens sampled this step (with speculation, kept ones)
   SpecDecodingStats spec;          // with --speculative-config; empty otherwise
-  PerfEstimate perf;               // with --enable-mfu-metrics; zero otherwise
+  // With LoRA adapters: the adapters of the running requests, and of the
+  // waiting ones (an adapter with both is in both, as in vLLM), each once.
+  std::vector<std::string> running_loras, waiting_loras;
+  PerfEstimate perf;  // with --enable-mfu-metrics; zero otherwise
   std::vector<KvResidencyCollector::Eviction> evictions;
 };
 

@@ -2,6 +2,7 @@
 // stats, engine-scoped families in the registry (and back to 0 when idle),
 // aborts, refused requests, and the periodic log line.
 #include "engine_core.h"
+#include "lora/lora_adapter.h"
 
 #include <gtest/gtest.h>
 
@@ -36,6 +37,9 @@ class EngineCoreTest : public ::testing::Test {
     void ComputeLogits(const BatchInput& batch, std::vector<float>* logits) override {
       inner_->ComputeLogits(batch, logits);
     }
+    Status SetLoraAdapter(int slot, std::shared_ptr<const LoraAdapter> adapter) override {
+      return inner_->SetLoraAdapter(slot, std::move(adapter));
+    }
 
    private:
     std::unique_ptr<ModelRunner> inner_;
@@ -63,6 +67,7 @@ class EngineCoreTest : public ::testing::Test {
     c.scheduler.log_stats = with_metrics;
     c.scheduler.eos_token_ids = model_.eos_token_ids;
     c.enable_mfu_metrics = mfu_;
+    c.scheduler.max_loras = max_loras_;
     c.element_bytes = CpuElementBytes();
     core_ = std::make_unique<EngineCore>(
         c,
@@ -73,7 +78,7 @@ class EngineCoreTest : public ::testing::Test {
   }
   // Prompts differ per id unless `shared` (then they are all 0, 1, 2, ...).
   void Add(const std::string& id, int prompt_len, int max_tokens, std::uint32_t client = 0,
-           bool shared = false) {
+           bool shared = false, const std::string& lora = "") {
     auto r = std::make_unique<Request>();
     r->id = id;
     r->client_index = client;
@@ -82,6 +87,7 @@ class EngineCoreTest : public ::testing::Test {
     r->sampling.temperature = 0;
     r->sampling.ignore_eos = true;
     r->sampling.max_tokens = static_cast<std::uint32_t>(max_tokens);
+    r->lora_name = lora;
     ASSERT_TRUE(core_->AddRequest(std::move(r)).ok());
   }
   std::map<std::string, double> Page() {
@@ -92,7 +98,8 @@ class EngineCoreTest : public ::testing::Test {
     return name + "{engine=\"0\",model_name=\"tiny\"" + extra + "}";
   }
   double now_ = 0;
-  bool mfu_ = false;  // --enable-mfu-metrics
+  bool mfu_ = false;   // --enable-mfu-metrics
+  int max_loras_ = 0;  // --max-loras
   ModelConfig model_;
   EngineMetricsOptions options_;
   std::unique_ptr<metrics::Registry> reg_;
@@ -227,6 +234,34 @@ TEST_F(EngineCoreTest, InvalidRequestsAreRefusedWithAReason) {
   dup->id = "dup";
   dup->tokens = {1};
   EXPECT_EQ(core_->AddRequest(std::move(dup)).code(), Status::Code::kAlreadyExists);
+}
+
+// With LoRA adapters the line names the running requests' adapters and the
+// waiting ones' (here one waits: --max-loras 1).
+TEST_F(EngineCoreTest, TheLogLineNamesRunningAndWaitingLoraAdapters) {
+  max_loras_ = 1;
+  Make();
+  for (const char* name : {"x", "y"})
+    ASSERT_TRUE(core_
+                    ->AddLoraAdapter(name, "",
+                                     std::make_shared<LoraAdapter>(RandomLoraAdapter(
+                                         model_, 4, 8, false, {LoraModule::kQ}, 1)))
+                    .ok());
+  metrics_->MaybeLog(0, 5);
+  Add("a", 5, 20, 0, false, "x");
+  Add("b", 5, 20, 0, false, "y");
+  Add("c", 5, 20);
+  core_->Step();
+  auto log = metrics_->MaybeLog(10, 5);
+  ASSERT_TRUE(log);
+  EXPECT_NE(log->line.find("Running: 2 reqs, Waiting: 1 reqs, Running LoRA adapters: [x], "
+                           "Waiting LoRA adapters: [y]"),
+            std::string::npos)
+      << log->line;
+  while (core_->HasWork()) core_->Step();
+  log = metrics_->MaybeLog(20, 5);
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->line.find("LoRA"), std::string::npos) << "none running or waiting: " << log->line;
 }
 
 TEST_F(EngineCoreTest, WithoutLogStatsNoEventsAndNoMetrics) {
