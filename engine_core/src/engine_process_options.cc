@@ -69,8 +69,9 @@ Status CheckLoraOptions(const ModelConfig& model, bool cuda, EngineProcessOption
     if (std::find(names.begin(), names.end(), m.name) != names.end())
       return invalid("--lora-modules: two adapters named '" + m.name + "'");
     names.push_back(m.name);
-    LoraAdapter adapter;
-    if (Status s = LoadLoraAdapter(m.path, model, o->max_lora_rank, &adapter); !s.ok()) return s;
+    // Checked, not read: `serve` checks in the supervisor, and the engine
+    // process reads the weights once, to serve them.
+    if (Status s = LoadLoraAdapter(m.path, model, o->max_lora_rank, nullptr); !s.ok()) return s;
   }
   return Status::Ok();
 }

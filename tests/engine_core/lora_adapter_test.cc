@@ -58,6 +58,7 @@ TEST_F(LoraAdapterTest, ReadsBackWhatPeftsLayoutHolds) {
       LoraAdapter read;
       const Status s = LoadLoraAdapter(d, base, 16, &read);
       ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_TRUE(LoadLoraAdapter(d, base, 16, nullptr).ok());
       EXPECT_EQ(read.rank, 8);
       EXPECT_FLOAT_EQ(read.alpha, 16);
       EXPECT_EQ(read.use_rslora, rslora);
@@ -214,6 +215,8 @@ TEST_F(LoraAdapterTest, EveryUnsupportedFeatureIsRefusedByName) {
     LoraAdapter read;
     const Status s = LoadLoraAdapter(d, base, r.max_rank, &read);
     ASSERT_FALSE(s.ok()) << "loaded";
+    // The start-up check (no weights read) refuses it alike.
+    EXPECT_EQ(LoadLoraAdapter(d, base, r.max_rank, nullptr).message(), s.message());
     EXPECT_NE(s.message().find(r.expect), std::string::npos) << s.message();
     EXPECT_NE(s.message().find(d), std::string::npos) << "the message names the adapter";
     EXPECT_EQ(s.message().find('\n'), std::string::npos) << "one line";

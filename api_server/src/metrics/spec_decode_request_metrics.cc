@@ -26,9 +26,7 @@ void RequestSpecDecodeMetrics::Observe(std::uint32_t drafted, std::uint32_t acce
   // it to, the histogram grows rather than lose a step.
   if (accepted >= histogram_.size()) histogram_.resize(accepted + 1, 0);
   ++histogram_[accepted];
-  ++num_spec_steps_;
   num_draft_tokens_ += drafted;
-  num_accepted_ += accepted;
   if (detailed_) {
     per_step_accepted_.push_back(accepted);
     per_step_drafted_.push_back(drafted);
@@ -36,14 +34,19 @@ void RequestSpecDecodeMetrics::Observe(std::uint32_t drafted, std::uint32_t acce
 }
 
 nlohmann::json RequestSpecDecodeMetrics::ToJson() const {
-  const double steps = static_cast<double>(num_spec_steps_);
-  const double accepted = static_cast<double>(num_accepted_);
-  nlohmann::json m = {{"mean_acceptance_length", num_spec_steps_ ? 1.0 + accepted / steps : 1.0},
+  std::uint64_t num_spec_steps = 0, num_accepted = 0;  // as vLLM derives them
+  for (std::size_t j = 0; j < histogram_.size(); ++j) {
+    num_spec_steps += histogram_[j];
+    num_accepted += j * histogram_[j];
+  }
+  const double steps = static_cast<double>(num_spec_steps);
+  const double accepted = static_cast<double>(num_accepted);
+  nlohmann::json m = {{"mean_acceptance_length", num_spec_steps ? 1.0 + accepted / steps : 1.0},
                       {"draft_acceptance_rate",
                        num_draft_tokens_ ? accepted / static_cast<double>(num_draft_tokens_) : 0.0},
                       {"acceptance_histogram", histogram_},
-                      {"num_spec_steps", num_spec_steps_},
-                      {"num_accepted_draft_tokens", num_accepted_},
+                      {"num_spec_steps", num_spec_steps},
+                      {"num_accepted_draft_tokens", num_accepted},
                       {"num_draft_tokens", num_draft_tokens_},
                       {"num_spec_tokens", num_spec_tokens_}};
   // As vLLM: the arrays only when there is a step to show.

@@ -43,15 +43,11 @@ class RequestSpecDecodeMetrics {
   // and per_step_drafted (one entry per step, in order).
   nlohmann::json ToJson() const;
 
-  std::uint64_t num_spec_steps() const { return num_spec_steps_; }
-  std::uint64_t num_draft_tokens() const { return num_draft_tokens_; }
-  std::uint64_t num_accepted_draft_tokens() const { return num_accepted_; }
-
  private:
   std::uint32_t num_spec_tokens_;
   bool detailed_;
-  std::vector<std::uint64_t> histogram_;
-  std::uint64_t num_spec_steps_ = 0, num_draft_tokens_ = 0, num_accepted_ = 0;
+  std::vector<std::uint64_t> histogram_;  // steps and accepted tokens follow from it
+  std::uint64_t num_draft_tokens_ = 0;
   std::vector<std::uint32_t> per_step_accepted_, per_step_drafted_;
 };
 

@@ -230,9 +230,9 @@ Status LoadLoraAdapter(const std::string& dir, const ModelConfig& base, int max_
       const auto [in_size, out_size] = LoraShape(base, m);
       LoraWeights& w = a.layers[static_cast<std::size_t>(l)][static_cast<std::size_t>(m)];
       const std::string an = TensorName(l, m, 'A'), bn = TensorName(l, m, 'B');
-      if (Status s = ReadTensor(tensors, an, {a.rank, in_size}, &w.a); !s.ok())
+      if (Status s = ReadTensor(tensors, an, {a.rank, in_size}, out ? &w.a : nullptr); !s.ok())
         return Status::InvalidArgument(where + ": " + s.message());
-      if (Status s = ReadTensor(tensors, bn, {out_size, a.rank}, &w.b); !s.ok())
+      if (Status s = ReadTensor(tensors, bn, {out_size, a.rank}, out ? &w.b : nullptr); !s.ok())
         return Status::InvalidArgument(where + ": " + s.message());
       read[an] = read[bn] = true;
     }
@@ -241,7 +241,7 @@ Status LoadLoraAdapter(const std::string& dir, const ModelConfig& base, int max_
       return Status::InvalidArgument(where + ": tensor '" + entry.first +
                                      "' is not the A or B of a targeted projection "
                                      "(unsupported; refusing to ignore it)");
-  *out = std::move(a);
+  if (out) *out = std::move(a);
   return Status::Ok();
 }
 

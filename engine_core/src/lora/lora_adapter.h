@@ -49,7 +49,9 @@ struct LoraAdapter {
 std::pair<std::int64_t, std::int64_t> LoraShape(const ModelConfig& base, LoraModule m);
 
 // Reads the adapter in `dir` for `base`. Errors name the directory and the
-// field, module or tensor at fault.
+// field, module or tensor at fault. `out` null: every check (config,
+// tensor names and shapes) without reading the weights, for start-up
+// validation in a process that does not serve them.
 Status LoadLoraAdapter(const std::string& dir, const ModelConfig& base, int max_lora_rank,
                        LoraAdapter* out);
 

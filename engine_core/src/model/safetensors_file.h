@@ -45,7 +45,8 @@ struct TensorRef {
 // not fit its shape or the file is an error naming the file and tensor.
 Status ParseSafetensorsHeader(const MappedFile& f, std::map<std::string, TensorRef>* tensors);
 
-// Tensor `name` as float32, after checking that it has `shape`.
+// Tensor `name` as float32, after checking that it has `shape` (`out` null:
+// the check alone, no data read).
 Status ReadTensor(const std::map<std::string, TensorRef>& tensors, const std::string& name,
                   const std::vector<std::int64_t>& shape, std::vector<float>* out);
 
