@@ -133,9 +133,9 @@ void EngineCore::RecordStats(StepStats* stats) {
       if (!name.empty() && std::find(v->begin(), v->end(), name) == v->end()) v->push_back(name);
     };
     for (const Request* r : scheduler_.running()) add(&stats->running_loras, r->lora_name);
-    for (const std::string& id : scheduler_.RequestIds())
-      if (const Request* r = scheduler_.Find(id); r->status != RequestStatus::kRunning)
-        add(&stats->waiting_loras, r->lora_name);
+    scheduler_.ForEachRequest([&](const Request& r) {
+      if (r.status != RequestStatus::kRunning) add(&stats->waiting_loras, r.lora_name);
+    });
   }
   if (residency_) stats->evictions = residency_->Drain();
   metrics_->Record(*stats);

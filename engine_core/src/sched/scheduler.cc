@@ -42,6 +42,10 @@ std::vector<std::string> Scheduler::RequestIds() const {
   return ids;
 }
 
+void Scheduler::ForEachRequest(const std::function<void(const Request&)>& f) const {
+  for (const auto& [id, r] : requests_) f(*r);
+}
+
 bool Scheduler::Allocate(Request* r, const KVCacheManager::Hit& hit, int num_new_tokens) {
   const int to_cache =
       std::min(r->num_computed_tokens + hit.num_tokens + num_new_tokens, r->num_tokens());

@@ -115,6 +115,8 @@ class Scheduler {
   std::span<Request* const> running() const { return running_; }
   Request* Find(const std::string& id) const;
   std::vector<std::string> RequestIds() const;  // every request not yet finished
+  // Calls `f` on every request not yet finished (no copies: for per-step stats).
+  void ForEachRequest(const std::function<void(const Request&)>& f) const;
 
  private:
   bool Allocate(Request* r, const KVCacheManager::Hit& hit, int num_new_tokens);
