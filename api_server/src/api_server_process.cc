@@ -12,6 +12,7 @@
 #include "admin_routes.h"
 #include "engine_client.h"
 #include "http/http_server.h"
+#include "lora_routes.h"
 #include "metrics/request_metrics.h"
 #include "openai/chat_template.h"
 #include "openai_server.h"
@@ -169,6 +170,8 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   AddAdminRoutes(&http, registry.registry.get(), [&engine] { return engine.healthy(); });
   OpenAiServer openai(so, &engine, tokenizer.get(), request_metrics.get());
   openai.AddRoutes(&http);
+  if (o.allow_runtime_lora_updating || RuntimeLoraUpdatingFromEnvironment())
+    AddLoraRoutes(&http, &engine, so.served_model_name);
   // The stop signals are ours before the first request can arrive: a SIGTERM
   // sent once a client is being served drains rather than kills (installed
   // after http.Start(), a signal in between took the default action).

@@ -37,6 +37,22 @@ std::uint64_t RandomIncarnation() {
 }
 }  // namespace
 
+UtilityOutcome NotRunning() {
+  UtilityOutcome o;
+  o.engine_gone = true;
+  o.message = "the engine is not running";
+  return o;
+}
+
+LoraAdapterList ReadLoras(
+    const flatbuffers::Vector<flatbuffers::Offset<ipc::LoraAdapterInfo>>* list) {
+  LoraAdapterList out;
+  if (list)
+    for (const ipc::LoraAdapterInfo* l : *list)
+      out.emplace_back(l->name() ? l->name()->str() : "", l->path() ? l->path()->str() : "");
+  return out;
+}
+
 struct EngineClient::Impl {
   Options options;
   std::string identity;
@@ -49,6 +65,7 @@ struct EngineClient::Impl {
   std::mutex mu;  // guards everything below (alive changes under it too)
   std::condition_variable ready_cv;
   EngineInfo info;
+  std::shared_ptr<const LoraAdapterList> loras;
   std::deque<std::vector<std::uint8_t>> outbox;
   // Shared, so the handler thread copies a pointer (not the handler's
   // captures) before calling it outside the lock. Looked up by string_view:
@@ -59,8 +76,7 @@ struct EngineClient::Impl {
   };
   using HandlerMap = std::unordered_map<std::string, std::shared_ptr<const OutputHandler>, IdHash,
                                         std::equal_to<>>;
-  using UtilityMap =
-      std::unordered_map<std::uint64_t, std::function<void(bool, const std::string&)>>;
+  using UtilityMap = std::unordered_map<std::uint64_t, UtilityDone>;
   HandlerMap handlers;
   UtilityMap utilities;
   std::uint64_t next_call = 1;
@@ -114,7 +130,7 @@ struct EngineClient::Impl {
                   failed_utilities.swap(utilities);
                 }
                 for (auto& [id, handler] : failed_handlers) (*handler)(RequestDelta{});
-                for (auto& [id, done] : failed_utilities) done(false, "the engine is not running");
+                for (auto& [id, done] : failed_utilities) done(NotRunning());
               }});
   }
   void OnMessage(const zmq::message_t& m);
@@ -149,11 +165,8 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
       info.logprobs_supported = r->logprobs_supported();
       info.max_logprobs = r->max_logprobs();
       info.num_speculative_tokens = r->num_speculative_tokens();
-      info.lora_adapters.clear();
-      if (r->lora_adapters())
-        for (const ipc::LoraAdapterInfo* l : *r->lora_adapters())
-          info.lora_adapters.emplace_back(l->name() ? l->name()->str() : "",
-                                          l->path() ? l->path()->str() : "");
+      info.lora_adapters = ReadLoras(r->lora_adapters());
+      loras = std::make_shared<const LoraAdapterList>(info.lora_adapters);
       ready = true;
       ready_cv.notify_all();
       break;
@@ -177,7 +190,7 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
           (*handler)(RequestDelta{o->timestamp(), out, o->engine_index()});
         }
       if (const auto* u = o->utility_result()) {
-        std::function<void(bool, const std::string&)> done;
+        UtilityDone done;
         {
           std::lock_guard<std::mutex> g(mu);
           auto it = utilities.find(u->call_id());
@@ -185,8 +198,19 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
           done = std::move(it->second);
           utilities.erase(it);
         }
-        done(u->ok(), u->message() ? u->message()->str() : "");
+        UtilityOutcome outcome;
+        outcome.ok = u->ok();
+        outcome.not_found = u->not_found();
+        if (u->message()) outcome.message = u->message()->str();
+        done(outcome);
       }
+      break;
+    }
+    case ipc::Body::LoraAdapters: {
+      auto list =
+          std::make_shared<const LoraAdapterList>(ReadLoras(e->body_as_LoraAdapters()->adapters()));
+      std::lock_guard<std::mutex> g(mu);
+      loras = std::move(list);
       break;
     }
     case ipc::Body::EngineDead:
@@ -405,25 +429,31 @@ void EngineClient::Abort(const std::vector<std::string>& request_ids) {
   impl_->Queue({bytes.begin(), bytes.end()});
 }
 
-void EngineClient::Utility(ipc::UtilityKind kind,
-                           std::function<void(bool, const std::string&)> done) {
+std::shared_ptr<const LoraAdapterList> EngineClient::lora_adapters() const {
+  std::lock_guard<std::mutex> g(impl_->mu);
+  return impl_->loras;
+}
+
+void EngineClient::Utility(ipc::UtilityKind kind, UtilityArgs args, UtilityDone done) {
   std::uint64_t call;
   {
     std::lock_guard<std::mutex> g(impl_->mu);
     if (!impl_->alive) {
       // Gone() already failed the calls it found; this one would wait forever.
-      impl_->Dispatch({zmq::message_t(),
-                       [done = std::move(done)] { done(false, "the engine is not running"); }});
+      impl_->Dispatch({zmq::message_t(), [done = std::move(done)] { done(NotRunning()); }});
       return;
     }
     call = impl_->next_call++;
     impl_->utilities[call] = std::move(done);
   }
   flatbuffers::FlatBufferBuilder b;
-  const auto bytes = ipc::Seal(
-      b, ipc::Body::UtilityCall,
-      ipc::CreateUtilityCall(b, call, kind, impl_->options.client_index, impl_->options.incarnation)
-          .Union());
+  const auto bytes =
+      ipc::Seal(b, ipc::Body::UtilityCall,
+                ipc::CreateUtilityCallDirect(
+                    b, call, kind, impl_->options.client_index, impl_->options.incarnation,
+                    args.lora_name.empty() ? nullptr : args.lora_name.c_str(),
+                    args.lora_path.empty() ? nullptr : args.lora_path.c_str())
+                    .Union());
   impl_->Queue({bytes.begin(), bytes.end()});
 }
 

@@ -26,6 +26,9 @@
 
 namespace sightline::api {
 
+// LoRA adapters the engine serves: name and path, in order.
+using LoraAdapterList = std::vector<std::pair<std::string, std::string>>;
+
 struct EngineInfo {
   std::string model_name;
   std::uint32_t max_model_len = 0;
@@ -37,8 +40,9 @@ struct EngineInfo {
   bool logprobs_supported = false;           // the engine's runner computes logprobs
   std::uint32_t max_logprobs = 20;           // the most a request may ask for
   std::uint32_t num_speculative_tokens = 0;  // K; 0: the engine does not speculate
-  // The LoRA adapters the engine serves: name and path (--lora-modules).
-  std::vector<std::pair<std::string, std::string>> lora_adapters;
+  // The LoRA adapters the engine served when it was ready (--lora-modules);
+  // EngineClient::lora_adapters() follows the run-time changes.
+  LoraAdapterList lora_adapters;
 };
 
 // One output for one request, as the engine sent it (plus the step time and
@@ -49,9 +53,21 @@ struct RequestDelta {
   std::uint32_t engine_index = 0;  // the engine that sent it (EngineOutputs.engine_index)
 };
 
+// A utility call's arguments (the LoRA calls') and its answer.
+struct UtilityArgs {
+  std::string lora_name, lora_path;
+};
+struct UtilityOutcome {
+  bool ok = false;
+  bool not_found = false;    // what the call named does not exist
+  bool engine_gone = false;  // never answered: the engine is not running
+  std::string message;       // the failure, or the result
+};
+
 class EngineClient {
  public:
   using OutputHandler = std::function<void(const RequestDelta&)>;
+  using UtilityDone = std::function<void(const UtilityOutcome&)>;
 
   struct Options {
     std::string input_address, output_address;
@@ -91,9 +107,15 @@ class EngineClient {
   Status Submit(const std::string& request_id, std::vector<std::uint8_t> request,
                 OutputHandler handler);
   void Abort(const std::vector<std::string>& request_ids);
-  // A utility call; the result (ok, message) arrives on the handler thread.
-  void Utility(ipc::UtilityKind kind,
-               std::function<void(bool ok, const std::string& message)> done);
+  // A utility call; its outcome arrives on the handler thread (a failure at
+  // once when the engine is gone). A LoRA load or unload that succeeds has
+  // updated lora_adapters() before `done` runs: the engine sends the new list
+  // ahead of the result.
+  void Utility(ipc::UtilityKind kind, UtilityArgs args, UtilityDone done);
+  // The adapters the engine serves now: EngineReady's, then each change the
+  // engine announces (LoraAdapters), whichever API server made it. Null
+  // before Start.
+  std::shared_ptr<const LoraAdapterList> lora_adapters() const;
 
  private:
   struct Impl;

@@ -89,23 +89,29 @@ void OpenAiServer::AddRoutes(HttpServer* server) {
                       {"root", options_.served_model_name},
                       {"parent", nullptr},
                       {"max_model_len", options_.engine.max_model_len}});
-    for (const auto& [name, path] : options_.engine.lora_adapters)
-      models.push_back({{"id", name},
-                        {"object", "model"},
-                        {"created", now},
-                        {"owned_by", "sightline"},
-                        {"root", path},
-                        {"parent", options_.served_model_name},
-                        {"max_model_len", options_.engine.max_model_len}});
+    const auto loras = engine_->lora_adapters();
+    if (loras)
+      for (const auto& [name, path] : *loras)
+        models.push_back({{"id", name},
+                          {"object", "model"},
+                          {"created", now},
+                          {"owned_by", "sightline"},
+                          {"root", path},
+                          {"parent", options_.served_model_name},
+                          {"max_model_len", options_.engine.max_model_len}});
     HttpResponse r;
     r.body = json{{"object", "list"}, {"data", models}}.dump();
     return r;
   });
 }
 
+ParseContext OpenAiServer::Context() const {
+  return ParseContext{tokenizer_, &options_.engine, options_.served_model_name,
+                      options_.chat_template, engine_->lora_adapters()};
+}
+
 HttpResponse OpenAiServer::Tokenize(const HttpRequest& request) const {
-  const ParseContext ctx{tokenizer_, &options_.engine, options_.served_model_name,
-                         options_.chat_template};
+  const ParseContext ctx = Context();
   std::string text;
   bool add_special_tokens = true;
   RequestError error;
@@ -122,8 +128,7 @@ HttpResponse OpenAiServer::Tokenize(const HttpRequest& request) const {
 }
 
 HttpResponse OpenAiServer::Detokenize(const HttpRequest& request) const {
-  const ParseContext ctx{tokenizer_, &options_.engine, options_.served_model_name,
-                         options_.chat_template};
+  const ParseContext ctx = Context();
   std::vector<std::int32_t> tokens;
   RequestError error;
   if (!ParseDetokenize(request.body, ctx, &tokens, &error)) return ErrorAnswer(error);
@@ -145,8 +150,7 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   auto answer = [&](HttpResponse r) { out->Send(std::move(r)); };
   CompletionParams params;
   RequestError error;
-  const ParseContext ctx{tokenizer_, &options_.engine, options_.served_model_name,
-                         options_.chat_template};
+  const ParseContext ctx = Context();
   const bool parsed = api == Api::kResponses
                           ? ParseResponses(request.body, ctx, &params, &error)
                           : ParseGeneration(request.body, chat, ctx, &params, &error);

@@ -20,6 +20,7 @@
 #include "http/http_server.h"
 #include "metrics/request_metrics.h"
 #include "openai/chat_template.h"
+#include "openai/completion_request.h"
 #include "sightline/tokenizer/tokenizer.h"
 
 namespace sightline::api {
@@ -56,6 +57,8 @@ class OpenAiServer {
   // Each choice to the engine, its outputs to `processor` (OnOutput); an
   // engine that goes away meanwhile fails the rest of the request.
   void Submit(const std::shared_ptr<OutputProcessor>& processor);
+  // What a request's parser needs; the LoRA adapters as the engine serves them now.
+  ParseContext Context() const;
   HttpResponse Tokenize(const HttpRequest& request) const;    // vLLM's /tokenize
   HttpResponse Detokenize(const HttpRequest& request) const;  // vLLM's /detokenize
   // Generation `number`'s response completed: it leaves live_ and the load.

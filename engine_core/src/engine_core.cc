@@ -11,6 +11,10 @@ EngineCore::EngineCore(const EngineCoreConfig& config, std::unique_ptr<ModelRunn
                        EngineMetrics* metrics, Scheduler::Clock clock)
     : config_(config),
       runner_(std::move(runner)),
+      lora_(runner_->config(), config.lora.max_rank, config.lora.max_cpu_loras,
+            [this](int slot, std::shared_ptr<const LoraAdapter> adapter) {
+              return runner_->SetLoraAdapter(slot, std::move(adapter));
+            }),
       metrics_(metrics),
       clock_(clock),
       // runner_ is initialised first (declaration order): the model's window.
@@ -50,40 +54,49 @@ Status EngineCore::AddRequest(std::unique_ptr<Request> r) {
   }
   if (scheduler_.Find(r->id)) return Status::AlreadyExists("duplicate request id " + r->id);
   if (!r->lora_name.empty()) {
-    auto it = std::find_if(lora_.begin(), lora_.end(),
-                           [&](const ServedLora& l) { return l.name == r->lora_name; });
-    if (it == lora_.end())
-      return Status::NotFound("the LoRA adapter '" + r->lora_name + "' is not loaded");
-    UseLoraAdapter(config_.block_size, it->slot, it->key, r.get());
+    int slot = 0;
+    std::string key;
+    if (Status s = lora_.Acquire(r->lora_name, &slot, &key); !s.ok()) return s;
+    UseLoraAdapter(config_.block_size, slot, key, r.get());
   }
   r->num_prompt_tokens = static_cast<int>(r->tokens.size());
   const auto reach =
       std::min<std::int64_t>(max_len, std::int64_t{r->num_prompt_tokens} + r->sampling.max_tokens);
   if (runner_->config().LongRope(static_cast<int>(reach))) UseLongRope(config_.block_size, r.get());
   r->sample_seed = r->sampling.has_seed ? r->sampling.seed : seeds_();
+  const bool lora = r->lora_slot > 0;
   scheduler_.AddRequest(std::move(r));
+  if (lora) TrimLora();  // a reload may have taken the resident set past its bound
   return Status::Ok();
 }
 
 Status EngineCore::AddLoraAdapter(const std::string& name, const std::string& path,
                                   std::shared_ptr<const LoraAdapter> adapter) {
-  if (name.empty()) return Status::InvalidArgument("a LoRA adapter needs a name");
-  for (const ServedLora& l : lora_)
-    if (l.name == name)
-      return Status::AlreadyExists("a LoRA adapter named '" + name + "' is loaded");
-  int slot = 1;  // the lowest free one
-  while (
-      std::any_of(lora_.begin(), lora_.end(), [&](const ServedLora& l) { return l.slot == slot; }))
-    ++slot;
-  if (Status s = runner_->SetLoraAdapter(slot, std::move(adapter)); !s.ok()) return s;
-  lora_.push_back({name, path, slot, name + "#" + std::to_string(++lora_loads_)});
+  if (Status s = lora_.Add(name, path, std::move(adapter)); !s.ok()) return s;
+  TrimLora();
   return Status::Ok();
 }
 
-std::vector<std::pair<std::string, std::string>> EngineCore::lora_adapters() const {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const ServedLora& l : lora_) out.emplace_back(l.name, l.path);
-  return out;
+Status EngineCore::AddLoraAdapter(const std::string& name, const std::string& path) {
+  if (!config_.lora.enabled)
+    return Status::InvalidArgument("LoRA adapters are not enabled on this server (--enable-lora)");
+  if (path.empty()) return Status::InvalidArgument("a LoRA adapter needs a path");
+  return AddLoraAdapter(name, path, nullptr);
+}
+
+Status EngineCore::RemoveLoraAdapter(const std::string& name) {
+  if (Status s = lora_.Remove(name); !s.ok()) return s;
+  TrimLora();
+  return Status::Ok();
+}
+
+void EngineCore::TrimLora() {
+  if (!lora_.NeedsTrim()) return;
+  std::vector<int> held;
+  scheduler_.ForEachRequest([&](const Request& r) {
+    if (r.lora_slot > 0) held.push_back(r.lora_slot);
+  });
+  lora_.Trim([&](int slot) { return std::find(held.begin(), held.end(), slot) != held.end(); });
 }
 
 StepOutputs EngineCore::Finished(std::vector<std::unique_ptr<Request>> requests, double now) {
@@ -96,6 +109,7 @@ StepOutputs EngineCore::Finished(std::vector<std::unique_ptr<Request>> requests,
     item.events = std::move(r->events);
     out.by_client[r->client_index].push_back(std::move(item));
   }
+  TrimLora();
   StepStats stats;
   RecordStats(&stats);  // gauges follow the aborts at once, without a new step
   return out;
@@ -186,6 +200,7 @@ StepOutputs EngineCore::Step() {
     out.by_client[r->client_index].push_back(std::move(item));
   }
   scheduler_.TakeFinished();  // their outputs are built; the requests go
+  TrimLora();
   if (config_.speculative.enabled())
     ProposeDrafts(scheduler_.running(), config_.speculative, config_.scheduler.max_model_len);
   RecordStats(&stats);

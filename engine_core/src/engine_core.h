@@ -14,6 +14,7 @@
 
 #include "engine_metrics.h"
 #include "kv/kv_residency.h"
+#include "lora/lora_manager.h"
 #include "runner/model_runner.h"
 #include "runner/perf_estimate.h"
 #include "sched/scheduler.h"
@@ -36,6 +37,12 @@ struct EngineCoreConfig {
   int max_logprobs = 20;       // --max-logprobs: the most top logprobs a request may ask for
   // --speculative-config: n-gram drafts; off by default.
   SpeculativeConfig speculative;
+  // LoRA (the adapters in one batch: scheduler.max_loras).
+  struct Lora {
+    bool enabled = false;   // --enable-lora: adapters may be loaded at run time
+    int max_rank = 16;      // --max-lora-rank, for those
+    int max_cpu_loras = 0;  // --max-cpu-loras: resident adapters no request holds (0: no bound)
+  } lora;
 };
 
 // One request's share of a step's output (DESIGN.md §2, EngineOutputs).
@@ -81,12 +88,21 @@ class EngineCore {
   // adapter not loaded is refused too.
   Status AddRequest(std::unique_ptr<Request> request);
   // Serves `adapter` (checked against this model: LoadLoraAdapter; read from
-  // `path`) as `name`, in the runner's lowest free slot; refused when the runner has no
-  // LoRA or the name is taken.
+  // `path`) as `name` (LoraManager::Add): at start, --lora-modules.
   Status AddLoraAdapter(const std::string& name, const std::string& path,
                         std::shared_ptr<const LoraAdapter> adapter);
+  // A run-time load (POST /v1/load_lora_adapter): the adapter read from
+  // `path`; refused unless config().lora.enabled.
+  Status AddLoraAdapter(const std::string& name, const std::string& path);
+  // A run-time unload: `name` is refused from now on; its requests finish
+  // with it (LoraManager::Remove). kNotFound when it is not served.
+  Status RemoveLoraAdapter(const std::string& name);
   // The adapters served: name and path, in the order they were added.
-  std::vector<std::pair<std::string, std::string>> lora_adapters() const;
+  std::vector<std::pair<std::string, std::string>> lora_adapters() const {
+    return lora_.adapters();
+  }
+  // Adapters whose weights are loaded (LoraManager::resident).
+  int resident_lora_adapters() const { return lora_.resident(); }
   // Aborts requests (unknown ids are ignored); outputs carry finish "abort".
   StepOutputs Abort(const std::vector<std::string>& ids);
   // The same, for an API server's own requests only: ids it does not own are
@@ -105,6 +121,8 @@ class EngineCore {
 
  private:
   void RecordStats(StepStats* stats);
+  // Frees what LoRA adapters no request holds any more (LoraManager::Trim).
+  void TrimLora();
   StepOutputs Finished(std::vector<std::unique_ptr<Request>> requests, double now);
   // Appends this step's prompt scores (after the first `num_rows` logprobs
   // entries) to their requests.
@@ -112,16 +130,7 @@ class EngineCore {
 
   EngineCoreConfig config_;
   std::unique_ptr<ModelRunner> runner_;
-  // LoRA adapters served: name, runner slot, and the key that salts their
-  // requests' block hashes (the name and the load's serial number, so a
-  // reloaded adapter never finds its predecessor's KV).
-  struct ServedLora {
-    std::string name, path;
-    int slot;
-    std::string key;
-  };
-  std::vector<ServedLora> lora_;
-  std::uint64_t lora_loads_ = 0;
+  LoraManager lora_;
   EngineMetrics* metrics_;  // null with --disable-log-stats
   Scheduler::Clock clock_;
   KVCacheManager kv_;

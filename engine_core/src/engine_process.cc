@@ -117,6 +117,9 @@ EngineCoreConfig CoreConfig(const EngineProcessOptions& o, const Plan& p) {
   c.scheduler.eos_token_ids = p.model.eos_token_ids;
   c.speculative = SpeculativeConfigFor(o);
   c.scheduler.max_loras = o.enable_lora ? o.max_loras : 0;
+  c.lora.enabled = o.enable_lora;
+  c.lora.max_rank = o.max_lora_rank;
+  c.lora.max_cpu_loras = o.max_cpu_loras;  // CheckLoraOptions defaulted it to --max-loras
   return c;
 }
 

@@ -54,13 +54,15 @@ class Queue {
 };
 
 struct Outgoing {
-  enum class Kind { kOutputs, kReady, kUtility, kDead } kind;
+  enum class Kind { kOutputs, kReady, kUtility, kLoras, kDead } kind;
   ipc::ClientId client;  // the exact process it goes to
   double timestamp = 0;
   std::vector<OutputItem> items;
   std::uint64_t call_id = 0;
   bool ok = true;
+  bool not_found = false;
   std::string message;
+  LoraAdapterList loras;  // kReady, kLoras: the main thread's snapshot
 };
 
 void Log(const char* level, const std::string& message) {
@@ -120,6 +122,9 @@ struct EngineServer::State {
   void CheckHeartbeats();
   void PublishClients();
   void SendReady(ipc::ClientId client);
+  void BroadcastLoras();
+  // A LoRA utility call: load or unload, logged, and told to every API server.
+  void ChangeLoras(const InputEvent& e, Outgoing* o);
 };
 
 void EngineServer::State::Reject() {
@@ -201,11 +206,14 @@ void EngineServer::State::OutputLoop(zmq::socket_t& sock) {
           break;
         case Outgoing::Kind::kReady:
           send(o.client, SealReady(b, options.engine_index, options.served_model_name,
-                                   options.kv_cache_size_tokens, *core));
+                                   options.kv_cache_size_tokens, *core, o.loras));
           break;
         case Outgoing::Kind::kUtility:
           send(o.client, SealUtilityResult(b, options.engine_index, MonotonicSeconds(), o.call_id,
-                                           o.ok, o.message));
+                                           o.ok, o.message, o.not_found));
+          break;
+        case Outgoing::Kind::kLoras:
+          send(o.client, SealLoraAdapters(b, options.engine_index, o.loras));
           break;
         case Outgoing::Kind::kDead:
           send(o.client, SealDead(b, options.engine_index, o.message));
@@ -229,7 +237,23 @@ void EngineServer::State::SendReady(ipc::ClientId client) {
   Outgoing o;
   o.kind = Outgoing::Kind::kReady;
   o.client = client;
+  o.loras = core->lora_adapters();
   output.Push(std::move(o));
+}
+
+// Every API server hears of a run-time load or unload, the caller before its
+// UtilityResult (one queue, one pipe per receiver: in order), so that its
+// answer is sent once its own list is current. Silent ones too: a stalled
+// process reads it when it resumes.
+void EngineServer::State::BroadcastLoras() {
+  const LoraAdapterList loras = core->lora_adapters();
+  for (const auto& [index, c] : clients) {
+    Outgoing o;
+    o.kind = Outgoing::Kind::kLoras;
+    o.client = {index, c.incarnation};
+    o.loras = loras;
+    output.Push(std::move(o));
+  }
 }
 
 void EngineServer::State::SendItems(ipc::ClientId to, double timestamp,
@@ -340,6 +364,10 @@ void EngineServer::State::Handle(InputEvent& e) {
         case ipc::UtilityKind::GetConfig:
           o.message = ConfigJson(*core, options.served_model_name);
           break;
+        case ipc::UtilityKind::LoadLoraAdapter:
+        case ipc::UtilityKind::UnloadLoraAdapter:
+          ChangeLoras(e, &o);
+          break;
         default:
           o.ok = false;
           o.message = "unknown utility call";
@@ -348,6 +376,27 @@ void EngineServer::State::Handle(InputEvent& e) {
       break;
     }
   }
+}
+
+void EngineServer::State::ChangeLoras(const InputEvent& e, Outgoing* o) {
+  const bool load = e.utility == ipc::UtilityKind::LoadLoraAdapter;
+  // A load reads and checks the adapter here, on the main thread: a step
+  // waits for it (milliseconds for a rank-16 adapter of a small model), as
+  // vLLM's add_lora runs between its steps.
+  const Status s =
+      load ? core->AddLoraAdapter(e.lora_name, e.lora_path) : core->RemoveLoraAdapter(e.lora_name);
+  o->ok = s.ok();
+  if (!s.ok()) {
+    o->message = s.message();
+    o->not_found = s.code() == Status::Code::kNotFound;
+    Log("WARNING", std::string(load ? "LoRA adapter load" : "LoRA adapter unload") +
+                       " refused: " + s.message());
+    return;
+  }
+  Log("INFO",
+      load ? "LoRA adapter '" + e.lora_name + "' loaded from " + e.lora_path
+           : "LoRA adapter '" + e.lora_name + "' unloaded (its requests under way finish with it)");
+  BroadcastLoras();
 }
 
 void EngineServer::State::CheckHeartbeats() {

@@ -63,6 +63,8 @@ bool DecodeInput(const ipc::Envelope& env, ipc::ClientId sender, int block_size,
       e->kind = InputEvent::Kind::kUtility;
       e->call_id = m->call_id();
       e->utility = m->kind();
+      if (m->lora_name()) e->lora_name = m->lora_name()->str();
+      if (m->lora_path()) e->lora_path = m->lora_path()->str();
       return true;
     }
     case ipc::Body::Heartbeat: {
@@ -135,17 +137,25 @@ std::span<const std::uint8_t> SealOutputs(flatbuffers::FlatBufferBuilder& b,
                    ipc::CreateEngineOutputsDirect(b, engine_index, timestamp, &outs).Union());
 }
 
+namespace {
+std::vector<flatbuffers::Offset<ipc::LoraAdapterInfo>> LoraInfos(flatbuffers::FlatBufferBuilder& b,
+                                                                 const LoraAdapterList& list) {
+  std::vector<flatbuffers::Offset<ipc::LoraAdapterInfo>> out;
+  for (const auto& [name, path] : list)
+    out.push_back(ipc::CreateLoraAdapterInfoDirect(b, name.c_str(), path.c_str()));
+  return out;
+}
+}  // namespace
+
 std::span<const std::uint8_t> SealReady(flatbuffers::FlatBufferBuilder& b,
                                         std::uint32_t engine_index,
                                         const std::string& served_model_name,
-                                        std::uint64_t kv_cache_size_tokens,
-                                        const EngineCore& core) {
+                                        std::uint64_t kv_cache_size_tokens, const EngineCore& core,
+                                        const LoraAdapterList& lora_list) {
   b.Clear();
   const ModelConfig& m = core.model();
   const EngineCoreConfig& c = core.config();
-  std::vector<flatbuffers::Offset<ipc::LoraAdapterInfo>> loras;
-  for (const auto& [name, path] : core.lora_adapters())
-    loras.push_back(ipc::CreateLoraAdapterInfoDirect(b, name.c_str(), path.c_str()));
+  auto loras = LoraInfos(b, lora_list);
   return ipc::Seal(
       b, ipc::Body::EngineReady,
       ipc::CreateEngineReadyDirect(
@@ -160,12 +170,21 @@ std::span<const std::uint8_t> SealReady(flatbuffers::FlatBufferBuilder& b,
           .Union());
 }
 
+std::span<const std::uint8_t> SealLoraAdapters(flatbuffers::FlatBufferBuilder& b,
+                                               std::uint32_t engine_index,
+                                               const LoraAdapterList& lora_list) {
+  b.Clear();
+  auto loras = LoraInfos(b, lora_list);
+  return ipc::Seal(b, ipc::Body::LoraAdapters,
+                   ipc::CreateLoraAdaptersDirect(b, engine_index, &loras).Union());
+}
+
 std::span<const std::uint8_t> SealUtilityResult(flatbuffers::FlatBufferBuilder& b,
                                                 std::uint32_t engine_index, double timestamp,
                                                 std::uint64_t call_id, bool ok,
-                                                const std::string& message) {
+                                                const std::string& message, bool not_found) {
   b.Clear();
-  const auto result = ipc::CreateUtilityResultDirect(b, call_id, ok, message.c_str());
+  const auto result = ipc::CreateUtilityResultDirect(b, call_id, ok, message.c_str(), not_found);
   return ipc::Seal(b, ipc::Body::EngineOutputs,
                    ipc::CreateEngineOutputs(b, engine_index, timestamp, 0, result).Union());
 }

@@ -29,6 +29,7 @@ struct InputEvent {
   std::vector<std::string> ids;
   std::uint64_t call_id = 0;
   ipc::UtilityKind utility = ipc::UtilityKind::Health;
+  std::string lora_name, lora_path;  // the LoRA utility calls' arguments
   bool need_ready = false;
 };
 
@@ -53,15 +54,22 @@ inline constexpr std::size_t kMaxOutputTables = 200'000;
 // (prompt logprobs make one item thousands of tables), so that no message is
 // refused; an item that alone exceeds it goes in a run of its own.
 std::vector<std::span<const OutputItem>> SplitOutputs(std::span<const OutputItem> items);
+// The LoRA adapters served (name, path), as EngineReady and LoraAdapters carry them.
+using LoraAdapterList = std::vector<std::pair<std::string, std::string>>;
+// EngineReady; `loras` is the main thread's snapshot (the core changes them).
 std::span<const std::uint8_t> SealReady(flatbuffers::FlatBufferBuilder& b,
                                         std::uint32_t engine_index,
                                         const std::string& served_model_name,
-                                        std::uint64_t kv_cache_size_tokens, const EngineCore& core);
+                                        std::uint64_t kv_cache_size_tokens, const EngineCore& core,
+                                        const LoraAdapterList& loras);
+std::span<const std::uint8_t> SealLoraAdapters(flatbuffers::FlatBufferBuilder& b,
+                                               std::uint32_t engine_index,
+                                               const LoraAdapterList& loras);
 // An EngineOutputs with no outputs and this utility result.
 std::span<const std::uint8_t> SealUtilityResult(flatbuffers::FlatBufferBuilder& b,
                                                 std::uint32_t engine_index, double timestamp,
                                                 std::uint64_t call_id, bool ok,
-                                                const std::string& message);
+                                                const std::string& message, bool not_found);
 std::span<const std::uint8_t> SealDead(flatbuffers::FlatBufferBuilder& b,
                                        std::uint32_t engine_index, const std::string& reason);
 std::span<const std::uint8_t> SealHeartbeat(flatbuffers::FlatBufferBuilder& b, ipc::ClientId to);

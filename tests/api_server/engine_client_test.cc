@@ -158,8 +158,8 @@ TEST_F(EngineClientTest, ReadyOutputsAbortsAndUtilities) {
   client_->Abort({"b"});  // its handler is dropped at once; the engine frees it
 
   std::promise<std::string> config;
-  client_->Utility(ipc::UtilityKind::GetConfig,
-                   [&](bool ok, const std::string& m) { config.set_value(ok ? m : "failed"); });
+  client_->Utility(ipc::UtilityKind::GetConfig, {},
+                   [&](const UtilityOutcome& o) { config.set_value(o.ok ? o.message : "failed"); });
   auto f = config.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
   EXPECT_NE(f.get().find("\"max_model_len\":2048"), std::string::npos);
@@ -182,8 +182,8 @@ TEST_F(EngineClientTest, AKilledEngineFailsInFlightRequestsPromptly) {
   EXPECT_FALSE(client_->healthy());
   // A utility call now fails at once instead of waiting for an answer.
   std::promise<bool> util;
-  client_->Utility(ipc::UtilityKind::Health,
-                   [&](bool ok, const std::string&) { util.set_value(ok); });
+  client_->Utility(ipc::UtilityKind::Health, {},
+                   [&](const UtilityOutcome& o) { util.set_value(o.ok); });
   auto f = util.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
   EXPECT_FALSE(f.get());

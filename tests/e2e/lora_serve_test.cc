@@ -3,12 +3,19 @@
 // API servers, listed by /v1/models with their parent and root, an unknown
 // name a 404 with vLLM's error body, the metrics under the base model's
 // name; and an adapter the runner cannot run refused at start by name.
+// Run-time loads and unloads (POST /v1/load_lora_adapter,
+// /v1/unload_lora_adapter) seen by both API servers, behind --api-key, each
+// bad adapter one clear error while the server keeps serving, an unload
+// letting a running request finish, and more adapters than --max-cpu-loras
+// served (the least recently used evicted and read again).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <tuple>
 
 #include "e2e/serve_instance.h"
 #include "lora/lora_adapter.h"
@@ -97,6 +104,166 @@ TEST_F(LoraServeTest, TheModelFieldSelectsAnAdapterOnEveryApiServer) {
   EXPECT_EQ(page.at("vllm:request_success_total{engine=\"0\",finished_reason=\"length\","
                     "model_name=\"sightline-tiny\"}"),
             9);
+}
+
+constexpr const char* kKey = "lora-test-key";
+
+HttpClient::Response AdminPost(int port, const std::string& path, const json& body,
+                               bool with_key = true) {
+  std::map<std::string, std::string> fields = {{"Content-Type", "application/json"}};
+  if (with_key) fields["Authorization"] = std::string("Bearer ") + kKey;
+  return HttpClient(port).Request("POST", path, fields, body.dump());
+}
+
+json KeyedComplete(int port, const std::string& model, int* status, int max_tokens = 8) {
+  const json body = {{"model", model},
+                     {"prompt", "Hello, adapters"},
+                     {"max_tokens", max_tokens},
+                     {"temperature", 0},
+                     {"ignore_eos", true}};
+  const auto r = HttpClient(port).Request(
+      "POST", "/v1/completions",
+      {{"Content-Type", "application/json"}, {"Authorization", std::string("Bearer ") + kKey}},
+      body.dump());
+  *status = r.result_int();
+  return json::parse(r.body());
+}
+
+// Each of `rounds` new connections (the kernel spreads them over both API
+// servers) answers `model` with `want`; an API server may hear of a change a
+// moment after the one that made it, so each waits for it (at most 10 s).
+void ExpectEveryApiServer(int port, const std::string& model, int want, int rounds = 12) {
+  for (int i = 0; i < rounds; ++i) {
+    int status = 0;
+    json r;
+    for (int tries = 0; tries < 100; ++tries) {
+      r = KeyedComplete(port, model, &status);
+      if (status == want) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_EQ(status, want) << model << ": " << r.dump();
+  }
+}
+
+TEST_F(LoraServeTest, AdaptersLoadAndUnloadAtRunTimeOnEveryApiServer) {
+  using M = LoraModule;
+  ASSERT_TRUE(engine::WriteLoraAdapter((dir_ / "c").string(), base_,
+                                       engine::RandomLoraAdapter(base_, 8, 16, false, {M::kV}, 3))
+                  .ok());
+  ServeInstance serve({"--enable-lora", "--max-loras", "2", "--max-cpu-loras", "2",
+                       "--api-server-count", "2", "--allow-runtime-lora-updating", "--api-key",
+                       kKey});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  const int port = serve.port();
+  const std::string a = (dir_ / "a").string();
+
+  // Behind --api-key; vLLM's checks and words.
+  EXPECT_EQ(AdminPost(port, "/v1/load_lora_adapter", {{"lora_name", "a"}, {"lora_path", a}}, false)
+                .result_int(),
+            401);
+  auto r = AdminPost(port, "/v1/load_lora_adapter", {{"lora_name", "a"}});
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_EQ(json::parse(r.body())["error"]["message"],
+            "Both 'lora_name' and 'lora_path' must be provided.");
+  r = AdminPost(port, "/v1/load_lora_adapter", {{"lora_name", 7}, {"lora_path", a}});
+  EXPECT_EQ(r.result_int(), 400) << r.body();
+
+  r = AdminPost(port, "/v1/load_lora_adapter", {{"lora_name", "a"}, {"lora_path", a}});
+  ASSERT_EQ(r.result_int(), 200) << r.body();
+  EXPECT_EQ(r.body(), "Success: LoRA adapter 'a' added successfully.");
+  r = AdminPost(port, "/v1/load_lora_adapter", {{"lora_name", "a"}, {"lora_path", a}});
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_EQ(json::parse(r.body())["error"]["message"],
+            "The lora adapter 'a' has already been loaded.");
+  ExpectEveryApiServer(port, "a", 200);
+  int status = 0;
+  const std::string with_a = KeyedComplete(port, "a", &status)["choices"][0]["text"];
+  const std::string base_text =
+      KeyedComplete(port, "sightline-tiny", &status)["choices"][0]["text"];
+  EXPECT_NE(with_a, base_text);
+
+  // Each bad adapter: one clear error naming what is wrong; nothing changes.
+  std::ifstream in(dir_ / "b" / "adapter_config.json");
+  json dora = json::parse(in);
+  dora["use_dora"] = true;
+  fs::create_directories(dir_ / "dora");
+  fs::copy(dir_ / "b" / "adapter_model.safetensors", dir_ / "dora");
+  std::ofstream(dir_ / "dora" / "adapter_config.json") << dora.dump();
+  for (const auto& [name, path, code, words] :
+       std::vector<std::tuple<std::string, std::string, int, std::string>>{
+           {"d", (dir_ / "dora").string(), 400, "DoRA"},
+           {"m", (dir_ / "missing").string(), 404, "missing"},
+           {"sightline-tiny", a, 400, "base model"}}) {
+    SCOPED_TRACE(name);
+    r = AdminPost(port, "/v1/load_lora_adapter", {{"lora_name", name}, {"lora_path", path}});
+    EXPECT_EQ(r.result_int(), code) << r.body();
+    EXPECT_NE(json::parse(r.body())["error"]["message"].get<std::string>().find(words),
+              std::string::npos)
+        << r.body();
+  }
+  const json models = json::parse(
+      HttpClient(port)
+          .Request("GET", "/v1/models", {{"Authorization", std::string("Bearer ") + kKey}})
+          .body())["data"];
+  ASSERT_EQ(models.size(), 2u) << models.dump();
+  EXPECT_EQ(models[1]["id"], "a");
+  EXPECT_EQ(models[1]["root"], a);
+
+  // Three adapters, two resident (--max-cpu-loras 2): each keeps its text.
+  for (const char* name : {"b", "c"}) {
+    r = AdminPost(port, "/v1/load_lora_adapter",
+                  {{"lora_name", name}, {"lora_path", (dir_ / name).string()}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+  }
+  for (int round = 0; round < 2; ++round)
+    for (const char* name : {"a", "b", "c"}) {
+      const json out = KeyedComplete(port, name, &status);
+      ASSERT_EQ(status, 200) << name << ": " << out.dump();
+      if (std::string(name) == "a") {
+        EXPECT_EQ(out["choices"][0]["text"], with_a);
+      }
+    }
+
+  // An unload while a request runs with the adapter: the request finishes
+  // whole; new ones get the unknown-model 404 on every API server.
+  std::string unloaded;
+  std::string stream_text;
+  HttpClient(port).Stream(
+      "POST", "/v1/completions",
+      {{"Content-Type", "application/json"}, {"Authorization", std::string("Bearer ") + kKey}},
+      json{{"model", "a"},
+           {"prompt", "Hello, adapters"},
+           {"max_tokens", 200},
+           {"temperature", 0},
+           {"ignore_eos", true},
+           {"stream", true}}
+          .dump(),
+      [&](std::string_view piece) {
+        stream_text += piece;
+        if (unloaded.empty())
+          unloaded = AdminPost(port, "/v1/unload_lora_adapter", {{"lora_name", "a"}}).body();
+      });
+  EXPECT_EQ(unloaded, "Success: LoRA adapter 'a' removed successfully.");
+  EXPECT_NE(stream_text.find("\"finish_reason\":\"length\""), std::string::npos) << stream_text;
+  EXPECT_NE(stream_text.find("[DONE]"), std::string::npos);
+  ExpectEveryApiServer(port, "a", 404);
+  r = AdminPost(port, "/v1/unload_lora_adapter", {{"lora_name", "a"}});
+  EXPECT_EQ(r.result_int(), 404);
+  EXPECT_EQ(json::parse(r.body())["error"]["message"], "The lora adapter 'a' cannot be found.");
+  EXPECT_EQ(json::parse(r.body())["error"]["type"], "NotFoundError");
+  // Loaded again: the same weights, the same text.
+  r = AdminPost(port, "/v1/load_lora_adapter", {{"lora_name", "a"}, {"lora_path", a}});
+  ASSERT_EQ(r.result_int(), 200) << r.body();
+  ExpectEveryApiServer(port, "a", 200, 4);
+  EXPECT_EQ(KeyedComplete(port, "a", &status)["choices"][0]["text"], with_a);
+}
+
+TEST_F(LoraServeTest, RunTimeUpdatesAreOffUnlessAllowed) {
+  ServeInstance serve({"--enable-lora"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  const auto r = AdminPost(serve.port(), "/v1/load_lora_adapter",
+                           {{"lora_name", "a"}, {"lora_path", (dir_ / "a").string()}}, false);
+  EXPECT_EQ(r.result_int(), 404) << r.body();
 }
 
 TEST_F(LoraServeTest, AnAdapterTheRunnerCannotRunIsRefusedAtStartByName) {

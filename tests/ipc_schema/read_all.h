@@ -13,12 +13,20 @@ inline std::size_t ReadAll(const Envelope* e) {
     if (v)
       for (auto x : *v) n += static_cast<std::size_t>(x & 1);
   };
+  auto loras = [&](const flatbuffers::Vector<flatbuffers::Offset<LoraAdapterInfo>>* v) {
+    if (v)
+      for (const auto* l : *v) {
+        str(l->name());
+        str(l->path());
+      }
+  };
   switch (e->body_type()) {
     case Body::AddRequest: {
       const auto* r = e->body_as_AddRequest();
       str(r->request_id());
       ints(r->prompt_token_ids());
       str(r->cache_salt());
+      str(r->lora_name());
       if (const auto* s = r->sampling()) ints(s->stop_token_ids());
       break;
     }
@@ -27,6 +35,8 @@ inline std::size_t ReadAll(const Envelope* e) {
       break;
     case Body::UtilityCall:
       n += static_cast<std::size_t>(e->body_as_UtilityCall()->kind());
+      str(e->body_as_UtilityCall()->lora_name());
+      str(e->body_as_UtilityCall()->lora_path());
       break;
     case Body::UtilityResult:
       str(e->body_as_UtilityResult()->message());
@@ -47,6 +57,10 @@ inline std::size_t ReadAll(const Envelope* e) {
     case Body::EngineReady:
       str(e->body_as_EngineReady()->model_name());
       ints(e->body_as_EngineReady()->eos_token_ids());
+      loras(e->body_as_EngineReady()->lora_adapters());
+      break;
+    case Body::LoraAdapters:
+      loras(e->body_as_LoraAdapters()->adapters());
       break;
     case Body::EngineDead:
       str(e->body_as_EngineDead()->reason());

@@ -29,8 +29,8 @@ bool CheckModel(const Fields& f, const ParseContext& ctx, RequestError* e,
   std::string model;
   if (!f.String("model", &model)) return false;
   if (!f.Find("model") || model == ctx.served_model) return true;
-  if (ctx.engine)
-    for (const auto& [name, path] : ctx.engine->lora_adapters)
+  if (ctx.lora_adapters)
+    for (const auto& [name, path] : *ctx.lora_adapters)
       if (model == name) {
         if (lora) *lora = name;
         return true;

@@ -50,6 +50,9 @@ struct ParseContext {
   const EngineInfo* engine;
   std::string served_model;
   std::shared_ptr<const ChatTemplate> chat_template = PlainChatTemplate();
+  // The LoRA adapters `model` may name (EngineClient::lora_adapters(), taken
+  // once per request); null: none.
+  std::shared_ptr<const LoraAdapterList> lora_adapters = nullptr;
 };
 
 // Caps on stop conditions, so that no request buys unbounded per-token work.

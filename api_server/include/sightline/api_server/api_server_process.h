@@ -26,6 +26,9 @@ struct ApiServerProcessOptions {
   std::uint32_t index = 0;
   bool disable_log_stats = false, per_request_metrics = false, force_include_usage = false,
        load_tracking = false;
+  // POST /v1/load_lora_adapter and /v1/unload_lora_adapter (also when
+  // VLLM_ALLOW_RUNTIME_LORA_UPDATING is 1 or true, as vLLM reads it).
+  bool allow_runtime_lora_updating = false;
   // none, summary or detailed: a speculative_decoding object in the
   // per-request metrics (needs per_request_metrics and an engine that
   // speculates).
