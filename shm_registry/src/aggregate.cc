@@ -17,6 +17,7 @@ void Registry::Impl::Aggregate(Snapshot* snap) {
   // Read after the series count: every published series' cells lie below it.
   const std::uint32_t cells = hdr->cells_used.load(std::memory_order_acquire);
   snap->num_series = num_series;
+  ReadSinglesLocked(snap);
 
   constexpr int kLockFreeAttempts = 4;
   for (int attempt = 0;; ++attempt) {

@@ -79,6 +79,12 @@ class FamilySink {
     m.gauge.value = value;
     out_.back().metric.push_back(std::move(m));
   }
+  void Single(const std::vector<std::pair<std::string, std::string>>& labels, double value) {
+    prometheus::ClientMetric m;
+    for (const auto& [name, v] : labels) m.label.push_back({name, v});
+    m.gauge.value = value;
+    out_.back().metric.push_back(std::move(m));
+  }
 
  private:
   prometheus::ClientMetric& Metric(std::uint32_t s) {

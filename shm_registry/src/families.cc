@@ -64,6 +64,11 @@ Status ValidateSpec(LocalFamily* f) {
   } else if (!f->bounds.empty()) {
     return err("only histograms have buckets");
   }
+  if (f->single_series) {
+    if (f->type != MetricType::kGauge) return err("only gauges can be single-series");
+    f->cells_per_series = 0;  // no series: the state lives in its block
+    return Status::Ok();
+  }
   switch (f->type) {
     case MetricType::kCounter:
       f->cells_per_series = 2;
@@ -122,11 +127,25 @@ void Registry::Impl::SyncFamiliesLocked() {
       f->label_names.emplace_back(Str(e->label_names[i]));
     const std::uint64_t bytes = std::uint64_t{e->num_bounds} * sizeof(double);
     // bytes == 0: no bounds, and memcpy into an empty vector's null data() is UB.
-    if (bytes != 0 && e->bounds_off + bytes <= hdr->arena_bytes) {
+    if (bytes != 0 && e->data_off + bytes <= hdr->arena_bytes) {
       f->bounds.resize(e->num_bounds);
-      std::memcpy(f->bounds.data(), base + hdr->off_arena + e->bounds_off, bytes);
+      std::memcpy(f->bounds.data(), base + hdr->off_arena + e->data_off, bytes);
     }
     f->cells_per_series = e->cells_per_series;
+    if (e->kind == layout::kSingleSeriesFamily) {
+      f->single_series = true;
+      f->data_off = e->data_off;
+      // The capacity is written before the family is published, and never changes.
+      if (e->data_off % 8 == 0 &&
+          std::uint64_t{e->data_off} + sizeof(layout::SingleSeriesBlock) <= hdr->arena_bytes) {
+        auto* b = reinterpret_cast<layout::SingleSeriesBlock*>(base + hdr->off_arena + e->data_off);
+        const std::uint32_t cap =
+            std::atomic_ref<std::uint32_t>(b->capacity).load(std::memory_order_relaxed);
+        f->max_value_bytes = cap;
+        f->block_ok = e->data_off + layout::SingleSeriesBlockBytes(cap) <= hdr->arena_bytes;
+      }
+      single_families.push_back(id);
+    }
     family_by_name.emplace(f->name, id);
     families.push_back(std::move(f));
   }
@@ -154,17 +173,21 @@ Status Registry::Impl::Register(LocalFamily spec, std::uint32_t* family_id, bool
   if (auto it = family_by_name.find(spec.name); it != family_by_name.end()) {
     const LocalFamily& have = *families[it->second];
     std::string diff;
-    if (have.type != spec.type)
-      diff = std::string("type ") + std::string(MetricTypeName(have.type));
-    else if (have.type == MetricType::kGauge && have.mode != spec.mode)
-      diff = "gauge mode " + std::string(GaugeModeName(have.mode));
+    // The kind first: a single-series gauge is a gauge too.
+    if (have.single_series != spec.single_series)
+      diff = have.single_series ? "as a single-series gauge" : "as a family of series";
+    else if (have.type != spec.type)
+      diff = std::string("with type ") + std::string(MetricTypeName(have.type));
+    else if (have.type == MetricType::kGauge && !have.single_series && have.mode != spec.mode)
+      diff = "with gauge mode " + std::string(GaugeModeName(have.mode));
     else if (have.label_names != spec.label_names)
-      diff = "other label names";
+      diff = "with other label names";
+    else if (have.single_series && have.max_value_bytes != spec.max_value_bytes)
+      diff = "with room for " + std::to_string(have.max_value_bytes) + " bytes of label values";
     // Other bounds are not a difference: the family keeps the instance's
     // (registry.h), which every handle of it then records into.
     if (!diff.empty())
-      return Status::InvalidArgument("metric '" + spec.name + "' is already registered with " +
-                                     diff);
+      return Status::InvalidArgument("metric '" + spec.name + "' is already registered " + diff);
     *family_id = it->second;
     return Status::Ok();
   }
@@ -186,10 +209,20 @@ Status Registry::Impl::Register(LocalFamily spec, std::uint32_t* family_id, bool
   for (std::size_t i = 0; ok && i < spec.label_names.size(); ++i)
     ok = put(spec.label_names[i], &e.label_names[i]);
   if (ok && !spec.bounds.empty()) {
-    ok = ArenaAlloc(hdr, spec.bounds.size() * sizeof(double), 8, &e.bounds_off);
+    ok = ArenaAlloc(hdr, spec.bounds.size() * sizeof(double), 8, &e.data_off);
     if (ok)
-      std::memcpy(base + hdr->off_arena + e.bounds_off, spec.bounds.data(),
+      std::memcpy(base + hdr->off_arena + e.data_off, spec.bounds.data(),
                   spec.bounds.size() * sizeof(double));
+  }
+  if (ok && spec.single_series) {
+    // The arena is never reused, so the block starts zeroed: seq 0, no series.
+    ok = ArenaAlloc(hdr, layout::SingleSeriesBlockBytes(spec.max_value_bytes), 8, &e.data_off);
+    if (ok) {
+      auto* b = reinterpret_cast<layout::SingleSeriesBlock*>(base + hdr->off_arena + e.data_off);
+      std::atomic_ref<std::uint32_t>(b->capacity)
+          .store(spec.max_value_bytes, std::memory_order_relaxed);
+      e.kind = layout::kSingleSeriesFamily;
+    }
   }
   if (!ok) {
     Overflow(OverflowReason::kArena, spec.name);
@@ -214,6 +247,8 @@ Status Registry::Impl::FindOrCreateSeries(std::uint32_t family, const Labels& la
   SyncFamiliesLocked();
   if (family >= families.size()) return Status::InvalidArgument("unknown metric family");
   const LocalFamily& f = *families[family];
+  if (f.single_series)
+    return Status::InvalidArgument("metric '" + f.name + "' is a single-series gauge");
   if (labels.size() != f.label_names.size())
     return Status::InvalidArgument("metric '" + f.name + "': expected " +
                                    std::to_string(f.label_names.size()) + " labels, got " +
@@ -351,6 +386,21 @@ Status Registry::AddSummary(std::string_view name, std::string_view help,
   SIGHTLINE_FAMILY_OUT(out);
 }
 #undef SIGHTLINE_FAMILY_OUT
+
+Status Registry::AddSingleSeriesGauge(std::string_view name, std::string_view help,
+                                      std::vector<std::string> label_names,
+                                      std::uint32_t max_value_bytes, SingleSeriesGauge* out) {
+  *out = SingleSeriesGauge();  // inert unless registered
+  LocalFamily spec = MakeSpec(name, help, MetricType::kGauge, GaugeMode::kLiveMostRecent,
+                              std::move(label_names), {});
+  spec.single_series = true;
+  spec.max_value_bytes = max_value_bytes;
+  std::uint32_t id = 0;
+  if (Status s = impl_->Register(std::move(spec), &id); !s.ok()) return s;
+  out->registry_ = this;
+  out->family_ = id;
+  return Status::Ok();
+}
 
 Status Registry::HistogramBounds(std::string_view name, std::vector<double>* out) {
   std::lock_guard<std::mutex> local(impl_->mu);

@@ -8,6 +8,8 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "exact_sum.h"
@@ -42,8 +44,15 @@ struct Snapshot {
     std::int32_t pid;
     double value;
   };
+  // A single-series gauge family's series, when one is shown.
+  struct Single {
+    std::uint32_t family;
+    double value;
+    std::vector<std::pair<std::string, std::string>> labels;  // sorted by name
+  };
   std::vector<std::uint64_t> cells;
   std::vector<PerProcess> per_process;
+  std::vector<Single> singles;  // by family id
   std::uint32_t num_series = 0;
   std::uint32_t live_slots = 0;
   // The slabs folded into `cells` (scratch for SumFractionalCells).

@@ -28,8 +28,9 @@
 namespace sightline::metrics::layout {
 
 inline constexpr std::uint64_t kMagic = 0x314e4c5448474953ULL;  // "SIGHTLN1"
-// Bump on any change to the structures below.
-inline constexpr std::uint32_t kLayoutVersion = 1;
+// Bump on any change to the structures below (or to what their fields mean).
+// 2: FamilyEntry::kind and single-series gauge families (SingleSeriesBlock).
+inline constexpr std::uint32_t kLayoutVersion = 2;
 inline constexpr std::uint32_t kMaxLabels = 16;
 inline constexpr std::uint32_t kRoleBytes = 32;
 
@@ -41,14 +42,23 @@ struct StrRef {
   std::uint32_t len = 0;
 };
 
+enum FamilyKind : std::uint8_t {
+  kNormalFamily = 0,  // series in the series table, values in the slabs
+  // A gauge with at most one series, held in a SingleSeriesBlock; its mode is
+  // kLiveMostRecent, which is how it behaves (last Set wins, live writer only).
+  kSingleSeriesFamily = 1,
+};
+
 struct FamilyEntry {
   std::uint8_t type;  // MetricType
   std::uint8_t mode;  // GaugeMode (gauges)
   std::uint8_t num_labels;
-  std::uint8_t reserved;
-  std::uint32_t num_bounds;  // finite histogram bounds; +Inf is implicit
-  std::uint32_t cells_per_series;
-  std::uint32_t bounds_off;  // arena offset of num_bounds doubles (8-aligned)
+  std::uint8_t kind;               // FamilyKind
+  std::uint32_t num_bounds;        // finite histogram bounds; +Inf is implicit
+  std::uint32_t cells_per_series;  // 0 for a single-series family (it has no series)
+  // Arena offset (8-aligned) of the family's data: a histogram's num_bounds
+  // doubles; a single-series family's SingleSeriesBlock.
+  std::uint32_t data_off;
   StrRef name;
   StrRef help;
   StrRef label_names[kMaxLabels];  // sorted
@@ -73,6 +83,34 @@ struct alignas(64) SlotEntry {
   char role[kRoleBytes];
   pthread_mutex_t lifeline;  // robust, process-shared; held by the owner while alive
 };
+
+// The whole state of a single-series gauge family (Registry::AddSingleSeriesGauge),
+// allocated once in the arena when the family is registered. The current
+// label values live here, not in the append-only series table, so replacing
+// them costs nothing: the block is rewritten in place.
+//
+// Every word is accessed through std::atomic_ref. Writers (any process)
+// serialise on Header::structure_lock and write under the seqlock `seq`: odd
+// while a write is in progress. Readers never lock first: they copy the block
+// and retry while `seq` was odd or changed. A writer killed mid-write leaves
+// `seq` odd; readers then show nothing (the writer is dead anyway, and the
+// series is shown only while its writer lives), and the next writer, which
+// takes the robust lock over, completes a fresh write that makes it even.
+struct SingleSeriesBlock {
+  std::uint64_t seq;
+  std::uint64_t value_bits;
+  std::uint64_t generation;  // the writer's slot generation; 0: no series (never set, cleared)
+  std::uint32_t slot;        // the writer's slot index
+  std::uint32_t capacity;    // bytes of label values; fixed at registration
+  std::uint32_t lens[kMaxLabels];  // label value lengths, in label-name order
+  // Followed by ceil(capacity / 8) u64 words: the values' bytes, concatenated
+  // in label-name order (in words, so that they too are copied atomically).
+};
+static_assert(sizeof(SingleSeriesBlock) % 8 == 0);
+
+inline std::uint64_t SingleSeriesBlockBytes(std::uint32_t capacity) {
+  return sizeof(SingleSeriesBlock) + (std::uint64_t{capacity} + 7) / 8 * 8;
+}
 
 struct RetiredGauge {  // last value of an `all` gauge of a dead process
   std::uint32_t series;

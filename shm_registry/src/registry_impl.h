@@ -31,6 +31,12 @@ struct LocalFamily {
   std::vector<std::string> label_names;  // sorted
   std::vector<double> bounds;            // finite histogram bounds, ascending
   std::uint32_t cells_per_series = 0;
+  // A single-series gauge (Registry::AddSingleSeriesGauge): no series of its
+  // own; its state is the SingleSeriesBlock at arena offset `data_off`.
+  bool single_series = false;
+  bool block_ok = false;  // the block lies inside the arena (checked once)
+  std::uint32_t data_off = 0;
+  std::uint32_t max_value_bytes = 0;
 };
 
 class Registry::Impl final : public detail::Writer {
@@ -67,6 +73,14 @@ class Registry::Impl final : public detail::Writer {
   // Extends series_info to cover [0, num_series) of the segment.
   void SyncSeriesLocked();
 
+  // --- single-series gauges (single_series.cc) ---
+  Status SetSingle(std::uint32_t family, const Labels& labels, double value);
+  void ClearSingle(std::uint32_t family);
+  // Fills snap->singles with the single-series families shown now.
+  void ReadSinglesLocked(Snapshot* snap);
+  // The family's block; null when it is not a valid single-series family.
+  layout::SingleSeriesBlock* single_block(const LocalFamily& f) const;
+
   // --- the writing process's slot (process_slot.cc) ---
   std::uint64_t* ClaimSlow() override;
   void CountDropped(OverflowReason reason) override;
@@ -101,6 +115,8 @@ class Registry::Impl final : public detail::Writer {
   std::unordered_map<std::string, std::uint32_t> family_by_name;
   std::unordered_map<std::string, std::uint32_t> series_cache;  // key -> cell base
   std::vector<SeriesInfo> series_info;                          // by series id
+  std::vector<std::uint32_t> single_families;                   // ids, ascending
+  std::vector<std::uint64_t> single_words;  // ReadSinglesLocked's copy of a block's values
   std::atomic<bool> logged_overflow[kNumOverflowReasons] = {};
 
   // Render cache (guarded by mu), rebuilt when the family or series count changes.

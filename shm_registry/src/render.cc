@@ -76,6 +76,12 @@ class TextSink {
     out_.push_back(' ');
     End(value);
   }
+  void Single(const std::vector<std::pair<std::string, std::string>>& labels, double value) {
+    out_.append(*name_);
+    AppendLabelSet(&out_, labels, "", "");
+    out_.push_back(' ');
+    End(value);
+  }
 
  private:
   void End(double value) {

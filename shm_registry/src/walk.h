@@ -18,6 +18,8 @@ namespace sightline::metrics {
 //   void Sample(std::uint32_t series, std::string_view suffix, double value);
 //   void Bucket(std::uint32_t series, std::size_t bucket, std::uint64_t cumulative);
 //   void PerProcess(std::uint32_t series, std::int32_t pid, double value);
+//   void Single(const std::vector<std::pair<std::string, std::string>>& labels, double value);
+//     (a single-series gauge's one series; labels sorted by name)
 // Sorts snap.per_process in place (series order, then pid) before walking.
 template <typename Sink>
 void WalkSnapshot(Snapshot& snap, const Registry::Impl::RenderCache& cache,
@@ -33,6 +35,11 @@ void WalkSnapshot(Snapshot& snap, const Registry::Impl::RenderCache& cache,
   for (const auto& fam : cache.families) {
     const LocalFamily& f = *families[fam.id];
     sink.BeginFamily(cache, fam, f);
+    if (f.single_series) {  // zero or one series, read by Aggregate
+      for (const Snapshot::Single& one : snap.singles)
+        if (one.family == fam.id) sink.Single(one.labels, one.value);
+      continue;
+    }
     if (f.type == MetricType::kGauge && IsPerProcessMode(f.mode)) {
       auto it = std::lower_bound(per_process.begin(), per_process.end(), fam.id,
                                  [&](const Snapshot::PerProcess& p, std::uint32_t id) {

@@ -66,6 +66,56 @@ using GaugeFamily = Family<Gauge>;
 using HistogramFamily = Family<Histogram>;
 using SummaryFamily = Family<Summary>;
 
+// A gauge family that holds one series at a time, for state carried in label
+// values (vLLM's vllm:lora_requests_info, whose labels name the running and
+// waiting adapters and whose value is the time they were sampled). Set()
+// replaces the label values and the value together, so old label sets never
+// pile up, on the page or in the segment: a normal family keeps every label
+// set it was ever given as a series of its own, for the instance's lifetime.
+//
+// Contract
+//  * Storage is fixed at registration (Registry::AddSingleSeriesGauge): room
+//    for `max_value_bytes` bytes of label values in total. Set() never
+//    allocates in the segment, whatever values it is given.
+//  * Set() takes exactly the family's label names, in any order. Other names,
+//    a missing or repeated one, or values longer in total than the capacity
+//    are refused (kInvalidArgument) and change nothing: a value is never
+//    truncated, since a truncated adapter list would be a wrong one.
+//  * Any process of the instance may Set() or Clear(); the last call wins.
+//    Writers serialise on the segment's robust structure lock (a writer
+//    killed inside cannot block the others), so a Set costs a lock: call it
+//    every few seconds, not per token.
+//  * Readers (Render, RegistryCollectable) never see a torn state: the label
+//    values and the value always come from the same Set(). They copy it
+//    without a lock under a seqlock and retry when a Set overlapped, so they
+//    do not hold writers up; only a reader that lost many such races in a row
+//    reads it under the lock (as scrapes do when folds keep overlapping).
+//  * The series is shown only while the process that last set it is alive
+//    (and not marked dead by MarkProcessDead): state describes a live
+//    process, so a dead engine's adapters are not shown as running. A clean
+//    ~Registry() of that process hides it too.
+//  * The family renders like a normal gauge family with zero or one series:
+//    HELP and TYPE gauge always, in name order among the others.
+//
+// A default-constructed handle is inert (Set() fails, Clear() does nothing).
+// Handles are two words and cheap to copy; they stay valid as long as the
+// Registry that returned them.
+class SingleSeriesGauge {
+ public:
+  // Shows `labels` with `value`, replacing what was shown. The first Set()
+  // of a process claims its slot, as a first write does: the slot is the
+  // writer identity the series is shown under. kResourceExhausted when no
+  // slot is free (the process slots are all taken), and nothing changes.
+  Status Set(const Labels& labels, double value) const;
+  // Shows no series until the next Set().
+  void Clear() const;
+
+ private:
+  friend class Registry;
+  Registry* registry_ = nullptr;
+  std::uint32_t family_ = 0;
+};
+
 enum class ExpositionFormat { kPrometheusText = 0, kOpenMetrics = 1 };
 
 // What `sightline metrics inspect` shows.
@@ -142,6 +192,15 @@ class Registry {
                       HistogramFamily* out);
   Status AddSummary(std::string_view name, std::string_view help,
                     std::vector<std::string> label_names, SummaryFamily* out);
+  // A single-series gauge (above) with room for `max_value_bytes` bytes of
+  // label values in total. Registering the name again with the same label
+  // names and capacity returns the same family; another capacity, other
+  // label names, or the name of a normal family (and a normal Add* of this
+  // name) is kInvalidArgument. kResourceExhausted when the string arena
+  // cannot hold the block.
+  Status AddSingleSeriesGauge(std::string_view name, std::string_view help,
+                              std::vector<std::string> label_names, std::uint32_t max_value_bytes,
+                              SingleSeriesGauge* out);
 
   // The bounds (finite, ascending) of a registered histogram family;
   // kNotFound when there is no histogram of that name.
@@ -167,6 +226,7 @@ class Registry {
  private:
   template <typename Handle>
   friend class Family;
+  friend class SingleSeriesGauge;
   friend class RegistryCollectable;
   explicit Registry(std::unique_ptr<Impl> impl);
 
