@@ -78,8 +78,17 @@ std::vector<metrics::HistogramBuilder> EngineFamilies::Histograms(bool kv_cache_
 }
 
 Status EngineFamilies::Register(metrics::Registry* r, bool kv_cache_metrics, EngineFamilies* f,
-                                bool spec_decode) {
+                                bool spec_decode, bool lora) {
   Status s;
+  // vLLM's (vllm/v1/metrics/loggers.py), without engine or model_name labels
+  // as there. One series at a time (SingleSeriesGauge): vLLM keeps every
+  // label set it ever set, each with the time it was last current, and the
+  // llm-d picker takes the largest value; with only the current set on the
+  // page the picker's rule reads the same answer, and no stale sets pile up.
+  if (lora)
+    s = r->AddSingleSeriesGauge("vllm:lora_requests_info", "Running stats on lora requests.",
+                                {"max_lora", "running_lora_adapters", "waiting_lora_adapters"},
+                                kLoraInfoBytes, &f->lora_requests_info);
   // vLLM's SpecDecodingProm (vllm/v1/spec_decode/metrics.py).
   if (spec_decode) {
     s = EngineCounter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.")

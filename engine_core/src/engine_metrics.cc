@@ -1,5 +1,6 @@
 #include "engine_metrics.h"
 
+#include <chrono>
 #include <cstdio>
 
 #include "sightline/engine_core/engine_families.h"
@@ -20,12 +21,17 @@ std::string PyBool(bool b) {
 Status EngineMetrics::Create(metrics::Registry* r, const EngineMetricsOptions& o, int engine_index,
                              const CacheConfigInfo& cache, std::unique_ptr<EngineMetrics>* out) {
   EngineFamilies f;
-  if (Status s = EngineFamilies::Register(r, o.kv_cache_metrics, &f, o.num_speculative_tokens > 0);
+  if (Status s = EngineFamilies::Register(r, o.kv_cache_metrics, &f, o.num_speculative_tokens > 0,
+                                          o.max_loras > 0);
       !s.ok())
     return s;
   std::unique_ptr<EngineMetrics> m(new EngineMetrics());
   m->engine_index_ = engine_index;
   m->residency_ = o.kv_cache_metrics;
+  if (o.max_loras > 0) {
+    m->lora_info_ = f.lora_requests_info;
+    m->max_loras_ = std::to_string(o.max_loras);
+  }
   const std::string engine = std::to_string(engine_index);
   const metrics::Labels base = {{"engine", engine}, {"model_name", o.model_name}};
   auto with = [&](const char* k, const char* v) {
@@ -98,7 +104,37 @@ Status EngineMetrics::Create(metrics::Registry* r, const EngineMetricsOptions& o
   return Status::Ok();
 }
 
+void EngineMetrics::RecordLoraInfo(const StepStats& st) {
+  auto join = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ",") + n;
+    return out;
+  };
+  std::string running = join(st.running_loras), waiting = join(st.waiting_loras);
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (running == lora_running_ && waiting == lora_waiting_ && lora_info_set_at_ >= 0 &&
+      now - lora_info_set_at_ < 1.0)
+    return;
+  const Status s = lora_info_.Set({{"max_lora", max_loras_},
+                                   {"running_lora_adapters", running},
+                                   {"waiting_lora_adapters", waiting}},
+                                  now);
+  if (!s.ok()) {
+    // Never a truncated list (a router would act on a wrong one): none.
+    lora_info_.Clear();
+    if (!lora_info_warned_)
+      std::fprintf(stderr, "WARNING engine: vllm:lora_requests_info not shown: %s\n",
+                   s.message().c_str());
+    lora_info_warned_ = true;
+  }
+  lora_running_ = std::move(running);
+  lora_waiting_ = std::move(waiting);
+  lora_info_set_at_ = now;
+}
+
 void EngineMetrics::Record(const StepStats& st) {
+  if (!max_loras_.empty()) RecordLoraInfo(st);
   running_.Set(st.num_running);
   waiting_.Set(st.num_waiting + st.num_deferred);
   waiting_capacity_.Set(st.num_waiting);

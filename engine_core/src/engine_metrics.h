@@ -53,6 +53,8 @@ struct EngineMetricsOptions {
   // K of --speculative-config: > 0 registers the spec_decode_* counters, with
   // a per-position series for each of positions 0..K-1.
   int num_speculative_tokens = 0;
+  // --max-loras with --enable-lora: > 0 registers vllm:lora_requests_info.
+  int max_loras = 0;
 };
 
 // One periodic report (METRICS.md §9), each line logged at the same level.
@@ -105,6 +107,14 @@ class EngineMetrics {
   metrics::Histogram iteration_tokens_;
   metrics::Histogram block_lifetime_, block_idle_, block_reuse_gap_;
   bool residency_ = false;
+  // vllm:lora_requests_info: set when the adapter sets change, and at least
+  // every second otherwise (its value is the time they were current).
+  void RecordLoraInfo(const StepStats& step);
+  metrics::SingleSeriesGauge lora_info_;
+  std::string max_loras_;  // empty: no LoRA
+  std::string lora_running_, lora_waiting_;
+  double lora_info_set_at_ = -1;  // Unix seconds
+  bool lora_info_warned_ = false;
 
   // Log-line state.
   double last_log_s_ = -1;

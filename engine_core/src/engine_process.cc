@@ -83,6 +83,7 @@ Status OpenEngineRegistry(const EngineProcessOptions& o, const KvPlan& plan, Eng
   mo.model_name = o.served_model_name;
   mo.kv_cache_metrics = o.kv_cache_metrics;
   mo.num_speculative_tokens = SpeculativeConfigFor(o).num_speculative_tokens;
+  mo.max_loras = o.enable_lora ? o.max_loras : 0;
   if (Status s = EngineMetrics::Create(r->registry.get(), mo, static_cast<int>(o.engine_index),
                                        cache, &r->engine_metrics);
       !s.ok())

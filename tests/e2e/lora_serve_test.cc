@@ -11,9 +11,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
@@ -183,15 +187,34 @@ TEST_F(LoraServeTest, AdaptersLoadAndUnloadAtRunTimeOnEveryApiServer) {
   EXPECT_NE(with_a, base_text);
 
   // Each bad adapter: one clear error naming what is wrong; nothing changes.
-  std::ifstream in(dir_ / "b" / "adapter_config.json");
-  json dora = json::parse(in);
-  dora["use_dora"] = true;
-  fs::create_directories(dir_ / "dora");
-  fs::copy(dir_ / "b" / "adapter_model.safetensors", dir_ / "dora");
-  std::ofstream(dir_ / "dora" / "adapter_config.json") << dora.dump();
+  // Copies of b with one field of its config changed, a rank-32 adapter
+  // (above --max-lora-rank 16), an adapter for another shape of model, a
+  // path without one, and the base model's name.
+  auto variant = [&](const std::string& name, const char* key, const json& value) {
+    fs::create_directories(dir_ / name);
+    fs::copy(dir_ / "b" / "adapter_model.safetensors", dir_ / name);
+    std::ifstream config_in(dir_ / "b" / "adapter_config.json");
+    json config = json::parse(config_in);
+    config[key] = value;
+    std::ofstream(dir_ / name / "adapter_config.json") << config.dump();
+    return (dir_ / name).string();
+  };
+  engine::ModelConfig wider = base_;
+  wider.hidden_size *= 2;
+  ASSERT_TRUE(engine::WriteLoraAdapter((dir_ / "rank32").string(), base_,
+                                       engine::RandomLoraAdapter(base_, 32, 32, false, {M::kQ}, 4))
+                  .ok());
+  ASSERT_TRUE(engine::WriteLoraAdapter((dir_ / "wider").string(), wider,
+                                       engine::RandomLoraAdapter(wider, 8, 16, false, {M::kQ}, 5))
+                  .ok());
   for (const auto& [name, path, code, words] :
        std::vector<std::tuple<std::string, std::string, int, std::string>>{
-           {"d", (dir_ / "dora").string(), 400, "DoRA"},
+           {"d", variant("dora", "use_dora", true), 400, "DoRA"},
+           {"e", variant("bias", "bias", "all"), 400, "biases"},
+           {"f", variant("saved", "modules_to_save", json::array({"lm_head"})), 400,
+            "modules_to_save"},
+           {"g", (dir_ / "rank32").string(), 400, "--max-lora-rank"},
+           {"h", (dir_ / "wider").string(), 400, "shape"},
            {"m", (dir_ / "missing").string(), 404, "missing"},
            {"sightline-tiny", a, 400, "base model"}}) {
     SCOPED_TRACE(name);
@@ -200,6 +223,8 @@ TEST_F(LoraServeTest, AdaptersLoadAndUnloadAtRunTimeOnEveryApiServer) {
     EXPECT_NE(json::parse(r.body())["error"]["message"].get<std::string>().find(words),
               std::string::npos)
         << r.body();
+    EXPECT_EQ(KeyedComplete(port, "sightline-tiny", &status)["choices"][0]["text"], base_text)
+        << "the server keeps serving";
   }
   const json models = json::parse(
       HttpClient(port)
@@ -256,6 +281,99 @@ TEST_F(LoraServeTest, AdaptersLoadAndUnloadAtRunTimeOnEveryApiServer) {
   ASSERT_EQ(r.result_int(), 200) << r.body();
   ExpectEveryApiServer(port, "a", 200, 4);
   EXPECT_EQ(KeyedComplete(port, "a", &status)["choices"][0]["text"], with_a);
+}
+
+// vllm:lora_requests_info read as the llm-d endpoint picker reads it
+// (gateway-api-inference-extension's getLatestLoraMetric): among the
+// family's series the one with the largest value, its running and waiting
+// adapters split on commas, max_lora as an integer.
+struct LoraInfo {
+  int series = 0;
+  double value = 0;
+  std::string max_lora;
+  std::set<std::string> running, waiting;
+};
+
+LoraInfo ReadLoraInfo(int port) {
+  const std::string page = HttpClient(port).Request("GET", "/metrics").body();
+  LoraInfo info;
+  const std::regex line(R"(^vllm:lora_requests_info\{([^}]*)\} (\S+)$)");
+  const std::regex label(R"re((\w+)="([^"]*)")re");
+  std::istringstream lines(page);
+  for (std::string l; std::getline(lines, l);) {
+    std::smatch m;
+    if (!std::regex_match(l, m, line)) continue;
+    ++info.series;
+    const double value = std::stod(m[2]);
+    if (info.series > 1 && value <= info.value) continue;
+    info.value = value;
+    info.running.clear();
+    info.waiting.clear();
+    const std::string labels = m[1];
+    for (std::sregex_iterator it(labels.begin(), labels.end(), label), end; it != end; ++it) {
+      const std::string name = (*it)[1], v = (*it)[2];
+      if (name == "max_lora") info.max_lora = v;
+      std::set<std::string>* set = name == "running_lora_adapters"   ? &info.running
+                                   : name == "waiting_lora_adapters" ? &info.waiting
+                                                                     : nullptr;
+      if (!set) continue;
+      std::istringstream parts(v);
+      for (std::string part; std::getline(parts, part, ',');)
+        if (!part.empty()) set->insert(part);
+    }
+  }
+  return info;
+}
+
+TEST_F(LoraServeTest, LoraRequestsInfoShowsTheRunningAndWaitingAdaptersAsThePickerReadsThem) {
+  ServeInstance serve({"--enable-lora", "--lora-modules", "a=" + (dir_ / "a").string(),
+                       "--lora-modules", "b=" + (dir_ / "b").string(), "--max-loras", "1",
+                       "--max-num-seqs", "4"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  const int port = serve.port();
+  const double start = static_cast<double>(std::time(nullptr));
+  LoraInfo idle = ReadLoraInfo(port);
+  EXPECT_EQ(idle.series, 1) << "present from start-up, so the picker finds it";
+  EXPECT_EQ(idle.max_lora, "1");
+  EXPECT_TRUE(idle.running.empty());
+  EXPECT_TRUE(idle.waiting.empty());
+  EXPECT_GE(idle.value, start - 60) << "the Unix time of the update";
+
+  // Long requests, one after another per adapter: with --max-loras 1 one
+  // adapter's runs while the other's waits, for as long as they last (a
+  // second or more, however fast the machine: the tiny model takes ~0.2 s
+  // per request here).
+  std::vector<std::thread> clients;
+  for (const char* model : {"a", "b"})
+    clients.emplace_back([port, model] {
+      const json body = {{"model", model},
+                         {"prompt", "Hello, adapters"},
+                         {"max_tokens", 1500},
+                         {"temperature", 0},
+                         {"ignore_eos", true}};
+      for (int i = 0; i < 6; ++i) HttpClient(port).Post("/v1/completions", body.dump());
+    });
+  bool seen = false;
+  for (int i = 0; i < 600 && !seen; ++i) {
+    const LoraInfo busy = ReadLoraInfo(port);
+    EXPECT_LE(busy.series, 1);
+    EXPECT_LE(busy.running.size(), 1u) << "--max-loras 1";
+    seen = busy.running.size() == 1 && busy.waiting.size() == 1 &&
+           *busy.running.begin() != *busy.waiting.begin();
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(seen) << "never saw one adapter running and the other waiting";
+  for (std::thread& t : clients) t.join();
+  // Done: nothing running or waiting, still one series.
+  LoraInfo after;
+  for (int i = 0; i < 100; ++i) {
+    after = ReadLoraInfo(port);
+    if (after.running.empty() && after.waiting.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(after.series, 1);
+  EXPECT_TRUE(after.running.empty() && after.waiting.empty());
+  EXPECT_GE(after.value, idle.value);
 }
 
 TEST_F(LoraServeTest, RunTimeUpdatesAreOffUnlessAllowed) {

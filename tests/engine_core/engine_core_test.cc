@@ -240,7 +240,19 @@ TEST_F(EngineCoreTest, InvalidRequestsAreRefusedWithAReason) {
 // waiting ones' (here one waits: --max-loras 1).
 TEST_F(EngineCoreTest, TheLogLineNamesRunningAndWaitingLoraAdapters) {
   max_loras_ = 1;
+  options_.max_loras = 1;
   Make();
+  // vllm:lora_requests_info: one series, the current sets (its value the
+  // Unix time, which the page prints as a float).
+  auto info = [&] {
+    std::vector<std::string> series;
+    for (const auto& [key, value] : Page())
+      if (key.rfind("vllm:lora_requests_info{", 0) == 0) series.push_back(key);
+    return series;
+  };
+  EXPECT_EQ(info(), (std::vector<std::string>{
+                        "vllm:lora_requests_info{max_lora=\"1\",running_lora_adapters=\"\","
+                        "waiting_lora_adapters=\"\"}"}));
   for (const char* name : {"x", "y"})
     ASSERT_TRUE(core_
                     ->AddLoraAdapter(name, "",
@@ -258,7 +270,12 @@ TEST_F(EngineCoreTest, TheLogLineNamesRunningAndWaitingLoraAdapters) {
                            "Waiting LoRA adapters: [y]"),
             std::string::npos)
       << log->line;
+  EXPECT_EQ(info(), (std::vector<std::string>{
+                        "vllm:lora_requests_info{max_lora=\"1\",running_lora_adapters=\"x\","
+                        "waiting_lora_adapters=\"y\"}"}));
   while (core_->HasWork()) core_->Step();
+  EXPECT_EQ(info().size(), 1u);
+  EXPECT_NE(info()[0].find("running_lora_adapters=\"\""), std::string::npos) << info()[0];
   log = metrics_->MaybeLog(20, 5);
   ASSERT_TRUE(log);
   EXPECT_EQ(log->line.find("LoRA"), std::string::npos) << "none running or waiting: " << log->line;

@@ -45,6 +45,9 @@ struct EngineFamilies {
   metrics::CounterFamily spec_decode_num_drafts, spec_decode_num_draft_tokens,
       spec_decode_num_accepted_tokens;
   metrics::CounterFamily spec_decode_num_accepted_tokens_per_pos;  // + position
+  // With --enable-lora only: vLLM's vllm:lora_requests_info (labels max_lora,
+  // running_lora_adapters, waiting_lora_adapters), one series at a time.
+  metrics::SingleSeriesGauge lora_requests_info;
 
   // The histograms with their default bounds, for the process that creates
   // an instance's registry (bucket_overrides.h). `kv_cache_metrics`: with
@@ -52,9 +55,12 @@ struct EngineFamilies {
   static std::vector<metrics::HistogramBuilder> Histograms(bool kv_cache_metrics);
   // Registers every family (a family already there with another spec fails
   // it: nothing is left unbound); the spec_decode_* ones only with
-  // `spec_decode`.
+  // `spec_decode`, lora_requests_info only with `lora`.
   static Status Register(metrics::Registry* registry, bool kv_cache_metrics, EngineFamilies* out,
-                         bool spec_decode = false);
+                         bool spec_decode = false, bool lora = false);
+  // The room lora_requests_info keeps for its label values: a few thousand
+  // adapter names.
+  static constexpr std::uint32_t kLoraInfoBytes = 64 * 1024;
 };
 
 }  // namespace sightline::engine
