@@ -12,6 +12,7 @@
 #include "admin_routes.h"
 #include "engine_client.h"
 #include "http/http_server.h"
+#include "load_report.h"
 #include "lora_routes.h"
 #include "metrics/request_metrics.h"
 #include "openai/chat_template.h"
@@ -152,6 +153,9 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   so.served_model_name = o.served_model_name.empty() ? info.model_name : o.served_model_name;
   so.client_index = o.index;
   so.engine = info;
+  so.read_load = [r = registry.registry.get()](double* kv, double* waiting) {
+    ReadLoadReport(r, kv, waiting);
+  };
   std::unique_ptr<RequestMetrics> request_metrics;
   if (Status s = RequestMetrics::Create(registry.registry.get(), so.served_model_name,
                                         info.max_model_len, o.disable_log_stats, &request_metrics);

@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "load_report.h"
 #include "openai/completion_request.h"
+#include "openai/generate_request.h"
 #include "output/output_processor.h"
 #include "sightline/tokenizer/tokenizer.h"
 #include "sightline/utf8.h"
@@ -75,6 +77,10 @@ void OpenAiServer::AddRoutes(HttpServer* server) {
       r.body = json{{"server_load", in_flight_.load()}}.dump();
       return r;
     });
+  server->Route("POST", "/v1/completions/render",
+                [this](const HttpRequest& r) { return Render(r, /*chat=*/false); });
+  server->Route("POST", "/v1/chat/completions/render",
+                [this](const HttpRequest& r) { return Render(r, /*chat=*/true); });
   server->Route("POST", "/tokenize", [this](const HttpRequest& r) { return Tokenize(r); });
   server->Route("POST", "/detokenize", [this](const HttpRequest& r) { return Detokenize(r); });
   server->Route("GET", "/v1/models", [this](const HttpRequest&) {
@@ -108,6 +114,26 @@ void OpenAiServer::AddRoutes(HttpServer* server) {
 ParseContext OpenAiServer::Context() const {
   return ParseContext{tokenizer_, &options_.engine, options_.served_model_name,
                       options_.chat_template, engine_->lora_adapters()};
+}
+
+HttpResponse OpenAiServer::Render(const HttpRequest& request, bool chat) const {
+  CompletionParams params;
+  RequestError error;
+  if (!ParseGeneration(request.body, chat, Context(), &params, &error)) return ErrorAnswer(error);
+  const std::string model =
+      params.lora_name.empty() ? options_.served_model_name : params.lora_name;
+  const char* prefix = chat ? "chatcmpl-" : "cmpl-";
+  json body;
+  if (chat) {
+    body = GenerateRequestJson(params, 0, model, prefix + RandomHex128());
+  } else {
+    body = json::array();
+    for (std::size_t i = 0; i < params.prompts.size(); ++i)
+      body.push_back(GenerateRequestJson(params, i, model, prefix + RandomHex128()));
+  }
+  HttpResponse r;
+  r.body = body.dump();
+  return r;
 }
 
 HttpResponse OpenAiServer::Tokenize(const HttpRequest& request) const {
@@ -157,6 +183,15 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   if (!parsed) return answer(ErrorAnswer(error));
   if (!engine_->alive())
     return answer(ErrorResponse(503, "the engine is not running", "ServiceUnavailableError"));
+  // vLLM's ORCA load report, on non-streamed chat and completions answers.
+  if (const LoadReportFormat format = RequestedLoadReport(request);
+      format != LoadReportFormat::kNone && !params.stream && api != Api::kResponses &&
+      options_.read_load)
+    out = WithLoadReport(std::move(out), [format, read = options_.read_load] {
+      double kv = 0, waiting = 0;
+      read(&kv, &waiting);
+      return LoadReportHeader(format, kv, waiting);
+    });
 
   OutputProcessor::Options o;
   const char* prefix = api == Api::kCompletions ? "cmpl-"

@@ -1,9 +1,9 @@
 // OpenAiServer: the OpenAI-compatible endpoints over one engine:
 // /v1/completions (several prompts, n samples), /v1/chat/completions,
-// /v1/responses (streaming or not), /v1/models, /tokenize, /detokenize and
-// /load. It parses a generation request (openai/completion_request.h),
-// makes its OutputProcessor and submits each choice to the engine (the one
-// place that does); the request's outputs then go through the processor
+// /v1/responses (streaming or not), /v1/models, /tokenize, /detokenize,
+// /load, and vLLM's render endpoints (openai/generate_request.h). It parses a generation request
+// (openai/completion_request.h), makes its OutputProcessor and submits each choice to the engine
+// (the one place that does); the request's outputs then go through the processor
 // (output/output_processor.h: detokenization, stop strings, request metrics)
 // to OpenAiRenderer (output/openai_render.h: the OpenAI formats). The HTTP
 // metrics are the HTTP layer's.
@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,6 +35,8 @@ struct OpenAiServerOptions {
   SpecDecodeMetricsMode spec_decode_metrics = SpecDecodeMetricsMode::kNone;
   bool force_include_usage = false;  // --enable-force-include-usage
   bool load_tracking = false;        // --enable-server-load-tracking: GET /load
+  // The ORCA load report's two values (load_report.h); null: no report.
+  std::function<void(double* kv_cache_usage_perc, double* num_requests_waiting)> read_load;
 };
 
 class OutputProcessor;
@@ -61,6 +64,8 @@ class OpenAiServer {
   ParseContext Context() const;
   HttpResponse Tokenize(const HttpRequest& request) const;    // vLLM's /tokenize
   HttpResponse Detokenize(const HttpRequest& request) const;  // vLLM's /detokenize
+  // vLLM's /v1/completions/render and /v1/chat/completions/render.
+  HttpResponse Render(const HttpRequest& request, bool chat) const;
   // Generation `number`'s response completed: it leaves live_ and the load.
   void Forget(std::uint64_t number);
 

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +57,11 @@ class FakeEngine {
   FakeEngine& operator=(const FakeEngine&) = delete;
 
   std::uint64_t requests_added() const { return added_.load(); }
+  // The prompt ids of every request added, by request id.
+  std::map<std::string, std::vector<std::int32_t>> prompts() const {
+    std::lock_guard<std::mutex> g(prompts_mu_);
+    return prompts_;
+  }
   std::uint64_t requests_finished() const { return finished_.load(); }  // sent a finish
   std::uint64_t requests_aborted() const { return aborted_.load(); }
   std::uint64_t requests_running() const { return running_count_.load(); }
@@ -138,6 +144,10 @@ class FakeEngine {
           run.max_tokens = r->sampling()->max_tokens();
           run.logprobs = r->sampling()->logprobs();
           run.prompt_logprobs = r->sampling()->prompt_logprobs();
+        }
+        {
+          std::lock_guard<std::mutex> g(prompts_mu_);
+          prompts_[run.id] = run.prompt;
         }
         ++added_;
         if (run.max_tokens == 0) run.max_tokens = 1;
@@ -248,6 +258,8 @@ class FakeEngine {
   std::map<std::string, Client> clients_;  // by routing id
   std::chrono::steady_clock::time_point last_beat_{};
   std::atomic<bool> stop_{false};
+  mutable std::mutex prompts_mu_;
+  std::map<std::string, std::vector<std::int32_t>> prompts_;  // guarded by prompts_mu_
   std::atomic<std::uint64_t> added_{0}, rejected_{0}, finished_{0}, aborted_{0}, running_count_{0};
   std::thread thread_;
 };
