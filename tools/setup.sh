@@ -23,6 +23,7 @@ mode="${1:-build}"
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libzmq3-dev cppzmq-dev                      # IPC
+  libmsgpack-cxx-dev python3-msgpack          # KV events' encoding; Python's reader for its test
   libflatbuffers-dev flatbuffers-compiler     # wire format
   libboost-dev                                # Interprocess, Asio, Beast
   prometheus-cpp-dev zlib1g-dev               # Prometheus data model
