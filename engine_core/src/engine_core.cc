@@ -28,6 +28,7 @@ EngineCore::EngineCore(const EngineCoreConfig& config, std::unique_ptr<ModelRunn
     kv_.pool().set_observer(residency_.get());
   }
   if (metrics_ && config.enable_mfu_metrics) perf_.emplace(runner_->config(), config.element_bytes);
+  if (config.kv_events) kv_.EnableEvents();
 }
 
 EngineCore::~EngineCore() {

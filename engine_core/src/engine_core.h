@@ -37,6 +37,9 @@ struct EngineCoreConfig {
   int max_logprobs = 20;       // --max-logprobs: the most top logprobs a request may ask for
   // --speculative-config: n-gram drafts; off by default.
   SpeculativeConfig speculative;
+  // --kv-events-config: the KV manager records vLLM's KV-cache events
+  // (TakeKvEvents); the I/O layer publishes them.
+  bool kv_events = false;
   // LoRA (the adapters in one batch: scheduler.max_loras).
   struct Lora {
     bool enabled = false;   // --enable-lora: adapters may be loaded at run time
@@ -114,6 +117,12 @@ class EngineCore {
   bool HasWork() const { return scheduler_.HasWork(); }
   StepOutputs Step();
   bool ResetPrefixCache();
+  // With config().kv_events: the KV-cache events since the last call, in
+  // order (KVCacheManager::EnableEvents); empty otherwise.
+  std::vector<KvEvent> TakeKvEvents() { return kv_.TakeEvents(); }
+  // Every cached block's 64-bit hash, one per block (what a subscriber to
+  // the events rebuilds; the DebugCachedBlocks utility call).
+  std::vector<std::uint64_t> CachedBlockHashes() const { return kv_.CachedBlockHashes(); }
 
   const EngineCoreConfig& config() const { return config_; }
   const ModelConfig& model() const { return runner_->config(); }

@@ -78,7 +78,7 @@ std::vector<metrics::HistogramBuilder> EngineFamilies::Histograms(bool kv_cache_
 }
 
 Status EngineFamilies::Register(metrics::Registry* r, bool kv_cache_metrics, EngineFamilies* f,
-                                bool spec_decode, bool lora) {
+                                bool spec_decode, bool lora, bool kv_events) {
   Status s;
   // vLLM's (vllm/v1/metrics/loggers.py), without engine or model_name labels
   // as there. One series at a time (SingleSeriesGauge): vLLM keeps every
@@ -197,6 +197,14 @@ Status EngineFamilies::Register(metrics::Registry* r, bool kv_cache_metrics, Eng
             .Help("IPC messages the engine dropped because they failed verification.")
             .Labels({"engine"})
             .Register(r, &f->engine_rejected_messages);
+  if (s.ok() && kv_events)  // Sightline's own: what a KV-cache event subscriber missed
+    s = BuildCounter()
+            .Name("sightline:kv_events_dropped_batches")
+            .Help(
+                "KV-cache event batches the engine dropped because its publisher's queue "
+                "(--kv-events-config max_queue_size) was full; a subscriber missed them.")
+            .Labels({"engine"})
+            .Register(r, &f->kv_events_dropped_batches);
   return s;
 }
 

@@ -22,7 +22,7 @@ Status EngineMetrics::Create(metrics::Registry* r, const EngineMetricsOptions& o
                              const CacheConfigInfo& cache, std::unique_ptr<EngineMetrics>* out) {
   EngineFamilies f;
   if (Status s = EngineFamilies::Register(r, o.kv_cache_metrics, &f, o.num_speculative_tokens > 0,
-                                          o.max_loras > 0);
+                                          o.max_loras > 0, o.kv_events);
       !s.ok())
     return s;
   std::unique_ptr<EngineMetrics> m(new EngineMetrics());
@@ -65,6 +65,8 @@ Status EngineMetrics::Create(metrics::Registry* r, const EngineMetricsOptions& o
   if (s.ok()) s = f.engine_rejected_messages.Get({{"engine", engine}}, &m->rejected_messages_);
   // The API servers write the other finish reasons of this family.
   if (s.ok()) s = f.request_success.Get(with("finished_reason", "abort"), &m->orphan_aborts_);
+  if (s.ok() && o.kv_events)
+    s = f.kv_events_dropped_batches.Get({{"engine", engine}}, &m->kv_event_drops_);
   if (s.ok() && m->residency_) {
     s = f.kv_block_lifetime_seconds.Get(base, &m->block_lifetime_);
     if (s.ok()) s = f.kv_block_idle_before_evict_seconds.Get(base, &m->block_idle_);

@@ -55,6 +55,8 @@ struct EngineMetricsOptions {
   int num_speculative_tokens = 0;
   // --max-loras with --enable-lora: > 0 registers vllm:lora_requests_info.
   int max_loras = 0;
+  // --kv-events-config: registers sightline:kv_events_dropped_batches_total.
+  bool kv_events = false;
 };
 
 // One periodic report (METRICS.md §9), each line logged at the same level.
@@ -88,6 +90,8 @@ class EngineMetrics {
   // Requests the engine aborted whose API server is gone for good (replaced
   // by a new incarnation): nobody else will count them, so the engine counts
   // them in request_success{finished_reason="abort"}.
+  // KV-cache event batches the publisher dropped (its queue was full).
+  void CountKvEventDrops(std::uint64_t n) { kv_event_drops_.Inc(static_cast<double>(n)); }
   void CountOrphanAborts(std::uint64_t n) {
     if (n > 0) orphan_aborts_.Inc(static_cast<double>(n));
   }
@@ -101,6 +105,7 @@ class EngineMetrics {
   int engine_index_ = 0;
   metrics::Gauge running_, waiting_, waiting_capacity_, waiting_deferred_, kv_usage_;
   metrics::Counter prefix_queries_, prefix_hits_, preemptions_, rejected_messages_, orphan_aborts_;
+  metrics::Counter kv_event_drops_;  // inert without --kv-events-config
   metrics::Counter est_flops_, est_read_bytes_, est_write_bytes_;
   metrics::Counter spec_drafts_, spec_draft_tokens_, spec_accepted_tokens_;
   std::vector<metrics::Counter> spec_accepted_per_pos_;  // [K]; empty without speculation

@@ -8,6 +8,8 @@
 #include "engine_metrics.h"
 #include "engine_process_options.h"
 #include "engine_server.h"
+#include "kv_events/kv_event_publisher.h"
+#include "kv_events/kv_events_config.h"
 #include "lora/lora_adapter.h"
 #include "lora/lora_modules.h"
 #include "sightline/clock.h"
@@ -19,6 +21,13 @@
 namespace sightline::engine {
 
 namespace {
+
+// --kv-events-config, validated by CheckEngineOptions (off when empty).
+KvEventsConfig KvEventsConfigFor(const EngineProcessOptions& o) {
+  KvEventsConfig c;
+  if (!o.kv_events_config.empty()) (void)ParseKvEventsConfig(o.kv_events_config, &c);
+  return c;
+}
 
 // What the checks derive, for the run that follows them.
 struct Plan {
@@ -84,6 +93,7 @@ Status OpenEngineRegistry(const EngineProcessOptions& o, const KvPlan& plan, Eng
   mo.kv_cache_metrics = o.kv_cache_metrics;
   mo.num_speculative_tokens = SpeculativeConfigFor(o).num_speculative_tokens;
   mo.max_loras = o.enable_lora ? o.max_loras : 0;
+  mo.kv_events = KvEventsConfigFor(o).publishes();
   if (Status s = EngineMetrics::Create(r->registry.get(), mo, static_cast<int>(o.engine_index),
                                        cache, &r->engine_metrics);
       !s.ok())
@@ -118,6 +128,7 @@ EngineCoreConfig CoreConfig(const EngineProcessOptions& o, const Plan& p) {
   c.scheduler.eos_token_ids = p.model.eos_token_ids;
   c.speculative = SpeculativeConfigFor(o);
   c.scheduler.max_loras = o.enable_lora ? o.max_loras : 0;
+  c.kv_events = KvEventsConfigFor(o).publishes();
   c.lora.enabled = o.enable_lora;
   c.lora.max_rank = o.max_lora_rank;
   c.lora.max_cpu_loras = o.max_cpu_loras;  // CheckLoraOptions defaulted it to --max-loras
@@ -180,6 +191,14 @@ Status RunEngineProcess(EngineProcessOptions o, const EngineProcessHooks& hooks,
     if (!s.ok()) return s;
     std::cerr << "INFO engine: LoRA adapter '" << m.name << "' from " << m.path << "\n";
   }
+  // Bound before the engine serves: a busy port fails the start, one line.
+  std::unique_ptr<KvEventPublisher> kv_events;
+  if (const KvEventsConfig kc = KvEventsConfigFor(o); kc.publishes()) {
+    if (Status s = KvEventPublisher::Start(kc, /*data_parallel_rank=*/0, &kv_events); !s.ok())
+      return s;
+    std::cerr << "INFO engine: KV-cache events on " << kc.endpoint << ", topic '" << kc.topic << "'"
+              << (kc.replay_endpoint.empty() ? "" : ", replay on " + kc.replay_endpoint) << "\n";
+  }
   EngineServerOptions so;
   so.input_address = o.input;
   so.output_address = o.output;
@@ -190,6 +209,7 @@ Status RunEngineProcess(EngineProcessOptions o, const EngineProcessHooks& hooks,
   so.kv_cache_size_tokens = plan.kv.tokens;
   so.stop = hooks.stop ? hooks.stop() : nullptr;
   so.on_serving = hooks.on_ready;
+  so.kv_events = kv_events.get();
   *exit_code = EngineServer(so, &core, registry.engine_metrics.get()).Run();
   return Status::Ok();
 }

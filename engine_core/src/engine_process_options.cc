@@ -5,6 +5,7 @@
 #include "engine_process_options.h"
 
 #include "kv/kv_residency.h"
+#include "kv_events/kv_events_config.h"
 #include "lora/lora_adapter.h"
 #include "lora/lora_modules.h"
 #include "sightline/engine_core/engine_families.h"
@@ -141,6 +142,16 @@ Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvP
   if (!(o->heartbeat_timeout > 0)) return invalid("--heartbeat-timeout must be positive");
   SpeculativeConfig speculative;
   if (Status s = ParseSpeculativeConfig(o->speculative_config, &speculative); !s.ok()) return s;
+  KvEventsConfig kv_events;
+  if (!o->kv_events_config.empty()) {
+    if (Status s = ParseKvEventsConfig(o->kv_events_config, &kv_events); !s.ok()) return s;
+    // vLLM only warns; a router fed by a server that can never announce a
+    // block would route blind without a sign of why.
+    if (kv_events.publishes() && !o->prefix_caching)
+      return invalid(
+          "--kv-events-config: KV-cache events need prefix caching (drop "
+          "--no-enable-prefix-caching)");
+  }
   o->buckets.clear();
   for (const std::string& spec : o->metrics_buckets)
     if (Status s = metrics::ParseBucketOverride(spec, Histograms(*o, 1024, true), &o->buckets);

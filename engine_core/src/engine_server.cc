@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <deque>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -123,6 +124,10 @@ struct EngineServer::State {
   void PublishClients();
   void SendReady(ipc::ClientId client);
   void BroadcastLoras();
+  // What the loop's steps, aborts and resets did to the prefix cache, to the
+  // publisher (its thread encodes and sends: never this one).
+  void PublishKvEvents();
+  std::uint64_t kv_events_dropped = 0;  // main thread: the publisher's count at the last look
   // A LoRA utility call: load or unload, logged, and told to every API server.
   void ChangeLoras(const InputEvent& e, Outgoing* o);
 };
@@ -368,6 +373,10 @@ void EngineServer::State::Handle(InputEvent& e) {
         case ipc::UtilityKind::UnloadLoraAdapter:
           ChangeLoras(e, &o);
           break;
+        case ipc::UtilityKind::DebugCachedBlocks:
+          // Tests compare it with what a subscriber to the events rebuilt.
+          o.message = nlohmann::json(core->CachedBlockHashes()).dump();
+          break;
         default:
           o.ok = false;
           o.message = "unknown utility call";
@@ -375,6 +384,25 @@ void EngineServer::State::Handle(InputEvent& e) {
       output.Push(std::move(o));
       break;
     }
+  }
+}
+
+void EngineServer::State::PublishKvEvents() {
+  if (!options.kv_events) return;
+  std::vector<KvEvent> events = core->TakeKvEvents();
+  if (events.empty()) return;
+  KvEventBatch batch;
+  batch.ts =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  batch.events = std::move(events);
+  batch.data_parallel_rank = options.data_parallel_rank;
+  options.kv_events->Publish(std::move(batch));
+  const std::uint64_t dropped = options.kv_events->dropped_batches();
+  if (dropped != kv_events_dropped) {
+    if (metrics) metrics->CountKvEventDrops(dropped - kv_events_dropped);
+    if (kv_events_dropped == 0)
+      Log("WARNING", "KV-cache event batches dropped: the publisher's queue is full");
+    kv_events_dropped = dropped;
   }
 }
 
@@ -505,6 +533,7 @@ int EngineServer::Run() {
         stalled = !step.ran_model;
         s.Emit(step);
       }
+      s.PublishKvEvents();
       if (s.metrics && s.options.log_stats_interval_s > 0) {
         const double now = MonotonicSeconds();
         if (now - last_log >= 0) {

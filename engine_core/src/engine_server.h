@@ -31,6 +31,7 @@
 
 #include "engine_core.h"
 #include "engine_metrics.h"
+#include "kv_events/kv_event_publisher.h"
 
 namespace sightline::engine {
 
@@ -45,6 +46,10 @@ struct EngineServerOptions {
   const std::atomic<bool>* stop = nullptr;  // set (e.g. by SIGTERM) to shut down cleanly
   bool debug = false;                       // also print DEBUG lines (the idle stats line)
   std::function<void()> on_serving;         // once the sockets are bound (a supervisor's cue)
+  // --kv-events-config: where each loop's KV-cache events go (one batch per
+  // step that changed the prefix cache); null: none.
+  KvEventPublisher* kv_events = nullptr;
+  int data_parallel_rank = 0;
 };
 
 class EngineServer {

@@ -306,6 +306,10 @@ TEST(Serve, BadFlagsFailBeforeAnythingStarts) {
       {"--speculative-config", R"({"method": "ngram", "num_speculative_tokens": 2,
                                    "prompt_lookup_min": 6, "prompt_lookup_max": 3})"},
       {"--speculative-config", "{not json"},
+      {"--kv-events-config", R"({"enable_kv_cache_events": true, "bogus": 1})"},
+      {"--kv-events-config", R"({"enable_kv_cache_events": true, "publisher": "kafka"})"},
+      {"--kv-events-config", R"({"enable_kv_cache_events": true, "buffer_steps": 0})"},
+      {"--kv-events-config", R"({"enable_kv_cache_events": true})", "--no-enable-prefix-caching"},
       // The per-request object needs the per-request metrics and speculation.
       {"--enable-per-request-metrics", "--per-request-spec-decode-metrics", "summary"},
       {"--per-request-spec-decode-metrics", "detailed", "--speculative-config",

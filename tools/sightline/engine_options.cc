@@ -70,6 +70,11 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineProcessOptions* o) {
                   "\"prompt_lookup_max\": B} (n-gram prompt lookup, no draft model; A and B "
                   "default to 5); greedy and sampled requests alike, their output distribution "
                   "unchanged");
+  cmd->add_option("--kv-events-config", o->kv_events_config,
+                  "KV-cache events for prefix-aware routers (llm-d), vLLM's JSON: "
+                  "{\"enable_kv_cache_events\": true, \"publisher\": \"zmq\", \"endpoint\": "
+                  "\"tcp://*:5557\", \"topic\": \"kv@<pod-ip>@<model>\", \"replay_endpoint\": ..., "
+                  "\"buffer_steps\": N, \"hwm\": N, \"max_queue_size\": N}");
   cmd->add_flag("--enable-lora", o->enable_lora, "Serve LoRA adapters (the CPU runner)");
   cmd->add_option("--lora-modules", o->lora_modules,
                   "A LoRA adapter in the PEFT format, served from the start: name=path, or "
@@ -122,6 +127,7 @@ std::vector<std::string> EngineArgs(const engine::EngineProcessOptions& o) {
   for (const std::string& spec : o.metrics_buckets) a.Add("--metrics-buckets", spec);
   if (o.enable_mfu_metrics) a.Flag("--enable-mfu-metrics");
   if (!o.speculative_config.empty()) a.Add("--speculative-config", o.speculative_config);
+  if (!o.kv_events_config.empty()) a.Add("--kv-events-config", o.kv_events_config);
   if (o.enable_lora) {
     a.Flag("--enable-lora");
     for (const std::string& m : o.lora_modules) a.Add("--lora-modules", m);

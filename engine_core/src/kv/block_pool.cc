@@ -60,6 +60,12 @@ double BlockPool::Usage() const {
 void BlockPool::Evict(KVCacheBlock* b) {
   if (!b->hash) return;
   if (observer_) observer_->OnEvicted(*b);
+  if (events_) {  // one per block, as vLLM's _maybe_evict_cached_block
+    KvEvent e;
+    e.kind = KvEvent::Kind::kBlockRemoved;
+    e.block_hashes.push_back(b->hash->lo);
+    events_->push_back(std::move(e));
+  }
   auto it = cached_.find(*b->hash);
   if (it != cached_.end() && it->second == b) cached_.erase(it);
   b->hash.reset();
@@ -120,6 +126,11 @@ bool BlockPool::ResetPrefixCache() {
   cached_.clear();
   for (KVCacheBlock& b : blocks_) b.hash.reset();
   if (observer_) observer_->OnReset();
+  if (events_) {
+    KvEvent e;
+    e.kind = KvEvent::Kind::kAllBlocksCleared;
+    events_->push_back(std::move(e));
+  }
   return true;
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kv/block_hash.h"
+#include "kv_events/kv_events.h"
 
 namespace sightline::engine {
 
@@ -71,6 +72,9 @@ class BlockPool {
   double Usage() const;
   bool caching() const { return caching_; }
   void set_observer(Observer* o) { observer_ = o; }
+  // KV-cache events: each eviction of a cached block appends a BlockRemoved,
+  // each reset an AllBlocksCleared (KVCacheManager adds the BlockStored).
+  void set_events(std::vector<KvEvent>* events) { events_ = events; }
 
   // Takes `n` blocks from the head of the free queue (evicting cached ones),
   // each with ref_cnt 1. Requires n <= num_free_blocks().
@@ -102,6 +106,7 @@ class BlockPool {
   std::unordered_map<BlockHash, KVCacheBlock*, BlockHashHasher> cached_;
   bool caching_;
   Observer* observer_ = nullptr;
+  std::vector<KvEvent>* events_ = nullptr;
 };
 
 }  // namespace sightline::engine

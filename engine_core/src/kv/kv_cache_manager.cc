@@ -86,7 +86,7 @@ void KVCacheManager::RecordAdmission(int num_tokens, const Hit& hit, bool preemp
 
 bool KVCacheManager::AllocateSlots(RequestKV* kv, std::span<const BlockHash> block_hashes,
                                    int num_computed_tokens, const Hit& hit, int num_new_tokens,
-                                   int num_tokens_to_cache) {
+                                   int num_tokens_to_cache, const BlockOrigin& origin) {
   RemoveSkippedBlocks(kv, num_computed_tokens);
   const int total = num_computed_tokens + hit.num_tokens + num_new_tokens;
   const int blocks_needed = (total + block_size_ - 1) / block_size_;
@@ -111,6 +111,8 @@ bool KVCacheManager::AllocateSlots(RequestKV* kv, std::span<const BlockHash> blo
   if (full > kv->num_cached_blocks) {
     // A block a sliding window freed before it could be registered (its
     // hash came later) is gone: only the live ones are cached.
+    if (events_on_ && pool_.caching())
+      RecordStored(*kv, block_hashes, kv->num_cached_blocks, full, origin);
     std::vector<KVCacheBlock*> blocks;
     std::vector<BlockHash> hashes;
     for (int i = kv->num_cached_blocks; i < full; ++i) {
@@ -123,6 +125,58 @@ bool KVCacheManager::AllocateSlots(RequestKV* kv, std::span<const BlockHash> blo
     kv->num_cached_blocks = full;
   }
   return true;
+}
+
+void KVCacheManager::RecordStored(const RequestKV& kv, std::span<const BlockHash> block_hashes,
+                                  int first, int end, const BlockOrigin& origin) {
+  const auto bs = static_cast<std::size_t>(block_size_);
+  KvEvent* run = nullptr;  // the event of the run of blocks being registered
+  for (int i = first; i < end; ++i) {
+    const KVCacheBlock* b = kv.blocks[static_cast<std::size_t>(i)];
+    // Not registered now (CacheBlocks' rules): a block a window freed, or
+    // one already cached. Either ends a run; the next starts a new event.
+    if (b == pool_.null_block() || b->hash) {
+      run = nullptr;
+      continue;
+    }
+    if (!run) {
+      run = &events_.emplace_back();
+      run->kind = KvEvent::Kind::kBlockStored;
+      if (i > 0) run->parent_block_hash = block_hashes[static_cast<std::size_t>(i - 1)].lo;
+      run->block_size = block_size_;
+      run->sliding_window = sliding_window_;
+      if (!origin.lora_name.empty()) run->lora_name = std::string(origin.lora_name);
+    }
+    run->block_hashes.push_back(block_hashes[static_cast<std::size_t>(i)].lo);
+    const auto at = static_cast<std::size_t>(i) * bs;
+    if (at + bs <= origin.tokens.size())
+      run->token_ids.insert(run->token_ids.end(),
+                            origin.tokens.begin() + static_cast<std::ptrdiff_t>(at),
+                            origin.tokens.begin() + static_cast<std::ptrdiff_t>(at + bs));
+    // vLLM's extra keys: the adapter on every block, the salt on the first.
+    std::vector<std::string> extra;
+    if (!origin.lora_name.empty()) extra.emplace_back(origin.lora_name);
+    if (i == 0 && !origin.cache_salt.empty()) extra.emplace_back(origin.cache_salt);
+    run->extra_keys.push_back(std::move(extra));
+  }
+}
+
+void KVCacheManager::EnableEvents() {
+  events_on_ = true;
+  pool_.set_events(&events_);
+}
+
+std::vector<KvEvent> KVCacheManager::TakeEvents() {
+  std::vector<KvEvent> out;
+  out.swap(events_);
+  return out;
+}
+
+std::vector<std::uint64_t> KVCacheManager::CachedBlockHashes() const {
+  std::vector<std::uint64_t> out;
+  for (int id = 1; id < pool_.num_blocks(); ++id)
+    if (const auto& h = pool_.block(id).hash) out.push_back(h->lo);
+  return out;
 }
 
 void KVCacheManager::Free(RequestKV* kv) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "kv/block_hash.h"
@@ -65,9 +66,30 @@ class KVCacheManager {
   // pool is short, having changed nothing but (with a sliding window) freed
   // the blocks that left the window. Full blocks among the first
   // `num_tokens_to_cache` tokens are registered under `block_hashes`.
+  // `origin` says what the blocks hold, for the BlockStored events.
+  struct BlockOrigin {
+    std::span<const std::int32_t> tokens;  // the request's, from its first
+    std::string_view cache_salt;           // the client's (ClientCacheSalt)
+    std::string_view lora_name;            // its adapter; empty: none
+  };
   bool AllocateSlots(RequestKV* kv, std::span<const BlockHash> block_hashes,
                      int num_computed_tokens, const Hit& hit, int num_new_tokens,
-                     int num_tokens_to_cache);
+                     int num_tokens_to_cache, const BlockOrigin& origin = {});
+
+  // KV-cache events (--kv-events-config; kv_events/kv_events.h): from now on
+  // what the prefix cache gains, loses and clears is recorded in order until
+  // TakeEvents, as vLLM's block pool records it: a BlockStored for each
+  // request's newly registered full blocks (one event per run of them, with
+  // the hash of the block before as parent, their tokens, the adapter's name
+  // and the client's cache_salt as extra keys), a BlockRemoved for each
+  // cached block evicted for reuse (freeing a block keeps it cached: no
+  // event), an AllBlocksCleared for each reset. Hashes are the first 64 bits
+  // of the blocks' (CachedBlockHashes).
+  void EnableEvents();
+  std::vector<KvEvent> TakeEvents();
+  // The hash (64 bits, as events carry it) of every block that holds one,
+  // one entry per physical block: what a subscriber to the events rebuilds.
+  std::vector<std::uint64_t> CachedBlockHashes() const;
 
   // Releases every block of `kv` (tail first, so a chain's prefix outlives its tail).
   void Free(RequestKV* kv);
@@ -86,10 +108,16 @@ class KVCacheManager {
   // query (position num_computed_tokens) become the null block and are freed.
   void RemoveSkippedBlocks(RequestKV* kv, int num_computed_tokens);
 
+  // The BlockStored events of newly registered blocks [first, end).
+  void RecordStored(const RequestKV& kv, std::span<const BlockHash> block_hashes, int first,
+                    int end, const BlockOrigin& origin);
+
   BlockPool pool_;
   int block_size_;
   int sliding_window_;
   PrefixCacheStats stats_;
+  bool events_on_ = false;
+  std::vector<KvEvent> events_;
 };
 
 }  // namespace sightline::engine

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kv/block_hash.h"
@@ -92,6 +93,13 @@ inline void UseLoraAdapter(int block_size, int slot, const std::string& key, Req
   r->cache_salt += "\x1flora:" + key;
   r->block_hashes.clear();
   ExtendBlockHashes(r->tokens, block_size, r->cache_salt, &r->block_hashes);
+}
+
+// The cache_salt the client gave (UseLongRope and UseLoraAdapter append
+// their own parts after a \x1f), as a KV-cache event's extra keys name it.
+inline std::string_view ClientCacheSalt(const Request& r) {
+  const std::string_view salt = r.cache_salt;
+  return salt.substr(0, salt.find('\x1f'));
 }
 
 }  // namespace sightline::engine

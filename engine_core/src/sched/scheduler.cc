@@ -50,7 +50,7 @@ bool Scheduler::Allocate(Request* r, const KVCacheManager::Hit& hit, int num_new
   const int to_cache =
       std::min(r->num_computed_tokens + hit.num_tokens + num_new_tokens, r->num_tokens());
   return kv_->AllocateSlots(&r->kv, r->block_hashes, r->num_computed_tokens, hit, num_new_tokens,
-                            to_cache);
+                            to_cache, {r->tokens, ClientCacheSalt(*r), r->lora_name});
 }
 
 Request* Scheduler::PickVictim() const {

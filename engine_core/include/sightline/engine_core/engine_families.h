@@ -41,6 +41,8 @@ struct EngineFamilies {
   metrics::CounterFamily request_success;
   // Labels {engine} only.
   metrics::CounterFamily engine_rejected_messages;
+  // Labels {engine}; with --kv-events-config only.
+  metrics::CounterFamily kv_events_dropped_batches;
   // With speculative decoding only (else unregistered), as in vLLM.
   metrics::CounterFamily spec_decode_num_drafts, spec_decode_num_draft_tokens,
       spec_decode_num_accepted_tokens;
@@ -55,9 +57,10 @@ struct EngineFamilies {
   static std::vector<metrics::HistogramBuilder> Histograms(bool kv_cache_metrics);
   // Registers every family (a family already there with another spec fails
   // it: nothing is left unbound); the spec_decode_* ones only with
-  // `spec_decode`, lora_requests_info only with `lora`.
+  // `spec_decode`, lora_requests_info only with `lora`, kv_events_dropped_batches
+  // only with `kv_events`.
   static Status Register(metrics::Registry* registry, bool kv_cache_metrics, EngineFamilies* out,
-                         bool spec_decode = false, bool lora = false);
+                         bool spec_decode = false, bool lora = false, bool kv_events = false);
   // The room lora_requests_info keeps for its label values: a few thousand
   // adapter names.
   static constexpr std::uint32_t kLoraInfoBytes = 64 * 1024;

@@ -56,6 +56,9 @@ struct EngineProcessOptions {
   // --speculative-config, as given: vLLM's JSON (spec/speculative_config.h);
   // empty: no speculation. CheckEngineOptions validates it.
   std::string speculative_config;
+  // --kv-events-config, as given: vLLM's JSON (kv_events/kv_events_config.h);
+  // empty: no KV-cache events. CheckEngineOptions validates it.
+  std::string kv_events_config;
   // LoRA (vLLM's flags): --enable-lora; --lora-modules, each "name=path" or
   // vLLM's JSON, loaded at start (CheckEngineOptions reads and checks each
   // against the model); --max-loras adapters among the running requests;
