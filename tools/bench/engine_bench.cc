@@ -9,6 +9,7 @@
 
 #include "engine_core.h"
 #include "engine_metrics.h"
+#include "kv_events/kv_event_publisher.h"
 #include "sched/scheduler.h"
 #include "sightline/kernels/cpu_ops.h"
 #include "sightline/shm_registry/registry.h"
@@ -152,6 +153,84 @@ BENCHMARK(BM_TinyDecode)
 // step pays per speculating request. Random text from a 32k vocabulary (the
 // search reads everything and finds little) and text that repeats a 1k-token
 // span (long matches, drafts every time).
+// KV-cache events (--kv-events-config) during decode: the tiny model, 64
+// requests, 4-token blocks (so each request fills a block every 4 steps and
+// most steps announce blocks), with events off, on with no subscriber, and
+// on with a subscriber that connects and never reads (its socket fills, then
+// ZeroMQ drops). The engine records events and hands each step's batch to
+// the publisher thread: a stalled subscriber must not slow the step.
+void BM_KvEventsDecode(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0));  // 0 off, 1 no subscriber, 2 stalled
+  kernels::cpu::SetComputeThreads(1);
+  ModelConfig model;
+  if (!PresetModelConfig("sightline-tiny", &model).ok()) std::abort();
+  EngineCoreConfig c;
+  c.block_size = 4;
+  c.num_blocks = 64 * 180 + 1;
+  c.scheduler.max_num_seqs = 64;
+  c.scheduler.max_num_batched_tokens = 8192;
+  c.scheduler.max_model_len = 2048;
+  c.scheduler.eos_token_ids = model.eos_token_ids;
+  c.kv_events = mode > 0;
+  double now = 0;
+  EngineCore core(c, MakeCpuModelRunner(model, DummyWeights(model, 0), c.num_blocks, c.block_size),
+                  nullptr, [&] { return now += 1e-3; });
+  const std::string endpoint = "ipc:///tmp/sightline-bench-kv-" + std::to_string(getpid());
+  std::unique_ptr<KvEventPublisher> publisher;
+  zmq::context_t ctx(1);
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  if (mode > 0) {
+    KvEventsConfig kc;
+    kc.enable_kv_cache_events = true;
+    kc.publisher = "zmq";
+    kc.endpoint = endpoint;
+    kc.topic = "kv@bench@tiny";
+    if (!KvEventPublisher::Start(kc, 0, &publisher).ok()) std::abort();
+  }
+  if (mode == 2) {
+    sub.set(zmq::sockopt::subscribe, "kv@");
+    sub.set(zmq::sockopt::rcvhwm, 1000);
+    sub.connect(endpoint);  // and never read
+  }
+  for (int i = 0; i < 64; ++i) {
+    auto r = std::make_unique<Request>();
+    r->id = "r" + std::to_string(i);
+    for (int t = 0; t < 64; ++t) r->tokens.push_back((t * 7 + i) % 256);
+    ExtendBlockHashes(r->tokens, c.block_size, r->cache_salt, &r->block_hashes);
+    r->sampling.temperature = 0;
+    r->sampling.ignore_eos = true;
+    r->sampling.max_tokens = 100000;
+    if (!core.AddRequest(std::move(r)).ok()) std::abort();
+  }
+  core.Step();  // the prefill step, not measured
+  std::int64_t tokens = 0, events = 0;
+  for (auto _ : state) {
+    StepOutputs out = core.Step();
+    for (const auto& [client, items] : out.by_client)
+      tokens += static_cast<std::int64_t>(items.size());
+    if (publisher) {  // what EngineServer does after each step
+      KvEventBatch batch;
+      batch.events = core.TakeKvEvents();
+      events += static_cast<std::int64_t>(batch.events.size());
+      if (!batch.events.empty()) publisher->Publish(std::move(batch));
+    }
+  }
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsRate);
+  state.counters["events_per_step"] =
+      static_cast<double>(events) / static_cast<double>(state.iterations());
+  if (publisher)
+    state.counters["dropped_batches"] = static_cast<double>(publisher->dropped_batches());
+}
+BENCHMARK(BM_KvEventsDecode)
+    ->ArgNames({"events"})
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2)
+    ->Iterations(400)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
+
 void BM_NgramPropose(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const bool repeats = state.range(1) != 0;
