@@ -228,12 +228,18 @@ TEST(KvEventsEncoding, BlockStoredIsVllmsMap) {
   const std::string bytes = EncodeKvEventBatch(KvEventsSampleBatch());
   const msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
   const msgpack::object& e = oh.get().via.array.ptr[1].via.array.ptr[0];
-  // vLLM's declaration order; extra_keys left out (every block has none),
-  // kv_cache_spec_sliding_window too (full attention).
+  // vLLM's declaration order; extra_keys [nil, nil] (blocks without any, as
+  // vLLM v0.26 sends them), kv_cache_spec_sliding_window left out (full
+  // attention).
   EXPECT_EQ(KvEventsMapKeys(e),
             (std::vector<std::string>{"type", "block_hashes", "parent_block_hash", "token_ids",
-                                      "block_size", "lora_id", "medium", "lora_name", "group_idx",
-                                      "kv_cache_spec_kind"}));
+                                      "block_size", "lora_id", "medium", "lora_name", "extra_keys",
+                                      "group_idx", "kv_cache_spec_kind"}));
+  const msgpack::object& nils = KvEventsField(e, "extra_keys");
+  ASSERT_EQ(nils.type, msgpack::type::ARRAY);
+  ASSERT_EQ(nils.via.array.size, 2u);
+  EXPECT_EQ(nils.via.array.ptr[0].type, msgpack::type::NIL);
+  EXPECT_EQ(nils.via.array.ptr[1].type, msgpack::type::NIL);
   const msgpack::object& hashes = KvEventsField(e, "block_hashes");
   ASSERT_EQ(hashes.via.array.size, 2u);
   EXPECT_EQ(hashes.via.array.ptr[0].type, msgpack::type::POSITIVE_INTEGER);
@@ -320,7 +326,8 @@ TEST(KvEventsEncoding, PythonMsgpackReadsTheSameBatch) {
   EXPECT_EQ(output,
             "[1.5,[{\"type\":\"BlockStored\",\"block_hashes\":[15760628371265181304,7],"
             "\"parent_block_hash\":null,\"token_ids\":[1,2,300,70000],\"block_size\":2,"
-            "\"lora_id\":null,\"medium\":\"GPU\",\"lora_name\":null,\"group_idx\":0,"
+            "\"lora_id\":null,\"medium\":\"GPU\",\"lora_name\":null,\"extra_keys\":[null,null],"
+            "\"group_idx\":0,"
             "\"kv_cache_spec_kind\":\"full_attention\"},"
             "{\"type\":\"BlockRemoved\",\"block_hashes\":[15760628371265181304],"
             "\"medium\":\"GPU\",\"group_idx\":0},"

@@ -33,14 +33,8 @@ void PackHashes(KvPacker& pk, const std::vector<std::uint64_t>& hashes) {
   for (std::uint64_t h : hashes) pk.pack_uint64(h);  // the smallest unsigned form
 }
 
-bool AnyExtraKeys(const KvEvent& e) {
-  for (const auto& keys : e.extra_keys)
-    if (!keys.empty()) return true;
-  return false;
-}
-
 void PackBlockStored(KvPacker& pk, const KvEvent& e) {
-  const bool extra = AnyExtraKeys(e);
+  const bool extra = !e.extra_keys.empty();
   const bool sliding = e.sliding_window > 0;
   // type + 7 required fields + group_idx + kv_cache_spec_kind, and the two
   // that msgspec omits at their default (None).

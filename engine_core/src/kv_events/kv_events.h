@@ -24,8 +24,9 @@ struct KvEvent {
   std::optional<std::string> lora_name;            // Stored
   // Stored: per block, what besides its tokens its hash covers (vLLM's
   // extra_keys: the adapter's name on every block, the cache_salt on the
-  // first); empty, or one entry per block. An empty entry is encoded as nil;
-  // when every entry is empty the field is omitted.
+  // first); one entry per block, an empty one encoded as nil (as vLLM sends
+  // [None, ...] for blocks with none); no entries at all: the field is left
+  // out (msgspec's omit_defaults for None).
   std::vector<std::vector<std::string>> extra_keys;
   // Stored: > 0: the group's attention is a sliding window of this many
   // tokens (kv_cache_spec_kind "sliding_window"); else "full_attention".
@@ -46,8 +47,8 @@ struct KvEventBatch {
 // array form ["BlockStored", ...] is not written: llm-d decodes both, and the
 // map form is what a current vLLM sends.
 //   BlockStored: block_hashes, parent_block_hash (nil: none), token_ids,
-//     block_size, lora_id, medium ("GPU"), lora_name, extra_keys (only when
-//     some block has any), group_idx (0), kv_cache_spec_kind,
+//     block_size, lora_id, medium ("GPU"), lora_name, extra_keys (one entry
+//     per block, nil for none), group_idx (0), kv_cache_spec_kind,
 //     kv_cache_spec_sliding_window (only for a sliding window).
 //   BlockRemoved: block_hashes, medium ("GPU"), group_idx (0).
 //   AllBlocksCleared: the type alone.
