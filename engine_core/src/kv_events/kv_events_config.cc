@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
+#include "flags/json_flag.h"
+
 namespace sightline::engine {
 
 namespace {
@@ -58,16 +60,14 @@ Status ReadInt(const nlohmann::json& j, const char* key, int min, int* out) {
 Status ParseKvEventsConfig(std::string_view text, KvEventsConfig* out) {
   *out = KvEventsConfig{};
   if (text.empty()) return Status::Ok();
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return KvInvalid("not valid JSON");
-  if (!j.is_object()) return KvInvalid("must be a JSON object");
-  for (const auto& [key, value] : j.items())
-    if (key != "enable_kv_cache_events" && key != "publisher" && key != "endpoint" &&
-        key != "replay_endpoint" && key != "buffer_steps" && key != "hwm" &&
-        key != "max_queue_size" && key != "topic")
-      return KvInvalid("unknown key \"" + key +
-                       "\" (enable_kv_cache_events, publisher, endpoint, replay_endpoint, "
-                       "buffer_steps, hwm, max_queue_size, topic)");
+  nlohmann::json j;
+  if (Status s =
+          ParseJsonFlag(text, "--kv-events-config",
+                        {"enable_kv_cache_events", "publisher", "endpoint", "replay_endpoint",
+                         "buffer_steps", "hwm", "max_queue_size", "topic"},
+                        &j);
+      !s.ok())
+    return s;
   KvEventsConfig c;
   bool has_publisher = false, present = false;
   if (Status s = ReadBool(j, "enable_kv_cache_events", &c.enable_kv_cache_events); !s.ok())

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "flags/json_flag.h"
+
 namespace sightline::engine {
 
 namespace {
@@ -31,14 +33,12 @@ Status ReadInt(const nlohmann::json& j, const char* key, bool* present, int* out
 Status ParseSpeculativeConfig(std::string_view text, SpeculativeConfig* out) {
   *out = SpeculativeConfig{};
   if (text.empty()) return Status::Ok();
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Invalid("not valid JSON");
-  if (!j.is_object()) return Invalid("must be a JSON object");
-  for (const auto& [key, value] : j.items())
-    if (key != "method" && key != "num_speculative_tokens" && key != "prompt_lookup_min" &&
-        key != "prompt_lookup_max")
-      return Invalid("unknown key \"" + key +
-                     "\" (method, num_speculative_tokens, prompt_lookup_min, prompt_lookup_max)");
+  nlohmann::json j;
+  if (Status s = ParseJsonFlag(
+          text, "--speculative-config",
+          {"method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"}, &j);
+      !s.ok())
+    return s;
   const auto method = j.find("method");
   if (method == j.end() || !method->is_string())
     return Invalid("\"method\" is required: only \"ngram\" is supported");
