@@ -12,6 +12,7 @@
 #include "openai/completion_request.h"
 #include "openai/generate_request.h"
 #include "output/output_processor.h"
+#include "sightline/clock.h"
 #include "sightline/tokenizer/tokenizer.h"
 #include "sightline/utf8.h"
 
@@ -46,10 +47,9 @@ std::string RandomHex128() {
   return out;
 }
 
-std::int64_t UnixSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+// OpenAI's `created`: whole seconds since the Unix epoch.
+std::int64_t CreatedSeconds() {
+  return static_cast<std::int64_t>(UnixSeconds());
 }
 
 }  // namespace
@@ -86,7 +86,7 @@ void OpenAiServer::AddRoutes(HttpServer* server) {
   server->Route("GET", "/v1/models", [this](const HttpRequest&) {
     // The base model, then each LoRA adapter with its path (`root`) and the
     // base model (`parent`), as vLLM lists them.
-    const std::int64_t now = UnixSeconds();
+    const std::int64_t now = CreatedSeconds();
     json models = json::array();
     models.push_back({{"id", options_.served_model_name},
                       {"object", "model"},
@@ -204,7 +204,7 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   o.handler = api == Api::kCompletions ? "/v1/completions"
               : api == Api::kChat      ? "/v1/chat/completions"
                                        : "/v1/responses";
-  o.created = UnixSeconds();
+  o.created = CreatedSeconds();
   o.arrival = arrival;
   o.per_request_metrics = options_.per_request_metrics;
   o.spec_decode_metrics = options_.spec_decode_metrics;

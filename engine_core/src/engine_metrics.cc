@@ -1,8 +1,8 @@
 #include "engine_metrics.h"
 
-#include <chrono>
 #include <cstdio>
 
+#include "sightline/clock.h"
 #include "sightline/engine_core/engine_families.h"
 #include "sightline/shm_registry/exposition.h"
 
@@ -113,8 +113,7 @@ void EngineMetrics::RecordLoraInfo(const StepStats& st) {
     return out;
   };
   std::string running = join(st.running_loras), waiting = join(st.waiting_loras);
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double now = UnixSeconds();
   if (running == lora_running_ && waiting == lora_waiting_ && lora_info_set_at_ >= 0 &&
       now - lora_info_set_at_ < 1.0)
     return;

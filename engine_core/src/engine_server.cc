@@ -392,8 +392,7 @@ void EngineServer::State::PublishKvEvents() {
   std::vector<KvEvent> events = core->TakeKvEvents();
   if (events.empty()) return;
   KvEventBatch batch;
-  batch.ts =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  batch.ts = UnixSeconds();
   batch.events = std::move(events);
   batch.data_parallel_rank = options.data_parallel_rank;
   options.kv_events->Publish(std::move(batch));

@@ -24,4 +24,11 @@ inline std::int64_t MonotonicNanos() {
       .count();
 }
 
+// Seconds since the Unix epoch, from the wall clock: only for values other
+// systems read as dates (a gauge whose value is a time, an event batch's
+// timestamp), never for an interval (the wall clock steps).
+inline double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace sightline
