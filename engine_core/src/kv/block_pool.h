@@ -75,6 +75,7 @@ class BlockPool {
   // KV-cache events: each eviction of a cached block appends a BlockRemoved,
   // each reset an AllBlocksCleared (KVCacheManager adds the BlockStored).
   void set_events(std::vector<KvEvent>* events) { events_ = events; }
+  bool records_events() const { return events_ != nullptr; }
 
   // Takes `n` blocks from the head of the free queue (evicting cached ones),
   // each with ref_cnt 1. Requires n <= num_free_blocks().

@@ -111,7 +111,7 @@ bool KVCacheManager::AllocateSlots(RequestKV* kv, std::span<const BlockHash> blo
   if (full > kv->num_cached_blocks) {
     // A block a sliding window freed before it could be registered (its
     // hash came later) is gone: only the live ones are cached.
-    if (events_on_ && pool_.caching())
+    if (pool_.records_events() && pool_.caching())
       RecordStored(*kv, block_hashes, kv->num_cached_blocks, full, origin);
     std::vector<KVCacheBlock*> blocks;
     std::vector<BlockHash> hashes;
@@ -162,7 +162,6 @@ void KVCacheManager::RecordStored(const RequestKV& kv, std::span<const BlockHash
 }
 
 void KVCacheManager::EnableEvents() {
-  events_on_ = true;
   pool_.set_events(&events_);
 }
 

@@ -116,8 +116,7 @@ class KVCacheManager {
   int block_size_;
   int sliding_window_;
   PrefixCacheStats stats_;
-  bool events_on_ = false;
-  std::vector<KvEvent> events_;
+  std::vector<KvEvent> events_;  // recorded while pool_.records_events()
 };
 
 }  // namespace sightline::engine
