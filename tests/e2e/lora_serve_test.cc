@@ -249,8 +249,11 @@ TEST_F(LoraServeTest, AdaptersLoadAndUnloadAtRunTimeOnEveryApiServer) {
       }
     }
 
-  // An unload while a request runs with the adapter: the request finishes
-  // whole; new ones get the unknown-model 404 on every API server.
+  // An unload during a stream with the adapter: the stream ends whole; new
+  // requests get the unknown-model 404 on every API server. (Whether the
+  // engine was still generating when the unload came depends on the
+  // machine's pace; LoraRunner.AnUnloadLetsTheRunningRequestFinishWithTheAdapter
+  // shows that case deterministically.)
   std::string unloaded;
   std::string stream_text;
   HttpClient(port).Stream(

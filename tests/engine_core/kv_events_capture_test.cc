@@ -76,6 +76,7 @@ class KvEventsCaptureTest : public ::testing::Test {
     c.scheduler.max_num_batched_tokens = 32;
     c.scheduler.eos_token_ids = {-1};
     c.kv_events = events;
+    c.scheduler.log_stats = true;  // outputs carry their events: preemptions are seen
     core_ = std::make_unique<EngineCore>(
         c, MakeCpuModelRunner(model_, DummyWeights(model_, 3), num_blocks, 4), nullptr,
         [this] { return now_ += 1; });
@@ -102,11 +103,15 @@ class KvEventsCaptureTest : public ::testing::Test {
     std::sort(engine.begin(), engine.end());
     EXPECT_EQ(sub_.Hashes(), engine);
   }
+  // One step, its events applied and checked; preemptions counted.
+  void StepAndCheck() {
+    for (const auto& [client, items] : core_->Step().by_client)
+      for (const OutputItem& item : items)
+        for (const RequestEvent& e : item.events) preemptions_ += e.type == EventType::kPreempted;
+    Check("a step");
+  }
   void RunAll() {
-    while (core_->HasWork()) {
-      core_->Step();
-      Check("a step");
-    }
+    while (core_->HasWork()) StepAndCheck();
   }
   static std::vector<std::int32_t> Prompt(int shared, int own, int seed) {
     std::vector<std::int32_t> p;
@@ -116,28 +121,27 @@ class KvEventsCaptureTest : public ::testing::Test {
   }
 
   double now_ = 0;
+  int preemptions_ = 0;
   ModelConfig model_;
   std::unique_ptr<EngineCore> core_;
   KvEventsSubscriberModel sub_;
 };
 
 TEST_F(KvEventsCaptureTest, TheSubscribersBlocksAreTheEnginesThroughEvictionPreemptionAndReset) {
-  Make(40);  // 39 usable blocks of 4 tokens: eviction and preemption
+  Make(40);  // 39 usable blocks of 4 tokens (156 tokens) for 6 x ~64: eviction, preemption
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < 6; ++i)
       Add("r" + std::to_string(round) + "-" + std::to_string(i), Prompt(12, 9 + i, round * 10 + i),
-          14, /*client=*/static_cast<std::uint32_t>(i % 2), i == 3 ? "salt" : "");
+          40, /*client=*/static_cast<std::uint32_t>(i % 2), i == 3 ? "salt" : "");
     // A few steps, then client 1's requests go (its API server died).
-    for (int s = 0; s < 4 && core_->HasWork(); ++s) {
-      core_->Step();
-      Check("a step");
-    }
+    for (int s = 0; s < 4 && core_->HasWork(); ++s) StepAndCheck();
     core_->AbortClient(1);
     Check("client 1's requests aborted");
     RunAll();
   }
   EXPECT_GT(sub_.stored, 10);
   EXPECT_GT(sub_.removed, 5) << "the small pool evicted cached blocks";
+  EXPECT_GT(preemptions_, 0) << "the small pool preempted requests";
   ASSERT_TRUE(core_->ResetPrefixCache());
   Check("a reset");
   EXPECT_EQ(sub_.cleared, 1);

@@ -155,7 +155,8 @@ class KvEventsProcessTest : public ::testing::Test {
     const nlohmann::json config = {
         {"enable_kv_cache_events", true}, {"publisher", "zmq"},           {"endpoint", pub_},
         {"replay_endpoint", replay_},     {"topic", "kv@127.0.0.1@tiny"}, {"buffer_steps", 100000}};
-    // 39 usable blocks of 4 tokens, 32 tokens a step: eviction and preemption.
+    // 39 usable blocks of 4 tokens, 32 tokens a step: cached blocks are evicted (preemption is
+    // kv_events_capture_test.cc's).
     engine_ = ChildProcess::Exec({SIGHTLINE_CLI,
                                   "engine",
                                   "sightline-tiny",

@@ -202,6 +202,54 @@ TEST(LoraRunner, TheEngineServesAdaptersByName) {
   EXPECT_NE(refused.message().find("LoRA"), std::string::npos);
 }
 
+// A run-time unload while a request runs with the adapter: new requests
+// naming it are refused at once, the running one finishes with the
+// adapter's own tokens (the dense reference on the merged weights), and the
+// adapter's weights go when it is done.
+TEST(LoraRunner, AnUnloadLetsTheRunningRequestFinishWithTheAdapter) {
+  ModelConfig c;
+  ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
+  const ModelWeights w = DummyWeights(c, 12);
+  EngineCoreConfig config;
+  config.block_size = 4;
+  config.num_blocks = 256;
+  config.scheduler.max_model_len = 2048;
+  config.scheduler.max_num_batched_tokens = 64;
+  config.scheduler.eos_token_ids = {-1};
+  double now = 0;
+  EngineCore core(config, MakeCpuModelRunner(c, w, 256, 4), nullptr, [&now] { return now += 1; });
+  const auto a =
+      std::make_shared<LoraAdapter>(RandomLoraAdapter(c, 8, 16, false, {LoraModule::kQ}, 7));
+  ASSERT_TRUE(core.AddLoraAdapter("a", "/a", a).ok());
+  const std::vector<std::int32_t> prompt = Prompt(9, 4);
+  auto add = [&](const std::string& id) {
+    auto r = std::make_unique<Request>();
+    r->id = id;
+    r->tokens = prompt;
+    r->sampling.temperature = 0;
+    r->sampling.max_tokens = 12;
+    r->lora_name = "a";
+    return core.AddRequest(std::move(r));
+  };
+  ASSERT_TRUE(add("running").ok());
+  std::vector<std::int32_t> got;
+  auto collect = [&](const StepOutputs& out) {
+    for (const auto& [client, items] : out.by_client)
+      for (const OutputItem& item : items)
+        got.insert(got.end(), item.new_tokens.begin(), item.new_tokens.end());
+  };
+  for (int i = 0; i < 3; ++i) collect(core.Step());
+  ASSERT_FALSE(got.empty());
+  ASSERT_TRUE(core.RemoveLoraAdapter("a").ok());
+  EXPECT_EQ(core.RemoveLoraAdapter("a").code(), Status::Code::kNotFound);
+  EXPECT_EQ(add("late").code(), Status::Code::kNotFound) << "the name went at once";
+  EXPECT_TRUE(core.lora_adapters().empty());
+  EXPECT_EQ(core.resident_lora_adapters(), 1) << "its running request holds it";
+  while (core.HasWork()) collect(core.Step());
+  EXPECT_EQ(got, testing::DenseGreedy(c, MergeLora(c, w, *a), prompt, 12, nullptr));
+  EXPECT_EQ(core.resident_lora_adapters(), 0) << "freed after the last request";
+}
+
 TEST(LoraRunner, AnEmptySlotOrAMismatchedAdapterIsRefused) {
   ModelConfig c;
   ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
