@@ -60,8 +60,8 @@ Status LoadTokenizer(const std::string& tokenizer, std::unique_ptr<Tokenizer>* o
 }
 
 // --chat-template, else the tokenizer directory's tokenizer_config.json,
-// else `plain` for the built-in byte tokenizer. The tokenizer gives the
-// template its bos_token and eos_token.
+// else `plain` for the built-in byte tokenizer, else none (null). The
+// tokenizer gives the template its bos_token and eos_token.
 Status LoadChatTemplate(const ApiServerProcessOptions& o, const Tokenizer& tokenizer,
                         std::shared_ptr<const ChatTemplate>* out) {
   std::string tokenizer_config;
@@ -137,6 +137,10 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
                                    " tokens, the model " + std::to_string(info.vocab_size));
   std::shared_ptr<const ChatTemplate> chat_template;
   if (Status s = LoadChatTemplate(o, *tokenizer, &chat_template); !s.ok()) return s;
+  if (!chat_template && o.index == 0)  // said once per instance, not by every API server
+    std::cerr << "WARNING api-server: the tokenizer defines no chat template and "
+                 "--chat-template was not given: completions are served, chat and responses "
+                 "requests are refused (400)\n";
 
   OpenAiServerOptions so;
   if (Status s =

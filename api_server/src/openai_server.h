@@ -30,7 +30,7 @@ struct OpenAiServerOptions {
   std::string served_model_name;
   std::uint32_t client_index = 0;
   EngineInfo engine;
-  std::shared_ptr<const ChatTemplate> chat_template = PlainChatTemplate();
+  std::shared_ptr<const ChatTemplate> chat_template = PlainChatTemplate();  // null: none
   bool per_request_metrics = false;  // --enable-per-request-metrics (METRICS.md §8)
   SpecDecodeMetricsMode spec_decode_metrics = SpecDecodeMetricsMode::kNone;
   bool force_include_usage = false;  // --enable-force-include-usage

@@ -109,7 +109,12 @@ TEST(ChatTemplate, LoadsModelTemplatesAndRefusesBadOnes) {
   EXPECT_TRUE(ResolveChatTemplate("", R"({"chat_template": "{{ raise_exception('no system') }}"})",
                                   false, o, &t)
                   .ok());
-  EXPECT_FALSE(ResolveChatTemplate("", "{}", false, o, &t).ok());  // none and not a dummy model
+  // None and not a dummy model: a base model, served without chat.
+  t = PlainChatTemplate();
+  EXPECT_TRUE(ResolveChatTemplate("", "{}", false, o, &t).ok());
+  EXPECT_EQ(t, nullptr);
+  EXPECT_TRUE(ResolveChatTemplate("", R"({"chat_template": null})", false, o, &t).ok());
+  EXPECT_EQ(t, nullptr);
   ASSERT_TRUE(ResolveChatTemplate("", "{}", true, o, &t).ok());
   EXPECT_EQ(t->name(), "plain");
   ASSERT_TRUE(ResolveChatTemplate("llama-2", "", false, o, &t).ok());

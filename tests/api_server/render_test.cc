@@ -3,8 +3,9 @@
 // FakeEngine that records the prompt ids it is sent. For every tokenizer in
 // the test data, /v1/completions/render and /v1/chat/completions/render give
 // exactly the ids the generation endpoints send the engine (after the chat
-// template), and a request that asks for endpoint-load-metrics gets vLLM's
-// TEXT or JSON header on its non-streamed answer.
+// template; where the tokenizer has none, both refuse chat), and a request
+// that asks for endpoint-load-metrics gets vLLM's TEXT or JSON header on its
+// non-streamed answer.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -55,9 +56,9 @@ class RenderServer {
     ChatTemplate::Options to;
     to.bos_token = tokenizer_->bos_token();
     to.eos_token = tokenizer_->eos_token();
-    std::shared_ptr<const ChatTemplate> chat_template;
-    if (!ResolveChatTemplate("", config, dir.empty(), to, &chat_template).ok())
-      chat_template = PlainChatTemplate();  // a tokenizer without one (gpt2)
+    std::shared_ptr<const ChatTemplate> chat_template;  // null: a base model's (gpt2)
+    EXPECT_TRUE(ResolveChatTemplate("", config, dir.empty(), to, &chat_template).ok());
+    has_chat_template_ = chat_template != nullptr;
     sightline::testing::FakeEngine::Options fo;
     fo.input_address = "ipc://@sightline-render-" + registry_->instance() + ".in";
     fo.output_address = "ipc://@sightline-render-" + registry_->instance() + ".out";
@@ -90,6 +91,7 @@ class RenderServer {
     client_->Stop();
   }
   int port() const { return http_->port(); }
+  bool has_chat_template() const { return has_chat_template_; }
   metrics::Registry* registry() { return registry_.get(); }
   // The prompts the engine was sent, in any order.
   std::vector<std::vector<std::int32_t>> SentPrompts() const {
@@ -107,6 +109,7 @@ class RenderServer {
   std::unique_ptr<RequestMetrics> metrics_;
   std::unique_ptr<OpenAiServer> openai_;
   std::unique_ptr<HttpServer> http_;
+  bool has_chat_template_ = false;
 };
 
 std::vector<std::string> TokenizerDirs() {
@@ -161,6 +164,15 @@ TEST(RenderEndpoints, GiveTheIdsTheGenerationEndpointsSendTheEngine) {
                         {{{"role", "system"}, {"content", "Be brief."}},
                          {{"role", "user"}, {"content", "What is 2 + 2? Ünïcödé."}}}},
                        {"max_tokens", 2}};
+    if (!server.has_chat_template()) {  // a base model: chat refused, nothing sent
+      for (const char* path : {"/v1/chat/completions/render", "/v1/chat/completions"}) {
+        r = HttpClient(server.port()).Post(path, chat.dump());
+        EXPECT_EQ(r.result_int(), 400) << path;
+        EXPECT_EQ(json::parse(r.body())["error"]["message"], NoChatTemplateMessage());
+      }
+      EXPECT_EQ(server.SentPrompts(), before);
+      continue;
+    }
     r = HttpClient(server.port()).Post("/v1/chat/completions/render", chat.dump());
     ASSERT_EQ(r.result_int(), 200) << r.body();
     const json one = json::parse(r.body());

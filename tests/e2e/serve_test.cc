@@ -253,6 +253,63 @@ TEST(Serve, ServesAModelDirectory) {
   std::filesystem::remove_all(dir);
 }
 
+// A base model as users bring one (issue 45): a real Llama-2-style tokenizer
+// (Mistral 7B v0.1's tokenizer.json, and a tokenizer_config.json without
+// chat_template) beside the weights. The instance serves completions,
+// /tokenize and /v1/models; chat and responses requests get a 400 saying
+// how to give a template, from every API server; the log says so once.
+// With --chat-template, chat is served.
+TEST(Serve, ServesABaseModelWithoutAChatTemplate) {
+  const std::string dir = "/tmp/" + UniqueInstance() + "-base-model";
+  ASSERT_EQ(ChildProcess::Exec({SIGHTLINE_CLI, "make-model", dir, "--vocab-size", "32000"}).Wait(),
+            0);
+  const std::string tokenizer = std::string(SIGHTLINE_TOKENIZER_TESTDATA) + "/mistral_7b/";
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(tokenizer + file, dir + "/" + file,  // over make-model's own
+                               std::filesystem::copy_options::overwrite_existing);
+  {
+    ServeInstance serve({dir, "--api-server-count", "2"});
+    ASSERT_GT(serve.port(), 0) << serve.Log();
+    const std::string chat =
+        R"({"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 3})";
+    for (int i = 0; i < 6; ++i) {  // new connections: both API servers answer
+      auto r =
+          HttpClient(serve.port())
+              .Post("/v1/completions", R"({"prompt": "The capital of France", "max_tokens": 3})");
+      EXPECT_EQ(r.result_int(), 200) << r.body();
+      r = HttpClient(serve.port()).Post("/tokenize", R"({"prompt": "Hello world"})");
+      EXPECT_EQ(r.result_int(), 200) << r.body();
+      EXPECT_NE(r.body().find("\"tokens\":[1,"), std::string::npos) << r.body();  // <s> first
+      for (const char* path : {"/v1/chat/completions", "/v1/chat/completions/render"}) {
+        r = HttpClient(serve.port()).Post(path, chat);
+        EXPECT_EQ(r.result_int(), 400) << path << ": " << r.body();
+        EXPECT_NE(r.body().find("--chat-template"), std::string::npos) << r.body();
+        EXPECT_NE(r.body().find("BadRequestError"), std::string::npos) << r.body();
+      }
+      r = HttpClient(serve.port())
+              .Post("/v1/responses", R"({"input": "Hello", "max_output_tokens": 3})");
+      EXPECT_EQ(r.result_int(), 400) << r.body();
+      EXPECT_NE(r.body().find("--chat-template"), std::string::npos) << r.body();
+    }
+    EXPECT_EQ(HttpClient(serve.port()).Request("GET", "/v1/models").result_int(), 200);
+    const std::string log = serve.Log();
+    const std::string warning = "defines no chat template";
+    const auto first = log.find(warning);
+    EXPECT_NE(first, std::string::npos) << log;
+    EXPECT_EQ(log.find(warning, first + 1), std::string::npos) << "said more than once: " << log;
+  }
+  {
+    ServeInstance serve({dir, "--chat-template", "llama-2"});
+    ASSERT_GT(serve.port(), 0) << serve.Log();
+    auto r = HttpClient(serve.port())
+                 .Post("/v1/chat/completions",
+                       R"({"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 3})");
+    EXPECT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(serve.Log().find("defines no chat template"), std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // The CPU's narrow weight formats served for real: each format's kernels
 // (on this CPU, the dot-product ones where it has them) behind the whole
 // stack, a batch of concurrent streams and single requests, counted exactly.

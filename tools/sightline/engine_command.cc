@@ -55,6 +55,7 @@ void AddMakeModelCommand(CLI::App& app, int* exit_code) {
     std::string dir, preset = "sightline-tiny", dtype = "f32", family = "llama";
     std::uint64_t seed = 0;
     int shards = 1;
+    int vocab_size = 0;  // 0: the preset's
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -73,9 +74,18 @@ void AddMakeModelCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--dtype", o->dtype, "f32, f16 or bf16")->capture_default_str();
   cmd->add_option("--shards", o->shards, "Safetensors files (more than 1 writes an index)")
       ->capture_default_str();
+  cmd->add_option("--vocab-size", o->vocab_size,
+                  "Vocabulary size instead of the preset's (to pair the model with a real "
+                  "tokenizer)");
   cmd->callback([o, exit_code] {
     engine::ModelConfig config;
     Status s = engine::PresetModelConfig(o->preset, &config);
+    if (s.ok() && o->vocab_size != 0) {
+      if (o->vocab_size < 258 || o->vocab_size > (1 << 22))  // the presets' bos and eos: 256, 257
+        s = Status::InvalidArgument("--vocab-size must be in [258, 4194304]");
+      else
+        config.vocab_size = o->vocab_size;
+    }
     if (s.ok()) s = engine::ApplyFamily(o->family, &config);
     engine::WriteModelOptions w;
     w.shards = o->shards;

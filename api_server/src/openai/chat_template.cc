@@ -103,6 +103,14 @@ const jinja::Template& ChatTemplate::Pick(bool has_tools) const {
   return *templates_.at("default");
 }
 
+std::string NoChatTemplateMessage() {
+  return std::string(
+             "As of transformers v4.44, default chat template is no longer allowed, so you must "
+             "provide a chat template if the tokenizer does not define one. This model's "
+             "tokenizer defines none: start the server with --chat-template (one of ") +
+         kNames + ", or a Jinja file) to serve chat requests";
+}
+
 std::shared_ptr<const ChatTemplate> PlainChatTemplate() {
   std::shared_ptr<const ChatTemplate> t;
   const Status s = ChatTemplate::Builtin("plain", {}, &t);
@@ -148,8 +156,8 @@ Status ResolveChatTemplate(const std::string& flag, std::string_view tokenizer_c
     }
   }
   if (builtin_tokenizer) return ChatTemplate::Builtin("plain", std::move(options), out);
-  return Status::NotFound(std::string("the model has no chat template; pass --chat-template ") +
-                          kNames + " or a Jinja file");
+  out->reset();  // a base model: completions only
+  return Status::Ok();
 }
 
 Status ParseMessages(std::string_view messages_json, std::vector<ChatMessage>* out,

@@ -65,10 +65,16 @@ class ChatTemplate {
 
 // From --chat-template (a built-in name, or a file holding a Jinja
 // template), else from tokenizer_config.json's text (may be empty), else
-// `plain` when `builtin_tokenizer` (dummy models). Errors name what failed.
+// `plain` when `builtin_tokenizer` (dummy models), else none: Ok with *out
+// null (a base model; chat requests are then refused with
+// NoChatTemplateMessage()). Errors name what failed.
 Status ResolveChatTemplate(const std::string& flag, std::string_view tokenizer_config_json,
                            bool builtin_tokenizer, ChatTemplate::Options options,
                            std::shared_ptr<const ChatTemplate>* out);
+
+// Why a chat request is refused by a server without a template (HTTP 400):
+// vLLM's words, and how to give one.
+std::string NoChatTemplateMessage();
 
 // The built-in `plain` template (no special tokens): the default where a
 // server is built without one (tests, dummy models).

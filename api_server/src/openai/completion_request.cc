@@ -166,6 +166,7 @@ bool ReadChatInput(const Fields& f, Kind kind, const std::vector<ChatMessage>& m
 
 bool Render(const ParseContext& ctx, const ChatInput& in, const char* key, std::string* prompt,
             RequestError* e) {
+  if (!ctx.chat_template) return Refuse(e, key, NoChatTemplateMessage());
   if (Status s = RenderChat(*ctx.chat_template, in, prompt); !s.ok())
     return Refuse(e, key, s.message());
   return true;

@@ -49,6 +49,8 @@ struct ParseContext {
   const Tokenizer* tokenizer;
   const EngineInfo* engine;
   std::string served_model;
+  // Null: the model has none; chat, responses and rendering messages are
+  // refused (400, NoChatTemplateMessage()), completions are served.
   std::shared_ptr<const ChatTemplate> chat_template = PlainChatTemplate();
   // The LoRA adapters `model` may name (EngineClient::lora_adapters(), taken
   // once per request); null: none.
