@@ -78,14 +78,15 @@ void SoftCap(float* x, std::size_t n, float cap) {
 }
 
 void Rope(float* x, const std::int32_t* positions, int tokens, int heads, int head_dim,
-          const float* inv_freq) {
-  const int half = head_dim / 2;
+          const float* inv_freq, int rotary_dim, float factor) {
+  const int half = (rotary_dim > 0 ? rotary_dim : head_dim) / 2;
   const bool parallel = static_cast<std::ptrdiff_t>(tokens) * half >= kParallelTranscendentals;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int t = 0; t < tokens; ++t) {
     for (int i = 0; i < half; ++i) {
       const double angle = static_cast<double>(positions[t]) * inv_freq[i];
-      const auto c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
+      const auto c = static_cast<float>(factor * std::cos(angle)),
+                 s = static_cast<float>(factor * std::sin(angle));
       for (int h = 0; h < heads; ++h) {
         float* v = x + (static_cast<std::ptrdiff_t>(t) * heads + h) * head_dim;
         const float x1 = v[i], x2 = v[i + half];

@@ -40,11 +40,22 @@ Mat Norm(const Mat& x, const std::vector<float>& w, float eps, int t, int d, dou
   return y;
 }
 
-// down(act(gate(x)) * up(x)), act SiLU or (Gemma) GELU's tanh approximation.
+// x[r, :] += b for every row r (no bias: nothing).
+void AddRows(Mat* x, const std::vector<float>& b) {
+  if (b.empty()) return;
+  for (std::size_t i = 0; i < x->size(); ++i) (*x)[i] += b[i % b.size()];
+}
+
+// down(act(gate(x)) * up(x)), act SiLU or (Gemma) GELU's tanh approximation;
+// with Llama's mlp_bias, each projection's bias (L: its biases, or none).
 Mat Mlp(const Mat& x, const Mat& gate, const Mat& up, const Mat& down, int t, int d, int inter,
-        bool gelu = false) {
+        bool gelu = false, const LayerWeights* biases = nullptr) {
   Mat g = Linear(x, gate, t, inter, d);
-  const Mat u = Linear(x, up, t, inter, d);
+  Mat u = Linear(x, up, t, inter, d);
+  if (biases) {
+    AddRows(&g, biases->gate_bias);
+    AddRows(&u, biases->up_bias);
+  }
   for (std::size_t i = 0; i < g.size(); ++i) {
     const double z = g[i];
     const double act =
@@ -53,26 +64,26 @@ Mat Mlp(const Mat& x, const Mat& gate, const Mat& up, const Mat& down, int t, in
              : z / (1 + std::exp(-z));
     g[i] = static_cast<float>(act * u[i]);
   }
-  return Linear(g, down, t, d, inter);
+  Mat y = Linear(g, down, t, d, inter);
+  if (biases) AddRows(&y, biases->down_bias);
+  return y;
 }
 
-// x[r, :] += b for every row r.
-void AddRows(Mat* x, const std::vector<float>& b) {
-  for (std::size_t i = 0; i < x->size(); ++i) (*x)[i] += b[i % b.size()];
-}
-
-void Rotary(Mat* x, int t, int heads, int dim, float theta,
+// Rotates the first `rotary` of each head's `dim` dimensions (partial
+// rotary: the rest pass through, but for the attention factor below).
+void Rotary(Mat* x, int t, int heads, int dim, int rotary, float theta,
             const kernels::cpu::RopeScaling& scaling, bool long_rope) {
-  const std::vector<float> inv = kernels::cpu::RopeInvFreq(dim, theta, scaling, long_rope);
+  const std::vector<float> inv = kernels::cpu::RopeInvFreq(rotary, theta, scaling, long_rope);
   const double m = kernels::cpu::RopeAttentionFactor(scaling);  // YaRN's, longrope's
+  const int half = rotary / 2;
   for (int pos = 0; pos < t; ++pos)
     for (int h = 0; h < heads; ++h) {
       float* v = x->data() + (static_cast<std::size_t>(pos) * heads + h) * dim;
-      for (int i = 0; i < dim / 2; ++i) {
+      for (int i = 0; i < half; ++i) {
         const double a = pos * static_cast<double>(inv[static_cast<std::size_t>(i)]);
-        const double x1 = v[i], x2 = v[i + dim / 2];
+        const double x1 = v[i], x2 = v[i + half];
         v[i] = static_cast<float>(m * (x1 * std::cos(a) - x2 * std::sin(a)));
-        v[i + dim / 2] = static_cast<float>(m * (x2 * std::cos(a) + x1 * std::sin(a)));
+        v[i + half] = static_cast<float>(m * (x2 * std::cos(a) + x1 * std::sin(a)));
       }
     }
 }
@@ -111,8 +122,8 @@ std::vector<float> DenseAllLogits(const ModelConfig& c, const ModelWeights& w,
     const bool local = slides && c.rope_local_theta > 0;
     const float theta = local ? c.rope_local_theta : c.rope_theta;
     const kernels::cpu::RopeScaling rope = local ? kernels::cpu::RopeScaling{} : c.rope_scaling;
-    Rotary(&q, t, c.num_heads, hd, theta, rope, long_rope && !local);
-    Rotary(&k, t, c.num_kv_heads, hd, theta, rope, long_rope && !local);
+    Rotary(&q, t, c.num_heads, hd, c.RotaryDim(), theta, rope, long_rope && !local);
+    Rotary(&k, t, c.num_kv_heads, hd, c.RotaryDim(), theta, rope, long_rope && !local);
     Mat att(static_cast<std::size_t>(t) * c.q_size(), 0.0f);
     for (int i = 0; i < t; ++i)
       for (int head = 0; head < c.num_heads; ++head) {
@@ -140,11 +151,13 @@ std::vector<float> DenseAllLogits(const ModelConfig& c, const ModelWeights& w,
                 v[(static_cast<std::size_t>(j) * c.num_kv_heads + kvh) * hd + e]);
       }
     Mat o = Linear(att, L.o, t, d, c.q_size());
+    if (c.o_bias) AddRows(&o, L.o_bias);
     if (c.gemma) o = Norm(o, L.attn_out_norm, c.rms_norm_eps, t, d, offset);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     h = Norm(x, L.post_norm, c.rms_norm_eps, t, d, offset);
     if (c.num_experts == 0) {
-      Mat down = Mlp(h, L.gate, L.up, L.down, t, d, c.intermediate_size, c.gemma);
+      Mat down = Mlp(h, L.gate, L.up, L.down, t, d, c.intermediate_size, c.gemma,
+                     c.mlp_bias ? &L : nullptr);
       if (c.gemma) down = Norm(down, L.mlp_out_norm, c.rms_norm_eps, t, d, offset);
       for (std::size_t i = 0; i < x.size(); ++i) x[i] += down[i];
       continue;

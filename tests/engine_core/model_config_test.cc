@@ -107,6 +107,40 @@ TEST(ModelConfigRope, BothLayoutsGiveTheSameParameters) {
   EXPECT_EQ(a.rope_scaling.type, kernels::cpu::RopeType::kDefault);
 }
 
+// transformers' attention_bias (q, k, v and o) and mlp_bias (gate, up,
+// down) where the config class has them; Phi-3's partial rotary.
+TEST(ModelConfigFeatures, ProjectionBiasesAndPartialRotary) {
+  ModelConfig c;
+  json j = Llama();
+  j["attention_bias"] = true;
+  ASSERT_TRUE(Parse(j, &c).ok());
+  EXPECT_TRUE(c.qkv_bias && c.o_bias);
+  EXPECT_FALSE(c.mlp_bias);
+  j["attention_bias"] = false;
+  j["mlp_bias"] = true;
+  ASSERT_TRUE(Parse(j, &c).ok());
+  EXPECT_FALSE(c.qkv_bias || c.o_bias);
+  EXPECT_TRUE(c.mlp_bias);
+  for (const char* arch : {"Qwen3ForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM"}) {
+    json q = Llama();
+    q["architectures"] = {arch};
+    q["num_key_value_heads"] = 4;
+    q["attention_bias"] = true;
+    ASSERT_TRUE(Parse(q, &c).ok()) << arch;
+    EXPECT_TRUE(c.qkv_bias && c.o_bias) << arch;
+  }
+  json phi = Llama();
+  phi["architectures"] = {"Phi3ForCausalLM"};
+  phi["partial_rotary_factor"] = 0.75;  // Phi-4-mini's
+  ASSERT_TRUE(Parse(phi, &c).ok());
+  EXPECT_EQ(c.rotary_dim, 48);
+  EXPECT_EQ(c.RotaryDim(), 48);
+  phi["partial_rotary_factor"] = 1.0;
+  ASSERT_TRUE(Parse(phi, &c).ok());
+  EXPECT_EQ(c.rotary_dim, 0);
+  EXPECT_EQ(c.RotaryDim(), 64);
+}
+
 struct Refusal {
   const char* patch;  // merged into the Llama config
   const char* message;
@@ -116,9 +150,11 @@ TEST(ModelConfigRefusals, EachUnsupportedFieldIsNamed) {
   const Refusal cases[] = {
       {R"({"hidden_act": "gelu"})", "'hidden_act' \"gelu\" is not supported"},
       {R"({"hidden_act": 3})", "'hidden_act' 3 is not supported"},
-      {R"({"attention_bias": true})", "'attention_bias: true'"},
+      {R"({"architectures": ["MistralForCausalLM"], "attention_bias": true})",
+       "'attention_bias: true'"},
       {R"({"attention_bias": "yes"})", "'attention_bias' must be a boolean"},
-      {R"({"mlp_bias": true})", "'mlp_bias: true'"},
+      {R"({"architectures": ["MistralForCausalLM"], "mlp_bias": true})", "'mlp_bias: true'"},
+      {R"({"mlp_bias": 1})", "'mlp_bias' must be a boolean"},
       {R"({"quantization_config": {"quant_method": "awq"}})", "'quantization_config'"},
       {R"({"use_qk_norm": true})", "unknown field 'use_qk_norm'"},
       {R"({"sliding_window": 512})", "'sliding_window' is not a field of LlamaForCausalLM"},
@@ -156,10 +192,19 @@ TEST(ModelConfigRefusals, EachUnsupportedFieldIsNamed) {
       {R"({"rope_theta": 1e6, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}})",
        "'rope_theta' is set both"},
       {R"({"rope_parameters": {"rope_type": "longrope", "short_factor": [1]}})",
-       "'rope_parameters.short_factor' must list head_dim / 2 = 32 positive numbers"},
+       "'rope_parameters.short_factor' must list the rotary dimension / 2 = 32 positive numbers"},
       {R"({"original_max_position_embeddings": 4096})",
        "'original_max_position_embeddings' is not a field of LlamaForCausalLM"},
-      {R"({"partial_rotary_factor": 0.75})", "'partial_rotary_factor' other than 1"},
+      {R"({"partial_rotary_factor": 0.75})",
+       "'partial_rotary_factor' other than 1 (rotating part of each head) is not supported for "
+       "LlamaForCausalLM"},
+      {R"({"partial_rotary_factor": 0})", "'partial_rotary_factor' must be a number in (0, 1]"},
+      {R"({"partial_rotary_factor": 1.5})", "'partial_rotary_factor' must be a number in (0, 1]"},
+      {R"({"architectures": ["Phi3ForCausalLM"], "partial_rotary_factor": 0.3})",
+       "gives a rotary dimension of 19 of head_dim 64; it must be even"},
+      {R"({"architectures": ["Phi3ForCausalLM"], "partial_rotary_factor": 0.5,
+          "rope_scaling": {"type": "longrope", "short_factor": [1], "long_factor": [1]}})",
+       "must list the rotary dimension / 2 = 16 positive numbers"},
   };
   for (const Refusal& r : cases) {
     json j = Llama();
@@ -253,8 +298,6 @@ TEST(ModelConfigQwen, WhatQwenCannotRunHereIsRefused) {
        "one type per layer"},
       {R"({"architectures": ["Qwen2ForCausalLM"], "attention_bias": true})",
        "'attention_bias' is not a field of Qwen2ForCausalLM"},
-      {R"({"architectures": ["Qwen3ForCausalLM"], "attention_bias": true})",
-       "'attention_bias: true'"},
       {R"({"architectures": ["Qwen2ForCausalLM"], "sliding_window": "4096"})",
        "'sliding_window' must be an integer or null"},
       {R"({"architectures": ["LlamaForCausalLM"], "use_sliding_window": false})",

@@ -1,6 +1,7 @@
 // The model families beyond Llama (Qwen2's q/k/v biases, Qwen3's per-head
 // q/k norms, Mistral's sliding window, Mixtral's experts, Phi-3's fused
-// layout, Gemma 2/3's norms, soft-capping and alternating layers), end to end: a random checkpoint
+// layout and partial rotary, Gemma 2/3's norms, soft-capping and alternating
+// layers, attention_bias and mlp_bias), end to end: a random checkpoint
 // of the family written as a real Hugging Face directory and loaded back, served by the engine's
 // step loop through batching, chunked prefill, preemption and prefix hits, against two references
 // written independently of the runner — the C++ dense forward pass (dense_reference.cc) and a
@@ -31,8 +32,9 @@ struct Checkpoint {
   ModelConfig config;
   ModelWeights weights;
 };
-// `config_patch` (a JSON merge patch) edits config.json before it is read:
-// a sliding window, a rope scaling.
+// `config_patch` (a JSON merge patch) edits config.json before the weights
+// are made, as `make-model --config-patch` does: a sliding window, a rope
+// scaling, a feature with its tensors.
 Checkpoint WriteAndLoad(const std::string& family, const std::string& preset,
                         const json& config_patch = json::object()) {
   Checkpoint out;
@@ -42,13 +44,10 @@ Checkpoint WriteAndLoad(const std::string& family, const std::string& preset,
   const std::string dir = (fs::temp_directory_path() / ("sightline-family-" + family + "-" +
                                                         preset + "-" + std::to_string(::getpid())))
                               .string();
-  EXPECT_TRUE(WriteModelDirectory(dir, c, DummyWeights(c, kSeed), {}).ok());
-  if (!config_patch.empty()) {
-    json config = json::parse(std::ifstream(dir + "/config.json"));
-    config.merge_patch(config_patch);
-    std::ofstream(dir + "/config.json") << config.dump(2);
-  }
-  Status s = LoadModelConfig(dir, &out.config);
+  Status s =
+      WriteRandomModelDirectory(dir, c, config_patch.empty() ? "" : config_patch.dump(), kSeed, {});
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (s.ok()) s = LoadModelConfig(dir, &out.config);
   EXPECT_TRUE(s.ok()) << s.message();
   if (s.ok()) s = LoadSafetensorsWeights(dir, out.config, &out.weights);
   EXPECT_TRUE(s.ok()) << s.message();
@@ -255,19 +254,36 @@ TEST(ModelFamilies, GreedyTokensEqualThePyTorchReference) {
                   p["greedy"].get<std::vector<std::int32_t>>());
       }
     }
-    // A rope scaling must show: with the plain rope some prompt's tokens differ.
-    if (m.config.rope_scaling.type != kernels::cpu::RopeType::kDefault) {
-      ModelConfig plain = m.config;
-      plain.rope_scaling = {};
-      bool differs = false;
+    // Each feature the case turns on must show: the dense reference without
+    // it gives other tokens for some prompt.
+    auto some_prompt_differs = [&](const ModelConfig& without) {
       for (const json& p : k["prompts"]) {
         const auto prompt = p["prompt"].get<std::vector<std::int32_t>>();
         const auto greedy = p["greedy"].get<std::vector<std::int32_t>>();
-        differs = testing::DenseGreedy(plain, m.weights, prompt, static_cast<int>(greedy.size()),
-                                       nullptr) != greedy;
-        if (differs) break;
+        if (testing::DenseGreedy(without, m.weights, prompt, static_cast<int>(greedy.size()),
+                                 nullptr) != greedy)
+          return true;
       }
-      EXPECT_TRUE(differs) << "the rope scaling changes no token: the case tests nothing";
+      return false;
+    };
+    if (m.config.rope_scaling.type != kernels::cpu::RopeType::kDefault) {
+      ModelConfig plain = m.config;
+      plain.rope_scaling = {};
+      plain.rotary_dim = 0;  // the plain rope of the whole head (a longrope's factors are narrower)
+      EXPECT_TRUE(some_prompt_differs(plain))
+          << "the rope scaling changes no token: the case tests nothing";
+    }
+    if (m.config.o_bias || m.config.mlp_bias) {
+      ModelConfig no_bias = m.config;
+      no_bias.o_bias = no_bias.mlp_bias = false;
+      no_bias.qkv_bias = m.config.architecture == "Qwen2ForCausalLM";
+      EXPECT_TRUE(some_prompt_differs(no_bias)) << "the projection biases change no token";
+    }
+    if (m.config.rotary_dim > 0 &&
+        m.config.rope_scaling.type != kernels::cpu::RopeType::kLongrope) {
+      ModelConfig whole = m.config;
+      whole.rotary_dim = 0;
+      EXPECT_TRUE(some_prompt_differs(whole)) << "rotating whole heads changes no token";
     }
     // Longrope past the original context: the long factors must show.
     if (m.config.rope_scaling.type == kernels::cpu::RopeType::kLongrope) {

@@ -56,6 +56,7 @@ void AddMakeModelCommand(CLI::App& app, int* exit_code) {
     std::uint64_t seed = 0;
     int shards = 1;
     int vocab_size = 0;  // 0: the preset's
+    std::string config_patch;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -77,6 +78,9 @@ void AddMakeModelCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--vocab-size", o->vocab_size,
                   "Vocabulary size instead of the preset's (to pair the model with a real "
                   "tokenizer)");
+  cmd->add_option("--config-patch", o->config_patch,
+                  "A JSON merge patch (RFC 7386) applied to config.json before the weights are "
+                  "made, e.g. '{\"attention_bias\": true}' (the weights then have the biases)");
   cmd->callback([o, exit_code] {
     engine::ModelConfig config;
     Status s = engine::PresetModelConfig(o->preset, &config);
@@ -97,8 +101,7 @@ void AddMakeModelCommand(CLI::App& app, int* exit_code) {
       s = Status::InvalidArgument("--dtype must be f32, f16 or bf16");
     if (s.ok() && (o->shards < 1 || o->shards > 9))
       s = Status::InvalidArgument("--shards must be in [1, 9]");
-    if (s.ok())
-      s = engine::WriteModelDirectory(o->dir, config, engine::DummyWeights(config, o->seed), w);
+    if (s.ok()) s = engine::WriteRandomModelDirectory(o->dir, config, o->config_patch, o->seed, w);
     *exit_code = s.ok() ? 0 : Fail(s.message());
   });
 }

@@ -71,6 +71,14 @@ ModelWeights DummyWeights(const ModelConfig& c, std::uint64_t seed) {
           for (float& x : *norm) x += 1.0f;
       }
     }
+    // Drawn after everything above, so that adding them leaves the other
+    // weights of a seed as they were.
+    if (c.o_bias) L.o_bias = Uniform(rng, h, 0.5);
+    if (c.mlp_bias) {
+      L.gate_bias = Uniform(rng, static_cast<std::size_t>(c.intermediate_size), 0.5);
+      L.up_bias = Uniform(rng, static_cast<std::size_t>(c.intermediate_size), 0.5);
+      L.down_bias = Uniform(rng, h, 0.5);
+    }
     w.layers.push_back(std::move(L));
   }
   w.final_norm.assign(h, 1.0f);

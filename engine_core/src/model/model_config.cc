@@ -111,6 +111,15 @@ constexpr Architecture kArchitectures[] = {
      false, false, 3},
 };
 
+// The configs with transformers' attention_bias field (q, k, v and o
+// projection biases) and mlp_bias field (gate, up and down).
+bool HasAttentionBiasField(const Architecture& a) {
+  return a.model_type == "llama" || a.model_type == "qwen3" || a.gemma > 0;
+}
+bool HasMlpBiasField(const Architecture& a) {
+  return a.model_type == "llama";
+}
+
 const Architecture* FindArchitecture(std::string_view name) {
   for (const Architecture& a : kArchitectures)
     if (a.name == name || a.model_type == name) return &a;
@@ -308,6 +317,12 @@ Status ParseModelConfig(std::string_view json_text, ModelConfig* out) {
     *dst = j[key].get<float>();
     return Status::Ok();
   };
+  auto opt_bool = [&](const char* key, bool* dst) -> Status {
+    if (!given(key)) return Status::Ok();
+    if (!j[key].is_boolean()) return Bad("'" + std::string(key) + "' must be a boolean");
+    *dst = j[key].get<bool>();
+    return Status::Ok();
+  };
   auto flag_must_be_false = [&](const char* key, const char* what) -> Status {
     if (!given(key)) return Status::Ok();
     if (!j[key].is_boolean()) return Bad("'" + std::string(key) + "' must be a boolean");
@@ -339,8 +354,16 @@ Status ParseModelConfig(std::string_view json_text, ModelConfig* out) {
   if (s.ok() && arch->qkv_bias && j.contains("attention_bias"))
     return Bad("'attention_bias' is not a field of " + c.architecture +
                " (its q/k/v projections always have biases, its o projection none)");
-  if (s.ok()) s = flag_must_be_false("attention_bias", "q/k/v/o projection biases");
-  if (s.ok()) s = flag_must_be_false("mlp_bias", "MLP projection biases");
+  if (s.ok() && HasAttentionBiasField(*arch)) {
+    s = opt_bool("attention_bias", &c.o_bias);
+    c.qkv_bias = c.qkv_bias || c.o_bias;
+  } else if (s.ok()) {
+    s = flag_must_be_false("attention_bias", "q/k/v/o projection biases");
+  }
+  if (s.ok() && HasMlpBiasField(*arch))
+    s = opt_bool("mlp_bias", &c.mlp_bias);
+  else if (s.ok())
+    s = flag_must_be_false("mlp_bias", "MLP projection biases");
   if (!s.ok()) return s;
   if (given("tie_word_embeddings")) {
     if (!j["tie_word_embeddings"].is_boolean())
@@ -363,10 +386,26 @@ Status ParseModelConfig(std::string_view json_text, ModelConfig* out) {
       return Bad("'original_max_position_embeddings' must be a positive integer");
     original_max_position = j["original_max_position_embeddings"].get<int>();
   }
-  if (given("partial_rotary_factor") &&
-      (!j["partial_rotary_factor"].is_number() || j["partial_rotary_factor"].get<double>() != 1.0))
-    return Bad(
-        "'partial_rotary_factor' other than 1 (rotating part of each head) is not supported");
+  if (given("partial_rotary_factor")) {
+    const json& f = j["partial_rotary_factor"];
+    if (!f.is_number() || !(f.get<double>() > 0 && f.get<double>() <= 1))
+      return Bad("'partial_rotary_factor' must be a number in (0, 1]");
+    // transformers' int(head_dim * partial_rotary_factor).
+    const int dim = static_cast<int>(c.head_dim * f.get<double>());
+    if (dim != c.head_dim) {
+      // Phi-3 rotates the first dim dimensions and passes the rest; Llama's,
+      // Qwen's and Gemma's attention rotate whole heads.
+      if (!arch->fused)
+        return Bad(
+            "'partial_rotary_factor' other than 1 (rotating part of each head) is not "
+            "supported for " +
+            c.architecture + " (supported for Phi3ForCausalLM)");
+      if (dim < 2 || dim % 2 != 0)
+        return Bad("'partial_rotary_factor' gives a rotary dimension of " + std::to_string(dim) +
+                   " of head_dim " + std::to_string(c.head_dim) + "; it must be even and >= 2");
+      c.rotary_dim = dim;
+    }
+  }
   if (given("rope_scaling") && given("rope_parameters"))
     return Bad("both 'rope_scaling' and 'rope_parameters' are set; a config holds one of them");
   if (given("rope_parameters")) {

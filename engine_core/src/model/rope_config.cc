@@ -75,11 +75,11 @@ Status ReadRope(const json& r, const char* field, bool carries_theta, int origin
       return Bad("'" + f + "." + k + "' is not supported for rope type '" + type + "'");
     const bool factors = k == "short_factor" || k == "long_factor";
     if (factors) {
-      if (!v.is_array() || v.size() != static_cast<std::size_t>(c->head_dim / 2) ||
+      if (!v.is_array() || v.size() != static_cast<std::size_t>(c->RotaryDim() / 2) ||
           !std::all_of(v.begin(), v.end(),
                        [](const json& x) { return x.is_number() && x.get<double>() > 0; }))
-        return Bad("'" + f + "." + k + "' must list head_dim / 2 = " +
-                   std::to_string(c->head_dim / 2) + " positive numbers");
+        return Bad("'" + f + "." + k + "' must list the rotary dimension / 2 = " +
+                   std::to_string(c->RotaryDim() / 2) + " positive numbers");
     } else if (k != "rope_type" && k != "type" && !v.is_number()) {
       return Bad("'" + f + "." + k + "' must be a number");
     }

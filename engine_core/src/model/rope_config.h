@@ -13,7 +13,7 @@ namespace sightline::engine {
 // `r` is the object under `field` ("rope_scaling" or "rope_parameters"; the
 // latter also `carries_theta`). `original_max_position` is Phi-3's top-level
 // original_max_position_embeddings (0: none), which longrope reads. Needs
-// c->max_position_embeddings and c->head_dim already read. Errors name the key.
+// c->max_position_embeddings, c->head_dim and c->rotary_dim already read. Errors name the key.
 Status ReadRope(const nlohmann::json& r, const char* field, bool carries_theta,
                 int original_max_position, ModelConfig* c);
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +56,7 @@ auto TensorTable(const ModelConfig& c, W& w) {
       t.push_back({p + "self_attn.k_norm.weight", {hd}, &L.k_norm});
     }
     t.push_back({p + "self_attn.o_proj.weight", {h, q}, &L.o});
+    if (c.o_bias) t.push_back({p + "self_attn.o_proj.bias", {h}, &L.o_bias});
     if (c.gemma) {  // post_attention_layernorm is the attention output's norm
       t.push_back({p + "post_attention_layernorm.weight", {h}, &L.attn_out_norm});
       t.push_back({p + "pre_feedforward_layernorm.weight", {h}, &L.post_norm});
@@ -78,6 +80,11 @@ auto TensorTable(const ModelConfig& c, W& w) {
       t.push_back({p + "mlp.gate_proj.weight", {i, h}, &L.gate});
       t.push_back({p + "mlp.up_proj.weight", {i, h}, &L.up});
       t.push_back({p + "mlp.down_proj.weight", {h, i}, &L.down});
+      if (c.mlp_bias) {  // Llama's mlp_bias
+        t.push_back({p + "mlp.gate_proj.bias", {i}, &L.gate_bias});
+        t.push_back({p + "mlp.up_proj.bias", {i}, &L.up_bias});
+        t.push_back({p + "mlp.down_proj.bias", {h}, &L.down_bias});
+      }
     }
   }
   t.push_back({"model.norm.weight", {h}, &w.final_norm});
@@ -179,11 +186,10 @@ Status LoadSafetensorsWeights(const std::string& dir, const ModelConfig& c, Mode
   return Status::Ok();
 }
 
-Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const ModelWeights& w,
-                           const WriteModelOptions& o) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Status::IoError("cannot create " + dir + ": " + ec.message());
+namespace {
+
+// config.json for `c`, as the family's exporters write it.
+json ConfigJson(const ModelConfig& c, DType dtype) {
   json config = {{"architectures", {c.architecture}},
                  {"model_type", ModelTypeOf(c.architecture)},
                  {"vocab_size", c.vocab_size},
@@ -200,9 +206,9 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
                  {"bos_token_id", c.bos_token_id},
                  {"eos_token_id",
                   c.eos_token_ids.size() == 1 ? json(c.eos_token_ids[0]) : json(c.eos_token_ids)},
-                 {"torch_dtype", o.dtype == DType::kF32   ? "float32"
-                                 : o.dtype == DType::kF16 ? "float16"
-                                                          : "bfloat16"}};
+                 {"torch_dtype", dtype == DType::kF32   ? "float32"
+                                 : dtype == DType::kF16 ? "float16"
+                                                        : "bfloat16"}};
   if (c.architecture == "MistralForCausalLM")
     config["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
   if (c.qkv_bias || c.qk_norm) {  // Qwen2/Qwen3, as their exporters write it
@@ -210,7 +216,10 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
     config["sliding_window"] = nullptr;
     config["max_window_layers"] = c.num_layers;
   }
-  if (c.qk_norm) config["attention_bias"] = false;
+  if (c.o_bias || c.qk_norm) config["attention_bias"] = c.o_bias;  // Llama, Qwen3, Gemma
+  if (c.mlp_bias) config["mlp_bias"] = true;
+  if (c.rotary_dim > 0)
+    config["partial_rotary_factor"] = static_cast<double>(c.rotary_dim) / c.head_dim;
   const kernels::cpu::RopeScaling& rope = c.rope_scaling;
   if (c.fused_projections) {  // Phi-3
     config["original_max_position_embeddings"] = rope.type == kernels::cpu::RopeType::kLongrope
@@ -266,7 +275,17 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
                                 {"beta_slow", rope.beta_slow}};
       break;
   }
-  std::ofstream(dir + "/config.json") << config.dump(2) << "\n";
+  return config;
+}
+
+}  // namespace
+
+Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const ModelWeights& w,
+                           const WriteModelOptions& o) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::IoError("cannot create " + dir + ": " + ec.message());
+  std::ofstream(dir + "/config.json") << ConfigJson(c, o.dtype).dump(2) << "\n";
   // Byte-level tokenizer: token i < 256 is byte i; then BOS, EOS, PAD, UNK.
   std::ofstream(dir + "/tokenizer_config.json")
       << json{{"tokenizer_class", "SightlineByteTokenizer"},
@@ -297,6 +316,26 @@ Status WriteModelDirectory(const std::string& dir, const ModelConfig& c, const M
   if (shards > 1)
     std::ofstream(dir + "/model.safetensors.index.json")
         << json{{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}.dump(2) << "\n";
+  return Status::Ok();
+}
+
+Status WriteRandomModelDirectory(const std::string& dir, const ModelConfig& config,
+                                 std::string_view config_patch, std::uint64_t seed,
+                                 const WriteModelOptions& options, ModelConfig* written) {
+  json text = ConfigJson(config, options.dtype);
+  ModelConfig c = config;
+  if (!config_patch.empty()) {
+    const json patch = json::parse(config_patch, nullptr, /*allow_exceptions=*/false);
+    if (patch.is_discarded() || !patch.is_object())
+      return Status::InvalidArgument("the config patch is not a JSON object");
+    text.merge_patch(patch);
+    if (Status s = ParseModelConfig(text.dump(), &c); !s.ok()) return s;
+    c.name = config.name;
+  }
+  if (Status s = WriteModelDirectory(dir, c, DummyWeights(c, seed), options); !s.ok()) return s;
+  // The patched text itself (its spelling: "type" or "rope_type", nulls).
+  if (!config_patch.empty()) std::ofstream(dir + "/config.json") << text.dump(2) << "\n";
+  if (written) *written = c;
   return Status::Ok();
 }
 

@@ -45,14 +45,14 @@ class CpuModelRunner final : public ModelRunner {
       : config_(std::move(config)),
         w_(std::move(weights)),
         block_size_(block_size),
-        inv_freq_(ops::RopeInvFreq(config_.head_dim, config_.rope_theta, config_.rope_scaling)),
+        inv_freq_(ops::RopeInvFreq(config_.RotaryDim(), config_.rope_theta, config_.rope_scaling)),
         long_inv_freq_(config_.rope_scaling.type == kernels::cpu::RopeType::kLongrope
-                           ? ops::RopeInvFreq(config_.head_dim, config_.rope_theta,
+                           ? ops::RopeInvFreq(config_.RotaryDim(), config_.rope_theta,
                                               config_.rope_scaling, /*long_factors=*/true)
                            : inv_freq_),
         // Gemma 3's sliding layers: their own base, no scaling.
         local_inv_freq_(config_.rope_local_theta > 0
-                            ? ops::RopeInvFreq(config_.head_dim, config_.rope_local_theta, {})
+                            ? ops::RopeInvFreq(config_.RotaryDim(), config_.rope_local_theta, {})
                             : inv_freq_) {
     if (config_.gemma) {  // its norms scale by (1 + w): the runner keeps 1 + w
       auto plus_one = [](std::vector<float>& w) {
@@ -130,14 +130,15 @@ class CpuModelRunner final : public ModelRunner {
       const float normalizer = std::sqrt(static_cast<float>(c.hidden_size));
       for (float& v : x_) v *= normalizer;
     }
-    // YaRN and longrope scale cos and sin, so q.k by the factor's square;
+    // YaRN and longrope scale cos and sin (the rotated dimensions only);
     // Gemma scales by query_pre_attn_scalar^-1/2 instead of head_dim's.
     const float rope_factor = ops::RopeAttentionFactor(c.rope_scaling);
-    const float base_scale =
+    const float scale =
         1.0f / std::sqrt(c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar
                                                      : static_cast<float>(c.head_dim));
     const bool any_long =
         std::any_of(b.long_rope.begin(), b.long_rope.end(), [](std::uint8_t x) { return x != 0; });
+    const int rotary = c.RotaryDim();
     for (int l = 0; l < c.num_layers; ++l) {
       const LayerWeights& L = w_.layers[static_cast<std::size_t>(l)];
       const PackedLayer& P = packed_[static_cast<std::size_t>(l)];
@@ -149,7 +150,7 @@ class CpuModelRunner final : public ModelRunner {
       AddLora(l, LoraModule::kQ, h_.data(), q_.data());
       AddLora(l, LoraModule::kK, h_.data(), k_.data());
       AddLora(l, LoraModule::kV, h_.data(), v_.data());
-      if (c.qkv_bias) {  // Qwen2
+      if (c.qkv_bias) {  // Qwen2; attention_bias
         ops::AddBias(q_.data(), L.q_bias.data(), t, c.q_size());
         ops::AddBias(k_.data(), L.k_bias.data(), t, c.kv_size());
         ops::AddBias(v_.data(), L.v_bias.data(), t, c.kv_size());
@@ -165,17 +166,18 @@ class CpuModelRunner final : public ModelRunner {
       const float factor = local_rope ? 1.0f : rope_factor;
       if (local_rope || !any_long) {
         const float* inv = local_rope ? local_inv_freq_.data() : inv_freq_.data();
-        ops::Rope(q_.data(), b.positions.data(), t, c.num_heads, c.head_dim, inv);
-        ops::Rope(k_.data(), b.positions.data(), t, c.num_kv_heads, c.head_dim, inv);
+        ops::Rope(q_.data(), b.positions.data(), t, c.num_heads, c.head_dim, inv, rotary, factor);
+        ops::Rope(k_.data(), b.positions.data(), t, c.num_kv_heads, c.head_dim, inv, rotary,
+                  factor);
       } else {  // longrope: each sequence with its own factors
         for (std::size_t s = 0; s < b.long_rope.size(); ++s) {
           const int first = b.query_start[s], n = b.query_start[s + 1] - first;
           const float* inv = b.long_rope[s] ? long_inv_freq_.data() : inv_freq_.data();
           const auto at = static_cast<std::size_t>(first);
           ops::Rope(q_.data() + at * c.q_size(), b.positions.data() + at, n, c.num_heads,
-                    c.head_dim, inv);
+                    c.head_dim, inv, rotary, factor);
           ops::Rope(k_.data() + at * c.kv_size(), b.positions.data() + at, n, c.num_kv_heads,
-                    c.head_dim, inv);
+                    c.head_dim, inv, rotary, factor);
         }
       }
       auto& kc = k_cache_[static_cast<std::size_t>(l)];
@@ -194,13 +196,14 @@ class CpuModelRunner final : public ModelRunner {
                                    b.context_len.data(),
                                    b.block_tables.data(),
                                    b.max_blocks_per_seq,
-                                   factor * factor * base_scale,
+                                   scale,
                                    attn_.data(),
                                    slides ? c.sliding_window : 0,
                                    c.attn_softcap};
       ops::PagedAttention(args);
       P.o.Apply(attn_.data(), t, h_.data());
       AddLora(l, LoraModule::kO, attn_.data(), h_.data());
+      if (c.o_bias) ops::AddBias(h_.data(), L.o_bias.data(), t, c.hidden_size);
       if (c.gemma)  // sandwich norm on the attention's output
         ops::RmsNorm(h_.data(), L.attn_out_norm.data(), c.rms_norm_eps, t, c.hidden_size,
                      h_.data());
@@ -214,6 +217,10 @@ class CpuModelRunner final : public ModelRunner {
         P.up.Apply(h_.data(), t, up_.data());
         AddLora(l, LoraModule::kGate, h_.data(), gate_.data());
         AddLora(l, LoraModule::kUp, h_.data(), up_.data());
+        if (c.mlp_bias) {
+          ops::AddBias(gate_.data(), L.gate_bias.data(), t, c.intermediate_size);
+          ops::AddBias(up_.data(), L.up_bias.data(), t, c.intermediate_size);
+        }
         const std::size_t n = static_cast<std::size_t>(t) * c.intermediate_size;
         if (c.gemma)
           ops::GeluTanhMul(gate_.data(), up_.data(), n, gate_.data());
@@ -221,6 +228,7 @@ class CpuModelRunner final : public ModelRunner {
           ops::SiluMul(gate_.data(), up_.data(), n, gate_.data());
         P.down.Apply(gate_.data(), t, h_.data());
         AddLora(l, LoraModule::kDown, gate_.data(), h_.data());
+        if (c.mlp_bias) ops::AddBias(h_.data(), L.down_bias.data(), t, c.hidden_size);
       }
       if (c.gemma)  // and on the MLP's
         ops::RmsNorm(h_.data(), L.mlp_out_norm.data(), c.rms_norm_eps, t, c.hidden_size, h_.data());

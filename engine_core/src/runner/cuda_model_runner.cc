@@ -378,10 +378,12 @@ class CudaModelRunner final : public ModelRunner {
 
 Status MakeCudaModelRunner(ModelConfig config, const ModelWeights& weights, int num_blocks,
                            int block_size, CudaMatrixType type, std::unique_ptr<ModelRunner>* out) {
-  if (config.qkv_bias || config.qk_norm || config.num_experts > 0 || config.gemma)
+  if (config.qkv_bias || config.o_bias || config.mlp_bias || config.qk_norm ||
+      config.num_experts > 0 || config.gemma || config.rotary_dim > 0)
     return Status::InvalidArgument(config.architecture +
-                                   " runs on --device cpu only: the CUDA runner has no q/k/v "
-                                   "bias, q/k norm, expert or Gemma kernels yet");
+                                   " with this config runs on --device cpu only: the CUDA runner "
+                                   "has no projection bias, q/k norm, expert, partial rotary or "
+                                   "Gemma kernels yet");
   return CudaModelRunner::Create(std::move(config), weights, num_blocks, block_size, type, out);
 }
 

@@ -7,7 +7,8 @@ default, linear, dynamic, llama3, yarn and longrope rope), independently of
 Sightline's runner.
 
 It asks `sightline make-model` for each family's checkpoint (a real Hugging
-Face directory: config.json and safetensors), reads the files itself, runs
+Face directory: config.json and safetensors; the case's config patch applied
+by make-model before it makes the weights), reads the files itself, runs
 the model in float64 and writes the prompts, greedy continuations and the
 smallest top-1 margin to a JSON file that the engine tests compare against
 (tests/engine_core/model_families_test.cc). Needs python3-torch (Debian).
@@ -33,7 +34,8 @@ import torch
 
 SEED = 77
 # (family, preset, a JSON merge patch (RFC 7386) applied to the config.json
-# make-model writes: how the cases get a sliding window or a rope scaling,
+# make-model writes (`--config-patch`): how the cases get a sliding window, a
+# rope scaling or a feature with its tensors (attention_bias),
 # and optionally the prompt lengths instead of PROMPT_LENGTHS).
 CASES = [
     ("llama", "sightline-small", {}),
@@ -75,6 +77,21 @@ CASES = [
      {"rope_theta": None,
       "rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 2.0,
                           "beta_fast": 16.0, "beta_slow": 2.0}}),
+    # Issue 45: Llama's attention_bias and mlp_bias, Qwen3's and Gemma's
+    # attention_bias, Phi-3's partial rotary (Phi-4-mini: 0.75 with longrope
+    # factors for the rotated 96 of 128 dimensions).
+    ("llama", "sightline-small", {"attention_bias": True, "mlp_bias": True}),
+    ("llama", "sightline-small-hd128", {"mlp_bias": True}),
+    ("qwen3", "sightline-small-hd128", {"attention_bias": True}),
+    ("gemma2", "sightline-small", {"attention_bias": True, "sliding_window": 12}),
+    ("phi3", "sightline-small", {"partial_rotary_factor": 0.5}),
+    ("phi3", "sightline-small-hd128",
+     {"partial_rotary_factor": 0.75, "max_position_embeddings": 256,
+      "original_max_position_embeddings": 20,
+      "rope_scaling": {"type": "longrope",
+                       "short_factor": [round(1.0 + 0.02 * i, 2) for i in range(48)],
+                       "long_factor": [round(1.5 + 0.25 * i, 2) for i in range(48)]}},
+     [6, 9, 33, 48]),
 ]
 PROMPT_LENGTHS = [7, 19, 33, 48]
 GREEDY_TOKENS = 10
@@ -96,17 +113,6 @@ def read_safetensors(path):
         buf = bytearray(data[base + begin:base + end])
         out[name] = torch.frombuffer(buf, dtype=torch.float32).reshape(t["shape"]).double()
     return out
-
-
-def merge_patch(target, patch):
-    for k, v in patch.items():
-        if v is None:
-            target.pop(k, None)
-        elif isinstance(v, dict) and isinstance(target.get(k), dict):
-            merge_patch(target[k], v)
-        else:
-            target[k] = v
-    return target
 
 
 def rope_inv_freq(cfg, hd, seq_len):
@@ -217,8 +223,12 @@ def forward(cfg, w, tokens):
     def norm(v, name):  # Gemma's RMSNorm scales by (1 + w)
         return rms_norm(v, (1.0 + w[name]) if gemma else w[name], eps)
 
+    # Phi-3's partial rotary: the first rot of each head's dimensions rotate
+    # (modeling_rope_utils: dim = int(head_dim * partial_rotary_factor)).
+    rot = int(hd * cfg.get("partial_rotary_factor", 1.0))
+
     def rotary(config):
-        inv_freq, attention_factor = rope_inv_freq(config, hd, t)
+        inv_freq, attention_factor = rope_inv_freq(config, rot, t)
         freqs = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
         return ((emb.cos() * attention_factor)[:, None, :],
@@ -261,7 +271,8 @@ def forward(cfg, w, tokens):
                 rows = q_rows if name == "q" else kv_rows
                 return (h @ qkv[begin:begin + rows].T).view(t, n, hd)
             y = h @ w[p + f"self_attn.{name}_proj.weight"].T
-            if arch == "Qwen2ForCausalLM":  # q/k/v biases, none on o
+            # Qwen2: q/k/v biases, none on o; attention_bias: all four
+            if arch == "Qwen2ForCausalLM" or cfg.get("attention_bias"):
                 y = y + w[p + f"self_attn.{name}_proj.bias"]
             return y.view(t, n, hd)
 
@@ -270,8 +281,8 @@ def forward(cfg, w, tokens):
             q = norm(q, p + "self_attn.q_norm.weight")
             k = norm(k, p + "self_attn.k_norm.weight")
         c, s_ = (local_cos, local_sin) if sliding[l] else (cos, sin)
-        q = q * c + rotate_half(q) * s_
-        k = k * c + rotate_half(k) * s_
+        q = torch.cat((q[..., :rot] * c + rotate_half(q[..., :rot]) * s_, q[..., rot:]), dim=-1)
+        k = torch.cat((k[..., :rot] * c + rotate_half(k[..., :rot]) * s_, k[..., rot:]), dim=-1)
         k = k.repeat_interleave(heads // kv_heads, dim=1)  # repeat_kv
         v = v.repeat_interleave(heads // kv_heads, dim=1)
         scores = torch.einsum("qhd,khd->hqk", q, k) * scale
@@ -280,6 +291,8 @@ def forward(cfg, w, tokens):
         scores = scores + (window_mask if sliding[l] else full_mask)
         att = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v).reshape(t, heads * hd)
         out = att @ w[p + "self_attn.o_proj.weight"].T
+        if cfg.get("attention_bias"):
+            out = out + w[p + "self_attn.o_proj.bias"]
         if gemma:
             x = x + norm(out, p + "post_attention_layernorm.weight")
             h = norm(x, p + "pre_feedforward_layernorm.weight")
@@ -296,8 +309,11 @@ def forward(cfg, w, tokens):
             gate, up = (h @ w[p + "mlp.gate_up_proj.weight"].T).chunk(2, dim=-1)
             x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
         else:
-            gate, up = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
-            x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
+            def linear(name, v):  # LlamaMLP: bias=config.mlp_bias
+                y = v @ w[p + f"mlp.{name}.weight"].T
+                return y + w[p + f"mlp.{name}.bias"] if cfg.get("mlp_bias") else y
+            gate, up = linear("gate_proj", h), linear("up_proj", h)
+            x = x + linear("down_proj", torch.nn.functional.silu(gate) * up)
     x = norm(x, "model.norm.weight")
     head = w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
     logits = x @ head.T
@@ -426,11 +442,13 @@ def main():
         family, preset, patch = case[:3]
         lengths = case[3] if len(case) > 3 else PROMPT_LENGTHS
         with tempfile.TemporaryDirectory() as d:
+            # The patch applies before the weights are made (a feature's
+            # tensors come with it); config.json is the patched file.
             subprocess.run([sightline, "make-model", d, "--family", family, "--preset", preset,
-                            "--seed", str(SEED)], check=True)
+                            "--seed", str(SEED), "--config-patch", json.dumps(patch)],
+                           check=True)
             with open(d + "/config.json") as f:
                 cfg = json.load(f)
-            merge_patch(cfg, json.loads(json.dumps(patch)))
             w = read_safetensors(d + "/model.safetensors")
         rng = random.Random(f"{family}-{preset}-{json.dumps(patch, sort_keys=True)}")
         prompts, case_margin = [], float("inf")

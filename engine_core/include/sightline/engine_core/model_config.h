@@ -31,8 +31,12 @@ struct ModelConfig {
   // can reach). The CPU runner attends within it; on CUDA the engine serves
   // at most this many tokens per sequence, where full attention is the same.
   int sliding_window = 0;
-  // Qwen2: the q, k and v projections carry biases (o has none).
+  // Qwen2: the q, k and v projections carry biases (o has none). Llama,
+  // Qwen3 and Gemma's attention_bias: q, k, v and o do (qkv_bias and o_bias).
   bool qkv_bias = false;
+  bool o_bias = false;
+  // Llama's mlp_bias: the gate, up and down projections carry biases.
+  bool mlp_bias = false;
   // Qwen3: q and k get a per-head RMSNorm (weights [head_dim], the model's
   // rms_norm_eps) after the projection, before the rotary embedding.
   bool qk_norm = false;
@@ -55,6 +59,11 @@ struct ModelConfig {
   // all of them when sliding_window > 0.
   std::vector<bool> sliding_layers;
   float rope_local_theta = 0;  // Gemma 3: the sliding layers' rope base (unscaled); 0: rope_theta
+  // Phi-3's partial_rotary_factor (Phi-4-mini: 0.75): only each head's first
+  // rotary_dim dimensions rotate (their rope frequencies computed for that
+  // width), the rest pass through. 0: all of head_dim.
+  int rotary_dim = 0;
+  int RotaryDim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
 
   bool LayerSlides(int layer) const {
     return sliding_window > 0 &&

@@ -22,13 +22,16 @@ struct LayerWeights {
   std::vector<float> q_bias, k_bias, v_bias;  // [q_size|kv_size]; empty unless config.qkv_bias
   std::vector<float> q_norm, k_norm;          // [head_dim]; empty unless config.qk_norm
   std::vector<float> o;                       // [hidden, q_size]
+  std::vector<float> o_bias;                  // [hidden]; empty unless config.o_bias
   std::vector<float> post_norm;               // [hidden]: the MLP's input norm
   // Gemma's sandwich norms, on the attention's and the MLP's outputs.
   std::vector<float> attn_out_norm, mlp_out_norm;  // [hidden]; empty unless config.gemma
   std::vector<float> gate, up;                     // [intermediate, hidden]; empty with experts
   std::vector<float> down;                         // [hidden, intermediate]; empty with experts
-  std::vector<float> router;                       // [num_experts, hidden]; with experts only
-  std::vector<ExpertWeights> experts;              // config.num_experts of them, or none
+  // [intermediate] (gate, up) and [hidden] (down); empty unless config.mlp_bias
+  std::vector<float> gate_bias, up_bias, down_bias;
+  std::vector<float> router;           // [num_experts, hidden]; with experts only
+  std::vector<ExpertWeights> experts;  // config.num_experts of them, or none
 };
 
 struct ModelWeights {

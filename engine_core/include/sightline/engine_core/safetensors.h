@@ -4,7 +4,9 @@
 // problem is a clear error naming the file, tensor or field.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sightline/engine_core/model_config.h"
@@ -30,6 +32,15 @@ struct WriteModelOptions {
 };
 Status WriteModelDirectory(const std::string& dir, const ModelConfig& config,
                            const ModelWeights& weights, const WriteModelOptions& options);
+
+// `sightline make-model`: a directory for `config` whose config.json is
+// edited by `config_patch` (a JSON merge patch, RFC 7386; empty: none), with
+// seeded random weights (DummyWeights) of the config the edited file
+// describes, so that a patch adding a feature (attention_bias: true) adds its
+// tensors. *written (optional): that config.
+Status WriteRandomModelDirectory(const std::string& dir, const ModelConfig& config,
+                                 std::string_view config_patch, std::uint64_t seed,
+                                 const WriteModelOptions& options, ModelConfig* written = nullptr);
 
 // Round-trips a float through a storage dtype (what loading a written F16 or
 // BF16 checkpoint yields).

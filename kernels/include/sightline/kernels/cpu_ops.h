@@ -32,10 +32,14 @@ void GeluTanhMul(const float* gate, const float* up, std::size_t n, float* out);
 // x[i] = cap * tanh(x[i] / cap) (Gemma 2's logit soft-capping).
 void SoftCap(float* x, std::size_t n, float cap);
 
-// Rotary embedding, "rotate half" layout (pairs i and i + head_dim/2), in place on
-// x[tokens, heads, head_dim] at the given positions, with per-pair inverse frequencies.
+// Rotary embedding, "rotate half" layout (pairs i and i + rotary_dim/2), in place on
+// x[tokens, heads, head_dim] at the given positions, with per-pair inverse
+// frequencies (rotary_dim / 2 of them). rotary_dim (even, <= head_dim; 0:
+// head_dim) rotates only each head's first dimensions (partial rotary).
+// The rotated dimensions are scaled by `factor` (YaRN's and longrope's
+// attention factor, which transformers multiplies into cos and sin).
 void Rope(float* x, const std::int32_t* positions, int tokens, int heads, int head_dim,
-          const float* inv_freq);
+          const float* inv_freq, int rotary_dim = 0, float factor = 1.0f);
 
 // Rope inverse frequencies theta^(-2i/d), scaled as the rope type says (the
 // formulas of vLLM's rotary embeddings, which match transformers' except
