@@ -155,15 +155,16 @@ std::vector<float> DenseAllLogits(const ModelConfig& c, const ModelWeights& w,
     if (c.gemma) o = Norm(o, L.attn_out_norm, c.rms_norm_eps, t, d, offset);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     h = Norm(x, L.post_norm, c.rms_norm_eps, t, d, offset);
-    if (c.num_experts == 0) {
+    if (!c.LayerIsSparse(layer)) {
       Mat down = Mlp(h, L.gate, L.up, L.down, t, d, c.intermediate_size, c.gemma,
                      c.mlp_bias ? &L : nullptr);
       if (c.gemma) down = Norm(down, L.mlp_out_norm, c.rms_norm_eps, t, d, offset);
       for (std::size_t i = 0; i < x.size(); ++i) x[i] += down[i];
       continue;
     }
-    // Mixtral, one token at a time: softmax over the router, the top k
-    // (highest first), their probabilities renormalised.
+    // Mixtral, Qwen3-MoE, one token at a time: softmax over the router, the
+    // top k (highest first), their probabilities renormalised if
+    // norm_topk_prob.
     const Mat logits = Linear(h, L.router, t, c.num_experts, d);
     for (int i = 0; i < t; ++i) {
       std::vector<double> p(static_cast<std::size_t>(c.num_experts));
@@ -191,10 +192,11 @@ std::vector<float> DenseAllLogits(const ModelConfig& c, const ModelWeights& w,
                     h.begin() + static_cast<std::ptrdiff_t>(i + 1) * d);
       for (const auto& [e, prob] : chosen) {
         const ExpertWeights& E = L.experts[static_cast<std::size_t>(e)];
-        const Mat y = Mlp(row, E.gate, E.up, E.down, 1, d, c.intermediate_size);
+        const Mat y = Mlp(row, E.gate, E.up, E.down, 1, d, c.ExpertIntermediateSize());
+        const double weight = c.norm_topk_prob ? prob / picked : prob;
         for (int j = 0; j < d; ++j)
           x[static_cast<std::size_t>(i) * d + j] +=
-              static_cast<float>(prob / picked * y[static_cast<std::size_t>(j)]);
+              static_cast<float>(weight * y[static_cast<std::size_t>(j)]);
       }
     }
   }

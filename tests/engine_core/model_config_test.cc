@@ -307,7 +307,8 @@ TEST(ModelConfigQwen, WhatQwenCannotRunHereIsRefused) {
       {R"({"architectures": ["qwen2"]})", "unsupported architecture 'qwen2'"},
       {R"({"architectures": ["Qwen2MoeForCausalLM"]})",
        "supported: LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Phi3ForCausalLM, "
-       "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM"},
+       "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma2ForCausalLM, "
+       "Gemma3ForCausalLM"},
   };
   for (const auto& [patch, message] : cases) {
     json j = Llama();
@@ -315,6 +316,75 @@ TEST(ModelConfigQwen, WhatQwenCannotRunHereIsRefused) {
     ModelConfig c;
     const Status s = Parse(j, &c);
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << patch;
+    EXPECT_NE(s.message().find(message), std::string::npos) << patch << "\n  got: " << s.message();
+  }
+}
+
+// Qwen3-30B-A3B's config.json, Qwen3MoeConfig's defaults, and what a
+// Qwen3-MoE config may not say.
+TEST(ModelConfigQwen, Qwen3MoeRealConfigDefaultsAndRefusals) {
+  ModelConfig c;
+  ASSERT_TRUE(ParseModelConfig(R"({
+    "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+    "intermediate_size": 6144, "max_position_embeddings": 40960, "max_window_layers": 48,
+    "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 768,
+    "norm_topk_prob": true, "num_attention_heads": 32, "num_experts": 128,
+    "num_experts_per_tok": 8, "num_hidden_layers": 48, "num_key_value_heads": 4,
+    "output_router_logits": false, "rms_norm_eps": 1e-06, "rope_scaling": null,
+    "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": null,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+    "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})",
+                               &c)
+                  .ok());
+  EXPECT_EQ(c.num_experts, 128);
+  EXPECT_EQ(c.experts_per_token, 8);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_EQ(c.ExpertIntermediateSize(), 768);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.moe_layout, ModelConfig::MoeLayout::kQwen);
+  for (int l = 0; l < 48; ++l) EXPECT_TRUE(c.LayerIsSparse(l)) << l;
+
+  json d = Llama();  // the class defaults
+  d["architectures"] = {"Qwen3MoeForCausalLM"};
+  d["num_hidden_layers"] = 4;
+  ASSERT_TRUE(Parse(d, &c).ok());
+  EXPECT_EQ(c.num_experts, 128);
+  EXPECT_EQ(c.experts_per_token, 8);
+  EXPECT_FALSE(c.norm_topk_prob);
+  EXPECT_EQ(c.ExpertIntermediateSize(), 768);
+  EXPECT_EQ(c.num_kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 64);  // hidden_size / num_attention_heads: no head_dim field
+  d["decoder_sparse_step"] = 2;
+  d["mlp_only_layers"] = {3};
+  ASSERT_TRUE(Parse(d, &c).ok());
+  EXPECT_EQ(c.sparse_layers, (std::vector<bool>{false, true, false, false}));
+  d["num_experts"] = 0;  // no experts: every layer dense
+  ASSERT_TRUE(Parse(d, &c).ok());
+  EXPECT_FALSE(c.LayerIsSparse(1));
+
+  const std::vector<std::pair<json, std::string>> bad = {
+      {{{"num_local_experts", 8}}, "'num_local_experts' is not a field of Qwen3MoeForCausalLM"},
+      {{{"mlp_only_layers", {4}}}, "'mlp_only_layers' entry 4 is not a layer index in [0, 4)"},
+      {{{"mlp_only_layers", 1}}, "'mlp_only_layers' must be a list"},
+      {{{"decoder_sparse_step", 0}}, "'decoder_sparse_step' must be an integer >= 1"},
+      {{{"num_experts", 4}, {"num_experts_per_tok", 5}}, "1 <= num_experts_per_tok <= num_experts"},
+      {{{"norm_topk_prob", "yes"}}, "'norm_topk_prob' must be a boolean"},
+      {{{"moe_intermediate_size", 0}}, "'moe_intermediate_size' must be an integer >= 1"},
+      {{{"architectures", {"MixtralForCausalLM"}}, {"num_key_value_heads", 4}, {"num_experts", 8}},
+       "'num_experts' is not a field of MixtralForCausalLM"},
+      {{{"architectures", {"LlamaForCausalLM"}}, {"norm_topk_prob", true}},
+       "'norm_topk_prob' is not a field of LlamaForCausalLM (it has no experts)"},
+  };
+  for (const auto& [patch, message] : bad) {
+    json j = Llama();
+    j["architectures"] = {"Qwen3MoeForCausalLM"};
+    j["num_hidden_layers"] = 4;
+    j.merge_patch(patch);
+    const Status s = Parse(j, &c);
+    EXPECT_FALSE(s.ok()) << patch;
     EXPECT_NE(s.message().find(message), std::string::npos) << patch << "\n  got: " << s.message();
   }
 }
@@ -473,9 +543,10 @@ TEST(ModelFamilies, ApplyFamilySetsTheArchitectureAndItsFeatures) {
   EXPECT_TRUE(c.qk_norm);
   EXPECT_EQ(ModelTypeOf(c.architecture), "qwen3");
   const Status s = ApplyFamily("gemma", &c);
-  EXPECT_NE(s.message().find(
-                "families: llama, mistral, mixtral, phi3, qwen2, qwen3, gemma2, gemma3_text"),
-            std::string::npos)
+  EXPECT_NE(
+      s.message().find(
+          "families: llama, mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe, gemma2, gemma3_text"),
+      std::string::npos)
       << s.message();
 }
 

@@ -145,6 +145,19 @@ TEST(ModelFamilies, MixtralMatchesTheDenseReferenceThroughTheScheduler) {
   ExpectInvariance(Cpu, &m.config, &m.weights);
 }
 
+// Qwen3-MoE: q/k norms, 4 experts of half the dense width, 2 per token,
+// not renormalised (Qwen3MoeConfig's default), and layer 1 dense
+// (mlp_only_layers), through the scheduler.
+TEST(ModelFamilies, Qwen3MoeMatchesTheDenseReferenceThroughTheScheduler) {
+  const Checkpoint m = WriteAndLoad("qwen3_moe", "sightline-small", {{"mlp_only_layers", {1}}});
+  ASSERT_EQ(m.config.sparse_layers, (std::vector<bool>{true, false, true}));
+  ASSERT_FALSE(m.config.norm_topk_prob);
+  ASSERT_EQ(m.config.ExpertIntermediateSize(), m.config.intermediate_size / 2);
+  ASSERT_EQ(m.weights.layers[0].experts.size(), 4u);
+  ASSERT_TRUE(m.weights.layers[1].experts.empty());
+  ExpectInvariance(Cpu, &m.config, &m.weights);
+}
+
 // Gemma 3: (1 + w) norms, q/k norms, GELU-tanh, scaled embeddings, sliding
 // layers 0 and 2 (window 8) with their own rope base, layer 1 global with a
 // linear rope scaling; only whole-model windows free KV blocks, so the pool
@@ -225,6 +238,8 @@ TEST(ModelFamilies, GreedyTokensEqualThePyTorchReference) {
   ASSERT_TRUE(in) << "missing tests/data/model_reference/families.json";
   const json ref = json::parse(in);
   ASSERT_GE(ref["cases"].size(), 4u);
+  int qwen_moe_cases = 0;
+  bool qwen_moe_norm_shows = false;
   for (const json& k : ref["cases"]) {
     const std::string family = k["family"], preset = k["preset"];
     SCOPED_TRACE(family + " " + preset + " " + k["config_patch"].dump());
@@ -279,6 +294,12 @@ TEST(ModelFamilies, GreedyTokensEqualThePyTorchReference) {
       no_bias.qkv_bias = m.config.architecture == "Qwen2ForCausalLM";
       EXPECT_TRUE(some_prompt_differs(no_bias)) << "the projection biases change no token";
     }
+    if (m.config.moe_layout == ModelConfig::MoeLayout::kQwen && m.config.num_experts > 0) {
+      ModelConfig flipped = m.config;  // renormalising the top k, or not, must show (in a
+      flipped.norm_topk_prob = !flipped.norm_topk_prob;  // case where most layers are sparse)
+      qwen_moe_norm_shows |= some_prompt_differs(flipped);
+      ++qwen_moe_cases;
+    }
     if (m.config.rotary_dim > 0 &&
         m.config.rope_scaling.type != kernels::cpu::RopeType::kLongrope) {
       ModelConfig whole = m.config;
@@ -302,6 +323,8 @@ TEST(ModelFamilies, GreedyTokensEqualThePyTorchReference) {
       EXPECT_TRUE(long_prompts == 0 || differs) << "the long factors change no token";
     }
   }
+  EXPECT_GE(qwen_moe_cases, 2);
+  EXPECT_TRUE(qwen_moe_norm_shows) << "norm_topk_prob changes no token of any Qwen3-MoE case";
 }
 
 }  // namespace

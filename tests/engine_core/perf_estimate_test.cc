@@ -103,6 +103,27 @@ TEST(PerfEstimate, ShapeOfAScheduledStep) {
 
 // For any dense model: one decoded token costs 2 FLOPs per matrix parameter
 // plus its attention, and a step reads every matrix once.
+// Qwen3-MoE's mix: layer 0 sparse (E = 4 experts of EI = 8, k = 2 per
+// token), layer 1 dense (I = 16). Only layer 0's MLP differs from Small():
+// for one decoded token, 2*3*(k*T)*D*EI + 2*T*D*E = 768 + 64 FLOPs against
+// 2*3*T*D*I = 768, and reads of 2 rows over 2 experts' weights plus the
+// router: 64 + 512 + 128 + 64 + 256 + 64 = 1088 bytes against 992.
+TEST(PerfEstimate, SparseLayersCountTheirExpertsAndDenseOnesTheirMlp) {
+  ModelConfig mixed = Small();
+  mixed.num_experts = 4;
+  mixed.experts_per_token = 2;
+  mixed.moe_intermediate_size = 8;
+  mixed.sparse_layers = {true, false};
+  BatchShape b;
+  b.Add(1, 5, true);
+  const PerfEstimate dense = PerfModel(Small(), kBytes).Estimate(b);
+  const PerfEstimate e = PerfModel(mixed, kBytes).Estimate(b);
+  EXPECT_EQ(e.flops, dense.flops + 64);
+  EXPECT_EQ(e.read_bytes, dense.read_bytes + 1088 - 992);
+  // Writes: 3*rows*I*a + rows*D*a = 3*2*8*4 + 2*8*4 = 256 against 3*16*4 + 8*4 = 224.
+  EXPECT_EQ(e.write_bytes, dense.write_bytes + 256 - 224);
+}
+
 TEST(PerfEstimate, ADecodeIsTwoFlopsPerParameterAndReadsEveryWeight) {
   ModelConfig c;  // Llama-3-8B's shape
   c.num_layers = 32;

@@ -65,10 +65,12 @@ void AddMakeModelCommand(CLI::App& app, int* exit_code) {
       "(config.json, safetensors)");
   cmd->add_option("dir", o->dir, "Directory to write")->required();
   cmd->add_option("--preset", o->preset, "Model shape")->capture_default_str();
-  cmd->add_option("--family", o->family,
-                  "llama, mistral, mixtral (4 experts, 2 per token), phi3 (fused qkv and gate_up), "
-                  "qwen2 (q/k/v biases), qwen3 (q/k norms), gemma2 or gemma3_text: the "
-                  "architecture written, with that family's tensors")
+  cmd->add_option(
+         "--family", o->family,
+         "llama, mistral, mixtral (4 experts, 2 per token), phi3 (fused qkv and gate_up), "
+         "qwen2 (q/k/v biases), qwen3 (q/k norms), qwen3_moe (4 experts, 2 per token), gemma2 "
+         "or gemma3_text: the "
+         "architecture written, with that family's tensors")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Weights seed (same as --load-format dummy --seed)")
       ->capture_default_str();

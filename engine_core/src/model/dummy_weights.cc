@@ -37,15 +37,16 @@ ModelWeights DummyWeights(const ModelConfig& c, std::uint64_t seed) {
     L.k = Linear(rng, c.kv_size(), c.hidden_size);
     L.v = Linear(rng, c.kv_size(), c.hidden_size);
     L.o = Linear(rng, c.hidden_size, c.q_size());
-    if (c.num_experts > 0) {
+    if (c.LayerIsSparse(l)) {
       // A router scaled up so that its top-k is decisive, as trained ones are.
       L.router = Uniform(rng, static_cast<std::size_t>(c.num_experts) * h,
                          4 * std::sqrt(3.0 / c.hidden_size));
+      const int inter = c.ExpertIntermediateSize();
       for (int e = 0; e < c.num_experts; ++e) {
         ExpertWeights E;
-        E.gate = Linear(rng, c.intermediate_size, c.hidden_size);
-        E.up = Linear(rng, c.intermediate_size, c.hidden_size);
-        E.down = Linear(rng, c.hidden_size, c.intermediate_size);
+        E.gate = Linear(rng, inter, c.hidden_size);
+        E.up = Linear(rng, inter, c.hidden_size);
+        E.down = Linear(rng, c.hidden_size, inter);
         L.experts.push_back(std::move(E));
       }
     } else {

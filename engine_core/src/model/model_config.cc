@@ -54,7 +54,9 @@ constexpr std::string_view kReadKeys[] = {
     "rope_scaling", "rope_parameters", "tie_word_embeddings", "hidden_act", "attention_bias",
     "mlp_bias", "sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
     "num_local_experts", "num_experts_per_tok", "quantization_config",
-    "original_max_position_embeddings", "partial_rotary_factor",
+    // Qwen3-MoE
+    "num_experts", "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step",
+    "mlp_only_layers", "original_max_position_embeddings", "partial_rotary_factor",
     // Gemma 2/3
     "hidden_activation", "attn_logit_softcapping", "final_logit_softcapping",
     "query_pre_attn_scalar", "rope_local_base_freq", "sliding_window_pattern",
@@ -81,9 +83,9 @@ struct Architecture {
   // Qwen2/Qwen3 configs carry use_sliding_window, sliding_window,
   // max_window_layers and layer_types; sliding layers are refused.
   bool qwen_window_keys;
-  // Mixtral: sparse MoE MLPs (num_local_experts, default 8; top
-  // num_experts_per_tok, default 2, renormalised).
-  bool moe;
+  // Sparse MoE MLPs: 1 Mixtral (num_local_experts, default 8; top
+  // num_experts_per_tok, default 2, renormalised), 2 Qwen3-MoE (ReadQwenMoe).
+  int moe;
   // Phi-3: the checkpoint fuses q/k/v (qkv_proj) and gate/up (gate_up_proj);
   // the math is Llama's. Its config may carry original_max_position_embeddings.
   bool fused;
@@ -95,26 +97,28 @@ struct Architecture {
 constexpr Architecture kArchitectures[] = {
     // name, model_type, kv heads, head_dim, eps, theta, window field, window,
     // qkv bias, q/k norm, Qwen window keys, MoE, fused, Gemma
-    {"LlamaForCausalLM", "llama", 0, 0, 1e-6f, 1e4f, false, 0, false, false, false, false, false,
+    {"LlamaForCausalLM", "llama", 0, 0, 1e-6f, 1e4f, false, 0, false, false, false, 0, false, 0},
+    {"MistralForCausalLM", "mistral", 8, 0, 1e-6f, 1e4f, true, 4096, false, false, false, 0, false,
      0},
-    {"MistralForCausalLM", "mistral", 8, 0, 1e-6f, 1e4f, true, 4096, false, false, false, false,
-     false, 0},
-    {"MixtralForCausalLM", "mixtral", 8, 0, 1e-5f, 1e6f, true, 0, false, false, false, true, false,
+    {"MixtralForCausalLM", "mixtral", 8, 0, 1e-5f, 1e6f, true, 0, false, false, false, 1, false, 0},
+    {"Phi3ForCausalLM", "phi3", 0, 0, 1e-5f, 1e4f, true, 0, false, false, false, 0, true, 0},
+    {"Qwen2ForCausalLM", "qwen2", 32, 0, 1e-6f, 1e4f, false, 0, true, false, true, 0, false, 0},
+    {"Qwen3ForCausalLM", "qwen3", 32, 128, 1e-6f, 1e4f, false, 0, false, true, true, 0, false, 0},
+    // Qwen3MoeConfig declares no head_dim: the modeling code's
+    // getattr(config, "head_dim", hidden_size // num_attention_heads).
+    {"Qwen3MoeForCausalLM", "qwen3_moe", 4, 0, 1e-6f, 1e4f, false, 0, false, true, true, 2, false,
      0},
-    {"Phi3ForCausalLM", "phi3", 0, 0, 1e-5f, 1e4f, true, 0, false, false, false, false, true, 0},
-    {"Qwen2ForCausalLM", "qwen2", 32, 0, 1e-6f, 1e4f, false, 0, true, false, true, false, false, 0},
-    {"Qwen3ForCausalLM", "qwen3", 32, 128, 1e-6f, 1e4f, false, 0, false, true, true, false, false,
-     0},
-    {"Gemma2ForCausalLM", "gemma2", 4, 256, 1e-6f, 1e4f, false, 4096, false, false, false, false,
-     false, 2},
-    {"Gemma3ForCausalLM", "gemma3_text", 4, 256, 1e-6f, 1e6f, false, 4096, false, true, false,
-     false, false, 3},
+    {"Gemma2ForCausalLM", "gemma2", 4, 256, 1e-6f, 1e4f, false, 4096, false, false, false, 0, false,
+     2},
+    {"Gemma3ForCausalLM", "gemma3_text", 4, 256, 1e-6f, 1e6f, false, 4096, false, true, false, 0,
+     false, 3},
 };
 
 // The configs with transformers' attention_bias field (q, k, v and o
 // projection biases) and mlp_bias field (gate, up and down).
 bool HasAttentionBiasField(const Architecture& a) {
-  return a.model_type == "llama" || a.model_type == "qwen3" || a.gemma > 0;
+  return a.model_type == "llama" || a.model_type == "qwen3" || a.model_type == "qwen3_moe" ||
+         a.gemma > 0;
 }
 bool HasMlpBiasField(const Architecture& a) {
   return a.model_type == "llama";
@@ -196,6 +200,59 @@ Status ReadGemma(const json& j, const Architecture& arch, ModelConfig* c) {
   }
   for (int l = 0; l < c->num_layers; ++l)
     c->sliding_layers[static_cast<std::size_t>(l)] = two ? l % 2 == 0 : (l + 1) % pattern != 0;
+  return Status::Ok();
+}
+
+// Qwen3-MoE (Qwen3MoeConfig): num_experts (128) of moe_intermediate_size
+// (768), top num_experts_per_tok (8), renormalised only when norm_topk_prob
+// (false); layer l is sparse unless it is in mlp_only_layers ([]) or
+// (l + 1) % decoder_sparse_step (1) != 0, and num_experts 0 makes every
+// layer dense (Qwen3MoeDecoderLayer's condition).
+Status ReadQwenMoe(const json& j, ModelConfig* c) {
+  auto given = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
+  auto integer = [&](const char* k, int fallback, int min, int* dst) -> Status {
+    if (!given(k)) return (*dst = fallback), Status::Ok();
+    if (!j[k].is_number_integer() || j[k].get<int>() < min)
+      return Bad("'" + std::string(k) + "' must be an integer >= " + std::to_string(min));
+    *dst = j[k].get<int>();
+    return Status::Ok();
+  };
+  if (j.contains("num_local_experts"))
+    return Bad("'num_local_experts' is not a field of " + c->architecture + " (num_experts is)");
+  int step = 1;
+  Status s = integer("num_experts", 128, 0, &c->num_experts);
+  if (s.ok()) s = integer("num_experts_per_tok", 8, 1, &c->experts_per_token);
+  if (s.ok()) s = integer("moe_intermediate_size", 768, 1, &c->moe_intermediate_size);
+  if (s.ok()) s = integer("decoder_sparse_step", 1, 1, &step);
+  if (!s.ok()) return s;
+  c->norm_topk_prob = false;
+  if (given("norm_topk_prob")) {
+    if (!j["norm_topk_prob"].is_boolean()) return Bad("'norm_topk_prob' must be a boolean");
+    c->norm_topk_prob = j["norm_topk_prob"].get<bool>();
+  }
+  std::vector<bool> dense(static_cast<std::size_t>(c->num_layers), false);
+  if (given("mlp_only_layers")) {
+    const json& m = j["mlp_only_layers"];
+    if (!m.is_array()) return Bad("'mlp_only_layers' must be a list of layer indices");
+    for (const json& l : m) {
+      if (!l.is_number_integer() || l.get<int>() < 0 || l.get<int>() >= c->num_layers)
+        return Bad("'mlp_only_layers' entry " + l.dump() + " is not a layer index in [0, " +
+                   std::to_string(c->num_layers) + ")");
+      dense[static_cast<std::size_t>(l.get<int>())] = true;
+    }
+  }
+  if (c->num_experts == 0) {  // every layer dense
+    c->experts_per_token = 0;
+    c->moe_intermediate_size = 0;
+    return Status::Ok();
+  }
+  if (c->experts_per_token > c->num_experts)
+    return Bad("MoE needs 1 <= num_experts_per_tok <= num_experts");
+  c->moe_layout = ModelConfig::MoeLayout::kQwen;
+  c->sparse_layers.assign(static_cast<std::size_t>(c->num_layers), false);
+  for (int l = 0; l < c->num_layers; ++l)
+    c->sparse_layers[static_cast<std::size_t>(l)] =
+        !dense[static_cast<std::size_t>(l)] && (l + 1) % step == 0;
   return Status::Ok();
 }
 
@@ -339,14 +396,22 @@ Status ParseModelConfig(std::string_view json_text, ModelConfig* out) {
   // 1e-6 and 1e4 but for Mixtral (1e-5 and 1e6).
   if (s.ok()) s = opt_float("rms_norm_eps", arch->rms_norm_eps, &c.rms_norm_eps);
   if (s.ok()) s = opt_float("rope_theta", arch->rope_theta, &c.rope_theta);
-  if (s.ok() && arch->moe) {
+  if (s.ok() && arch->moe == 1) {  // Mixtral
     s = opt_int("num_local_experts", 8, &c.num_experts);
     if (s.ok()) s = opt_int("num_experts_per_tok", 2, &c.experts_per_token);
     if (s.ok() &&
         !(c.num_experts >= 1 && c.experts_per_token >= 1 && c.experts_per_token <= c.num_experts))
       return Bad("MoE needs 1 <= num_experts_per_tok <= num_local_experts");
+    for (const char* k : {"num_experts", "moe_intermediate_size", "norm_topk_prob",
+                          "decoder_sparse_step", "mlp_only_layers"})
+      if (s.ok() && j.contains(k))
+        return Bad("'" + std::string(k) + "' is not a field of " + c.architecture);
+  } else if (s.ok() && arch->moe == 2) {
+    s = ReadQwenMoe(j, &c);
   } else if (s.ok()) {
-    for (const char* k : {"num_local_experts", "num_experts_per_tok"})
+    for (const char* k :
+         {"num_local_experts", "num_experts_per_tok", "num_experts", "moe_intermediate_size",
+          "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers"})
       if (j.contains(k))
         return Bad("'" + std::string(k) + "' is not a field of " + c.architecture +
                    " (it has no experts)");
@@ -497,9 +562,15 @@ Status ApplyFamily(std::string_view family, ModelConfig* config) {
   }
   config->sliding_window =
       arch->sliding_window < config->max_position_embeddings ? arch->sliding_window : 0;
-  // A small mixture for the random checkpoints (Mixtral itself has 8 of 2).
+  // A small mixture for the random checkpoints (Mixtral itself has 8 of 2,
+  // Qwen3-30B-A3B 128 of 8).
   config->num_experts = arch->moe ? 4 : 0;
   config->experts_per_token = arch->moe ? 2 : 0;
+  config->norm_topk_prob = arch->moe != 2;  // Qwen3MoeConfig's default: false
+  config->moe_intermediate_size = arch->moe == 2 ? config->intermediate_size / 2 : 0;
+  config->moe_layout =
+      arch->moe == 2 ? ModelConfig::MoeLayout::kQwen : ModelConfig::MoeLayout::kMixtral;
+  config->sparse_layers.clear();
   return Status::Ok();
 }
 

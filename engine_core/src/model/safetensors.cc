@@ -33,7 +33,7 @@ auto TensorTable(const ModelConfig& c, W& w) {
     Slot data;
   };
   const std::int64_t h = c.hidden_size, v = c.vocab_size, q = c.q_size(), kv = c.kv_size(),
-                     i = c.intermediate_size, hd = c.head_dim;
+                     i = c.intermediate_size, hd = c.head_dim, ei = c.ExpertIntermediateSize();
   std::vector<Entry> t = {{"model.embed_tokens.weight", {v, h}, &w.embed}};
   for (int l = 0; l < c.num_layers; ++l) {
     auto& L = w.layers[static_cast<std::size_t>(l)];
@@ -64,14 +64,24 @@ auto TensorTable(const ModelConfig& c, W& w) {
     } else {
       t.push_back({p + "post_attention_layernorm.weight", {h}, &L.post_norm});
     }
-    if (c.num_experts > 0) {  // Mixtral: w1 gate, w3 up, w2 down
+    if (c.LayerIsSparse(l) && c.moe_layout == ModelConfig::MoeLayout::kMixtral) {
+      // Mixtral: w1 gate, w3 up, w2 down
       t.push_back({p + "block_sparse_moe.gate.weight", {c.num_experts, h}, &L.router});
       for (int e = 0; e < c.num_experts; ++e) {
         auto& E = L.experts[static_cast<std::size_t>(e)];
         const std::string x = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
-        t.push_back({x + "w1.weight", {i, h}, &E.gate});
-        t.push_back({x + "w2.weight", {h, i}, &E.down});
-        t.push_back({x + "w3.weight", {i, h}, &E.up});
+        t.push_back({x + "w1.weight", {ei, h}, &E.gate});
+        t.push_back({x + "w2.weight", {h, ei}, &E.down});
+        t.push_back({x + "w3.weight", {ei, h}, &E.up});
+      }
+    } else if (c.LayerIsSparse(l)) {  // Qwen3-MoE, as its checkpoints name the experts
+      t.push_back({p + "mlp.gate.weight", {c.num_experts, h}, &L.router});
+      for (int e = 0; e < c.num_experts; ++e) {
+        auto& E = L.experts[static_cast<std::size_t>(e)];
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        t.push_back({x + "gate_proj.weight", {ei, h}, &E.gate});
+        t.push_back({x + "up_proj.weight", {ei, h}, &E.up});
+        t.push_back({x + "down_proj.weight", {h, ei}, &E.down});
       }
     } else if (c.fused_projections) {  // Phi-3: gate then up (held in L.gate until split)
       t.push_back({p + "mlp.gate_up_proj.weight", {2 * i, h}, &L.gate});
@@ -162,7 +172,9 @@ Status LoadSafetensorsWeights(const std::string& dir, const ModelConfig& c, Mode
   }
   ModelWeights w;
   w.layers.resize(static_cast<std::size_t>(c.num_layers));
-  for (LayerWeights& L : w.layers) L.experts.resize(static_cast<std::size_t>(c.num_experts));
+  for (int l = 0; l < c.num_layers; ++l)
+    if (c.LayerIsSparse(l))
+      w.layers[static_cast<std::size_t>(l)].experts.resize(static_cast<std::size_t>(c.num_experts));
   const auto table = TensorTable(c, w);
   for (const auto& t : table)
     if (Status s = ReadTensor(tensors, t.name, t.shape, t.data); !s.ok())
@@ -241,10 +253,20 @@ json ConfigJson(const ModelConfig& c, DType dtype) {
     }
     if (c.rope_local_theta > 0) config["rope_local_base_freq"] = c.rope_local_theta;
   }
-  if (c.num_experts > 0) {
+  if (c.num_experts > 0 && c.moe_layout == ModelConfig::MoeLayout::kMixtral) {
     config["num_local_experts"] = c.num_experts;
     config["num_experts_per_tok"] = c.experts_per_token;
     config["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+  } else if (c.num_experts > 0) {  // Qwen3-MoE
+    config["num_experts"] = c.num_experts;
+    config["num_experts_per_tok"] = c.experts_per_token;
+    config["moe_intermediate_size"] = c.ExpertIntermediateSize();
+    config["norm_topk_prob"] = c.norm_topk_prob;
+    config["decoder_sparse_step"] = 1;
+    json dense = json::array();
+    for (int l = 0; l < c.num_layers; ++l)
+      if (!c.LayerIsSparse(l)) dense.push_back(l);
+    config["mlp_only_layers"] = dense;
   }
   switch (rope.type) {
     case kernels::cpu::RopeType::kDefault:

@@ -1,5 +1,5 @@
-// The Llama-family decoder (Llama, Mistral, Mixtral, Qwen2, Qwen3) on the CPU over the
-// paged KV cache.
+// The Llama-family decoder (Llama, Mistral, Mixtral, Phi-3, Qwen2, Qwen3, Qwen3-MoE, Gemma 2/3)
+// on the CPU over the paged KV cache.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -210,7 +210,7 @@ class CpuModelRunner final : public ModelRunner {
       for (std::size_t i = 0; i < x_.size(); ++i) x_[i] += h_[i];
       // MLP block (the output in h_).
       ops::RmsNorm(x_.data(), L.post_norm.data(), c.rms_norm_eps, t, c.hidden_size, h_.data());
-      if (c.num_experts > 0) {
+      if (c.LayerIsSparse(l)) {
         Experts(P, t);
       } else {
         P.gate.Apply(h_.data(), t, gate_.data());
@@ -300,14 +300,15 @@ class CpuModelRunner final : public ModelRunner {
       if (g.adapter->targets(m)) g.adapter->Add(layer, m, g.rows, x, y, &lora_scratch_);
   }
 
-  // Mixtral's sparse MLP on the normed rows h_, its output written back to
-  // h_: the router's softmax over experts per token, its top-k renormalised
-  // to sum to 1 (MixtralSparseMoeBlock); each expert runs once over the
-  // rows routed to it, and its output is added into theirs with its weight.
+  // A sparse MLP on the normed rows h_, its output written back to h_: the
+  // router's softmax over experts per token, its top-k renormalised to sum
+  // to 1 when norm_topk_prob (MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock);
+  // each expert runs once over the rows routed to it, and its output is
+  // added into theirs with its weight.
   void Experts(const PackedLayer& L, int t) {
     const ModelConfig& c = config_;
     const int n_experts = c.num_experts, k = c.experts_per_token, hidden = c.hidden_size,
-              inter = c.intermediate_size;
+              inter = c.ExpertIntermediateSize();
     router_.resize(static_cast<std::size_t>(t) * n_experts);
     L.router.Apply(h_.data(), t, router_.data());
     routed_.assign(static_cast<std::size_t>(n_experts), {});
@@ -323,6 +324,7 @@ class CpuModelRunner final : public ModelRunner {
                         [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
       float picked = 0;
       for (int i = 0; i < k; ++i) picked += p[order[static_cast<std::size_t>(i)]];
+      if (!c.norm_topk_prob) picked = 1;
       for (int i = 0; i < k; ++i) {
         const int e = order[static_cast<std::size_t>(i)];
         routed_[static_cast<std::size_t>(e)].push_back({r, p[e] / picked});
@@ -360,7 +362,8 @@ class CpuModelRunner final : public ModelRunner {
   // in place in float32, or packs a copy in a narrower format).
   void PackWeights(WeightFormat format) {
     const ModelConfig& c = config_;
-    const int hidden = c.hidden_size, inter = c.intermediate_size;
+    const int hidden = c.hidden_size, inter = c.intermediate_size,
+              expert_inter = c.ExpertIntermediateSize();
     packed_.resize(w_.layers.size());
     for (std::size_t l = 0; l < w_.layers.size(); ++l) {
       LayerWeights& L = w_.layers[l];
@@ -376,9 +379,9 @@ class CpuModelRunner final : public ModelRunner {
       // costs more accuracy than its bytes save.
       P.router = Pack(&L.router, c.num_experts, hidden, WeightFormat::kFloat32);
       for (ExpertWeights& E : L.experts)
-        P.experts.push_back({Pack(&E.gate, inter, hidden, format),
-                             Pack(&E.up, inter, hidden, format),
-                             Pack(&E.down, hidden, inter, format)});
+        P.experts.push_back({Pack(&E.gate, expert_inter, hidden, format),
+                             Pack(&E.up, expert_inter, hidden, format),
+                             Pack(&E.down, hidden, expert_inter, format)});
       L.experts.clear();
     }
     if (w_.lm_head.empty())  // tied: float32 reads the table in place
@@ -397,8 +400,11 @@ class CpuModelRunner final : public ModelRunner {
     attn_.resize(n * config_.q_size());
     k_.resize(n * config_.kv_size());
     v_.resize(n * config_.kv_size());
-    gate_.resize(n * config_.intermediate_size);
-    up_.resize(n * config_.intermediate_size);
+    // Wide enough for the dense MLP's rows and for an expert's (at most t).
+    const auto inter = static_cast<std::size_t>(
+        std::max(config_.intermediate_size, config_.ExpertIntermediateSize()));
+    gate_.resize(n * inter);
+    up_.resize(n * inter);
   }
 
   ModelConfig config_;

@@ -81,7 +81,9 @@ class PerfModel {
 
  private:
   std::uint64_t layers_, hidden_, heads_, kv_heads_, head_dim_, intermediate_;
-  std::uint64_t experts_, experts_per_token_;  // 0 for a dense MLP
+  // The sparse layers (Mixtral: all; Qwen3-MoE: those not in mlp_only_layers)
+  // and their experts; 0 sparse layers: a dense model.
+  std::uint64_t sparse_layers_, experts_, experts_per_token_, expert_intermediate_;
   std::uint64_t vocab_;
   ElementBytes bytes_;
 };

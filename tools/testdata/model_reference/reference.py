@@ -2,7 +2,7 @@
 """Greedy tokens of random checkpoints from a PyTorch forward pass written from
 the transformers model definitions (LlamaForCausalLM, MistralForCausalLM,
 MixtralForCausalLM, Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-Gemma2ForCausalLM, Gemma3ForCausalLM;
+Qwen3MoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM;
 default, linear, dynamic, llama3, yarn and longrope rope), independently of
 Sightline's runner.
 
@@ -92,6 +92,12 @@ CASES = [
                        "short_factor": [round(1.0 + 0.02 * i, 2) for i in range(48)],
                        "long_factor": [round(1.5 + 0.25 * i, 2) for i in range(48)]}},
      [6, 9, 33, 48]),
+    # Qwen3-MoE: 4 experts of half the dense width, 2 per token; its class
+    # default norm_topk_prob false, then true with a dense layer
+    # (mlp_only_layers), then every other layer sparse (decoder_sparse_step).
+    ("qwen3_moe", "sightline-small", {}),
+    ("qwen3_moe", "sightline-small-hd128", {"norm_topk_prob": True, "mlp_only_layers": [1]}),
+    ("qwen3_moe", "sightline-small", {"decoder_sparse_step": 2, "attention_bias": True}),
 ]
 PROMPT_LENGTHS = [7, 19, 33, 48]
 GREEDY_TOKENS = 10
@@ -196,6 +202,31 @@ def sparse_moe(cfg, w, p, h):
     return out
 
 
+def qwen3_moe_block(cfg, w, p, h):
+    """Qwen3MoeSparseMoeBlock: softmax router, top-k, renormalised only with
+    norm_topk_prob; experts named as the checkpoints on the Hub name them."""
+    probs = torch.softmax(h @ w[p + "gate.weight"].T, dim=-1)
+    weights, chosen = torch.topk(probs, cfg.get("num_experts_per_tok", 8), dim=-1)
+    if cfg.get("norm_topk_prob", False):
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(h)
+    for e in range(cfg.get("num_experts", 128)):
+        rows, slot = torch.where(chosen == e)
+        if rows.numel() == 0:
+            continue
+        x, q = h[rows], p + f"experts.{e}."
+        y = (torch.nn.functional.silu(x @ w[q + "gate_proj.weight"].T) *
+             (x @ w[q + "up_proj.weight"].T)) @ w[q + "down_proj.weight"].T
+        out.index_add_(0, rows, y * weights[rows, slot, None])
+    return out
+
+
+def qwen3_moe_sparse(cfg, layer):
+    """Qwen3MoeDecoderLayer's condition for a sparse MLP."""
+    return (layer not in (cfg.get("mlp_only_layers") or []) and cfg.get("num_experts", 128) > 0
+            and (layer + 1) % cfg.get("decoder_sparse_step", 1) == 0)
+
+
 def gemma_sliding_layers(cfg):
     """Gemma2: even layers slide; Gemma 3: all but every pattern-th."""
     if "layer_types" in cfg:
@@ -277,7 +308,8 @@ def forward(cfg, w, tokens):
             return y.view(t, n, hd)
 
         q, k, v = proj("q", heads), proj("k", kv_heads), proj("v", kv_heads)
-        if arch in ("Qwen3ForCausalLM", "Gemma3ForCausalLM"):  # per-head norms, then rope
+        if arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Gemma3ForCausalLM"):
+            # per-head norms, then rope
             q = norm(q, p + "self_attn.q_norm.weight")
             k = norm(k, p + "self_attn.k_norm.weight")
         c, s_ = (local_cos, local_sin) if sliding[l] else (cos, sin)
@@ -305,6 +337,8 @@ def forward(cfg, w, tokens):
         h = norm(x, p + "post_attention_layernorm.weight")
         if arch == "MixtralForCausalLM":
             x = x + sparse_moe(cfg, w, p + "block_sparse_moe.", h)
+        elif arch == "Qwen3MoeForCausalLM" and qwen3_moe_sparse(cfg, l):
+            x = x + qwen3_moe_block(cfg, w, p + "mlp.", h)
         elif arch == "Phi3ForCausalLM":  # gate_up_proj: gate, then up
             gate, up = (h @ w[p + "mlp.gate_up_proj.weight"].T).chunk(2, dim=-1)
             x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T

@@ -40,12 +40,29 @@ struct ModelConfig {
   // Qwen3: q and k get a per-head RMSNorm (weights [head_dim], the model's
   // rms_norm_eps) after the projection, before the rotary embedding.
   bool qk_norm = false;
-  // Mixtral: each layer's MLP is num_experts SwiGLU experts of
-  // intermediate_size; a token goes to the experts_per_token with the
-  // highest router softmax, weighted by those probabilities renormalised to
-  // sum to 1. 0: a dense MLP.
+  // Mixtral, Qwen3-MoE: a sparse layer's MLP is num_experts SwiGLU experts
+  // of ExpertIntermediateSize(); a token goes to the experts_per_token with
+  // the highest router softmax, weighted by those probabilities, renormalised
+  // to sum to 1 when norm_topk_prob (Mixtral always). 0: dense MLPs.
   int num_experts = 0;
   int experts_per_token = 0;
+  bool norm_topk_prob = true;
+  int moe_intermediate_size = 0;  // Qwen3-MoE's expert width; 0: intermediate_size
+  // Which layers are sparse (Qwen3-MoE's decoder_sparse_step and
+  // mlp_only_layers; the others have a dense MLP of intermediate_size);
+  // empty: all of them when num_experts > 0.
+  std::vector<bool> sparse_layers;
+  // The checkpoint's names: Mixtral's block_sparse_moe.experts.E.w1/w2/w3,
+  // or Qwen3-MoE's mlp.gate and mlp.experts.E.gate_proj/up_proj/down_proj.
+  enum class MoeLayout { kMixtral, kQwen };
+  MoeLayout moe_layout = MoeLayout::kMixtral;
+  bool LayerIsSparse(int layer) const {
+    return num_experts > 0 &&
+           (sparse_layers.empty() || sparse_layers[static_cast<std::size_t>(layer)]);
+  }
+  int ExpertIntermediateSize() const {
+    return moe_intermediate_size > 0 ? moe_intermediate_size : intermediate_size;
+  }
   // Phi-3's checkpoint layout: qkv_proj and gate_up_proj, split at load.
   bool fused_projections = false;
   // Gemma 2/3: RMSNorm weights are offsets (x / rms * (1 + w)); norms also
@@ -96,16 +113,16 @@ struct ModelConfig {
 // Parses a Hugging Face config.json; errors name the offending field.
 // Architectures: LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM,
 // Gemma2ForCausalLM, Gemma3ForCausalLM (text), Phi3ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-// each with its transformers class defaults.
+// Qwen3MoeForCausalLM, each with its transformers class defaults.
 Status ParseModelConfig(std::string_view json_text, ModelConfig* out);
 // Built-in presets for `--load-format dummy` without files: "sightline-tiny",
 // "sightline-small" (head_dim 64), "sightline-small-hd128".
 Status PresetModelConfig(std::string_view name, ModelConfig* out);
 
 // Model families by their short name (`sightline make-model --family`):
-// llama, mistral, mixtral (4 experts, 2 per token), phi3, qwen2, qwen3, gemma2,
-// gemma3_text. ApplyFamily turns a config
-// of any shape into that family (architecture and its features), keeping the sizes.
+// llama, mistral, mixtral (4 experts, 2 per token), phi3, qwen2, qwen3,
+// qwen3_moe (4 experts of half the width, 2 per token), gemma2, gemma3_text. ApplyFamily turns a
+// config of any shape into that family (architecture and its features), keeping the sizes.
 Status ApplyFamily(std::string_view family, ModelConfig* config);
 // The Hugging Face model_type of an architecture ("llama", "qwen2", ...).
 std::string ModelTypeOf(const std::string& architecture);

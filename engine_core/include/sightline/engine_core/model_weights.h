@@ -12,8 +12,8 @@
 namespace sightline::engine {
 
 struct ExpertWeights {
-  std::vector<float> gate, up;  // [intermediate, hidden]
-  std::vector<float> down;      // [hidden, intermediate]
+  std::vector<float> gate, up;  // [ExpertIntermediateSize(), hidden]
+  std::vector<float> down;      // [hidden, ExpertIntermediateSize()]
 };
 
 struct LayerWeights {
@@ -30,8 +30,8 @@ struct LayerWeights {
   std::vector<float> down;                         // [hidden, intermediate]; empty with experts
   // [intermediate] (gate, up) and [hidden] (down); empty unless config.mlp_bias
   std::vector<float> gate_bias, up_bias, down_bias;
-  std::vector<float> router;           // [num_experts, hidden]; with experts only
-  std::vector<ExpertWeights> experts;  // config.num_experts of them, or none
+  std::vector<float> router;           // [num_experts, hidden]; sparse layers only
+  std::vector<ExpertWeights> experts;  // config.num_experts in a sparse layer, else none
 };
 
 struct ModelWeights {
