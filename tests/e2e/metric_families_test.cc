@@ -152,7 +152,7 @@ TEST(MetricFamilies, HttpOnlyRegistersNoVllmFamily) {
 
 TEST(MetricFamilies, BucketableFamiliesAreTheHistograms) {
   const auto names = metrics::BucketOverrideKeys(AllHistograms(1024, false));
-  EXPECT_EQ(names.size(), 20u);  // 15 vLLM, 3 KV residency, 2 HTTP
+  EXPECT_EQ(names.size(), 21u);  // 16 vLLM, 3 KV residency, 2 HTTP
   metrics::BucketOverrides o;
   const auto families = AllHistograms(1024, false);
   EXPECT_NE(metrics::ParseBucketOverride("prompt_tokens=1,2", families, &o)  // a counter

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <regex>
 #include <thread>
 
@@ -308,6 +309,33 @@ TEST(Serve, ServesABaseModelWithoutAChatTemplate) {
     EXPECT_EQ(serve.Log().find("defines no chat template"), std::string::npos);
   }
   std::filesystem::remove_all(dir);
+}
+
+// vllm:request_num_preemptions (issue 45): a KV cache of 8 usable blocks of 16
+// tokens under 8 concurrent requests that each grow to 90 tokens preempts;
+// every finished request is observed once, and the per-request counts sum
+// to the engine's vllm:num_preemptions_total, across 2 API servers.
+TEST(Serve, EveryPreemptionIsCountedOnTheRequestItHit) {
+  ServeInstance serve({"--num-gpu-blocks-override", "9", "--block-size", "16", "--max-model-len",
+                       "128", "--api-server-count", "2"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  constexpr int kN = 8;
+  std::vector<std::future<Outcome>> requests;
+  for (int i = 0; i < kN; ++i)
+    requests.push_back(std::async(
+        std::launch::async, [&, i] { return Complete(serve.port(), 20 + i, 70, i % 2 == 0); }));
+  for (auto& r : requests) {
+    const Outcome o = r.get();
+    EXPECT_TRUE(o.ok) << o.failure;
+  }
+  std::map<std::string, double> page;
+  ASSERT_TRUE(WaitForPage(serve.port(), [&](auto p) {
+    page = p;
+    return p[Key("vllm:request_num_preemptions_count")] == kN;
+  })) << "not every finished request was observed";
+  EXPECT_GT(page[Key("vllm:num_preemptions_total")], 0) << "nothing was preempted: untested";
+  EXPECT_EQ(page[Key("vllm:request_num_preemptions_sum")], page[Key("vllm:num_preemptions_total")]);
+  EXPECT_EQ(page[Key("vllm:request_num_preemptions_bucket", "le=\"+Inf\",")], kN);
 }
 
 // The CPU's narrow weight formats served for real: each format's kernels

@@ -16,6 +16,9 @@ const std::vector<std::string> kEngineLabels = {"engine", "model_name"};
 
 // vLLM's bounds.
 const std::vector<double> kNBounds = {1, 2, 5, 10, 20};
+// vllm:request_num_preemptions: every finished request, so the first bucket
+// holds the never-preempted ones with the once-preempted.
+const std::vector<double> kPreemptionBounds = {1, 2, 3, 4, 5, 10, 20};
 const std::vector<double> kTtftBounds = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
                                          0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
                                          20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
@@ -72,6 +75,8 @@ std::vector<Histogram> HistogramTable(std::uint32_t max_model_len) {
         "Histogram of time spent in DECODE phase for request.", kLatencyBounds),
       h(&F::request_prefill_kv_computed_tokens, "vllm:request_prefill_kv_computed_tokens",
         "Histogram of new KV tokens computed during prefill (excluding cached tokens).", tokens),
+      h(&F::request_num_preemptions, "vllm:request_num_preemptions",
+        "Histogram of the number of times a request was preempted.", kPreemptionBounds),
   };
 }
 

@@ -7,7 +7,7 @@ namespace sightline::api {
 struct RequestMetrics::Engine {
   metrics::Counter prompt, prompt_compute, prompt_cache_hit, cached, generation;
   metrics::Histogram req_prompt, req_generation, max_generation, params_n, params_max_tokens,
-      prefill_kv, ttft, itl, tpot, e2e, queue, prefill, decode, inference;
+      prefill_kv, ttft, itl, tpot, e2e, queue, prefill, decode, inference, preemptions;
   std::string label;  // the `engine` label value
 };
 
@@ -72,7 +72,8 @@ Status RequestMetrics::MakeEngine(std::uint32_t index, std::unique_ptr<Engine>* 
       {&f.request_queue_time_seconds, &e->queue},
       {&f.request_prefill_time_seconds, &e->prefill},
       {&f.request_decode_time_seconds, &e->decode},
-      {&f.request_inference_time_seconds, &e->inference}};
+      {&f.request_inference_time_seconds, &e->inference},
+      {&f.request_num_preemptions, &e->preemptions}};
   for (const auto& [family, handle] : histograms)
     if (s.ok()) s = family->Get(base, handle);
   *out = std::move(e);  // on failure, handles that drop updates (counted as overflow)
@@ -124,6 +125,7 @@ void RequestMetrics::OnFinished(const FinishedRequest& r) {
   e.req_generation.Observe(r.generation_tokens);
   if (r.max_tokens_set) e.params_max_tokens.Observe(r.max_tokens);
   e.prefill_kv.Observe(r.prompt_tokens - r.cached_tokens);
+  e.preemptions.Observe(r.num_preemptions);
   if (r.last_output >= 0) e.e2e.Observe(r.last_output - r.arrival);
   if (r.queued >= 0 && r.first_scheduled >= 0) e.queue.Observe(r.first_scheduled - r.queued);
   if (r.first_scheduled >= 0 && r.engine_first_token >= 0)

@@ -34,6 +34,7 @@ struct FinishedRequest {
   double arrival = 0, first_token = -1, last_output = -1;
   // Engine monotonic seconds (-1: not known).
   double queued = -1, first_scheduled = -1, engine_first_token = -1, engine_last_token = -1;
+  std::uint32_t num_preemptions = 0;  // the engine's Preempted events for it
   // Under --per-request-spec-decode-metrics, for a response that shows
   // per-request metrics (one choice) of an engine that speculates.
   std::optional<RequestSpecDecodeMetrics> spec;

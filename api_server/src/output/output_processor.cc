@@ -174,6 +174,7 @@ void OutputProcessor::ApplyOutput(Choice& c, const RequestDelta& d) {
         c.stats.queued = ev->timestamp();
       if (ev->type() == ipc::EventType::Scheduled && c.stats.first_scheduled < 0)
         c.stats.first_scheduled = ev->timestamp();
+      if (ev->type() == ipc::EventType::Preempted) ++c.stats.num_preemptions;
     }
   if (c.first_output) {
     c.first_output = false;

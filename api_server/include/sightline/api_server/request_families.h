@@ -29,7 +29,7 @@ struct RequestFamilies {
       time_to_first_token_seconds, inter_token_latency_seconds,
       request_time_per_output_token_seconds, e2e_request_latency_seconds,
       request_queue_time_seconds, request_inference_time_seconds, request_prefill_time_seconds,
-      request_decode_time_seconds, request_prefill_kv_computed_tokens;
+      request_decode_time_seconds, request_prefill_kv_computed_tokens, request_num_preemptions;
 
   // The histograms with their default bounds, for the process that creates
   // an instance's registry (bucket_overrides.h).
