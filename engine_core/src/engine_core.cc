@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kv/kv_layout.h"
 #include "runner/sampler.h"
 #include "spec/drafts.h"
 
@@ -17,9 +18,9 @@ EngineCore::EngineCore(const EngineCoreConfig& config, std::unique_ptr<ModelRunn
             }),
       metrics_(metrics),
       clock_(clock),
-      // runner_ is initialised first (declaration order): the model's window.
+      // runner_ is initialised first (declaration order): the model's KV groups.
       kv_(config.num_blocks, config.block_size, config.enable_prefix_caching,
-          runner_->config().KvSlidingWindow()),
+          PlanKvLayout(runner_->config()).Windows()),
       scheduler_(config.scheduler, &kv_, clock),
       seeds_(config.seed) {
   if (metrics_ && config.kv_cache_metrics) {

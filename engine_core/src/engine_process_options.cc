@@ -4,6 +4,7 @@
 
 #include "engine_process_options.h"
 
+#include "kv/kv_layout.h"
 #include "kv/kv_residency.h"
 #include "kv_events/kv_events_config.h"
 #include "lora/lora_adapter.h"
@@ -171,12 +172,14 @@ Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvP
   if (o->served_model_name.empty()) o->served_model_name = model.name;
   if (Status s = CheckLoraOptions(model, cuda, o); !s.ok()) return s;
   if (cuda && !o->num_gpu_blocks_override) return Status::Ok();  // sized by PlanGpuKvCache
+  // A block holds block_size tokens of one KV group's layers (kv_layout.h:
+  // every layer, or fewer when sliding and full layers keep separate tables).
+  const KvLayout layout = PlanKvLayout(model);
   const std::uint64_t bytes_per_block =
-      2ull * model.num_layers * o->block_size * model.kv_size() * sizeof(float);
+      2ull * layout.group_size * o->block_size * model.kv_size() * sizeof(float);
   plan->num_blocks = o->num_gpu_blocks_override ? o->num_gpu_blocks_override
                                                 : o->kv_cache_memory / bytes_per_block;
-  plan->tokens =
-      plan->num_blocks > 1 ? (plan->num_blocks - 1) * static_cast<std::uint64_t>(o->block_size) : 0;
+  plan->tokens = layout.TokenCapacity(plan->num_blocks, o->block_size, o->max_num_batched_tokens);
   if (plan->tokens < static_cast<std::uint64_t>(o->max_model_len) || plan->num_blocks > (1u << 30))
     return invalid("the KV cache holds " + std::to_string(plan->tokens) + " tokens (" +
                    std::to_string(plan->num_blocks) + " blocks), fewer than max_model_len " +

@@ -338,6 +338,34 @@ TEST(Serve, EveryPreemptionIsCountedOnTheRequestItHit) {
   EXPECT_EQ(page[Key("vllm:request_num_preemptions_bucket", "le=\"+Inf\",")], kN);
 }
 
+// A Gemma 3 checkpoint whose sliding and global layers keep separate KV
+// tables (issue 45): a block holds one layer's tokens (3 layers, 1 global:
+// groups of 1), so 16 MiB of KV is 1,024 blocks of 16 tokens (one group of
+// all 3 layers would be 341), and concurrent streams complete.
+TEST(Serve, ServesAGemma3CheckpointWithKvGroups) {
+  const std::string dir = "/tmp/" + UniqueInstance() + "-gemma3";
+  ASSERT_EQ(ChildProcess::Exec({SIGHTLINE_CLI, "make-model", dir, "--family", "gemma3_text",
+                                "--preset", "sightline-small", "--config-patch",
+                                R"({"sliding_window": 16, "sliding_window_pattern": 2})"})
+                .Wait(),
+            0);
+  {
+    ServeInstance serve({dir, "--kv-cache-memory", "16777216"});
+    ASSERT_GT(serve.port(), 0) << serve.Log();
+    std::vector<std::future<Outcome>> streams;
+    for (int i = 0; i < 6; ++i)
+      streams.push_back(std::async(
+          std::launch::async, [&, i] { return Complete(serve.port(), 40 + 7 * i, 24, true); }));
+    for (auto& f : streams) {
+      const Outcome o = f.get();
+      EXPECT_TRUE(o.ok) << o.failure;
+    }
+    const std::string page = HttpClient(serve.port()).Request("GET", "/metrics").body();
+    EXPECT_NE(page.find("num_gpu_blocks=\"1024\""), std::string::npos) << page.substr(0, 3000);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // The CPU's narrow weight formats served for real: each format's kernels
 // (on this CPU, the dot-product ones where it has them) behind the whole
 // stack, a batch of concurrent streams and single requests, counted exactly.

@@ -16,6 +16,7 @@
 
 #include "engine_core/dense_reference.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_layout.h"
 #include "runner/model_runner.h"
 #include "runner/sampler.h"
 #include "sched/scheduler.h"
@@ -31,7 +32,7 @@ class MiniEngine {
  public:
   MiniEngine(std::unique_ptr<ModelRunner> runner, int num_blocks, int block_size, int budget,
              SpeculativeConfig speculative = {})
-      : kv_(num_blocks, block_size, true, runner->config().KvSlidingWindow()),
+      : kv_(num_blocks, block_size, true, PlanKvLayout(runner->config()).Windows()),
         runner_(std::move(runner)),
         block_size_(block_size),
         speculative_(speculative) {
@@ -138,6 +139,16 @@ inline std::vector<std::int32_t> ArgmaxAtEveryPosition(ModelRunner& runner,
   b.query_start = {0, n};
   b.context_len = {n};
   for (int k = 0; k < b.max_blocks_per_seq; ++k) b.block_tables.push_back(1 + k);
+  // A model with several KV groups: each its own blocks, after group 0's.
+  const int groups = PlanKvLayout(runner.config()).num_groups();
+  for (int g = 1; g < groups; ++g) {
+    BatchInput::KvGroupTables& t = b.other_kv_groups.emplace_back();
+    t.max_blocks_per_seq = b.max_blocks_per_seq;
+    const int first = 1 + g * b.max_blocks_per_seq;
+    for (int i = 0; i < n; ++i)
+      t.slot_mapping.push_back((first + i / block_size) * block_size + i % block_size);
+    for (int k = 0; k < b.max_blocks_per_seq; ++k) t.block_tables.push_back(first + k);
+  }
   std::vector<float> logits;
   runner.ComputeLogits(b, &logits);
   const auto vocab = static_cast<std::size_t>(runner.config().vocab_size);

@@ -498,7 +498,6 @@ TEST(ModelConfigGemma, RealGemma2AndGemma3Configs) {
   EXPECT_EQ(c.sliding_window, 4096);
   EXPECT_TRUE(c.LayerSlides(0));
   EXPECT_FALSE(c.LayerSlides(1));
-  EXPECT_EQ(c.KvSlidingWindow(), 0);  // global layers keep every block
   const json gemma3 = json::parse(R"({"architectures": ["Gemma3ForCausalLM"],
     "attention_bias": false, "attention_dropout": 0.0, "attn_logit_softcapping": null,
     "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": [1, 106],

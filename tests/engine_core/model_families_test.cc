@@ -16,6 +16,7 @@
 
 #include "engine_core/dense_reference.h"
 #include "engine_core/mini_engine.h"
+#include "kv/kv_layout.h"
 #include "sightline/engine_core/safetensors.h"
 
 namespace sightline::engine {
@@ -160,16 +161,39 @@ TEST(ModelFamilies, Qwen3MoeMatchesTheDenseReferenceThroughTheScheduler) {
 
 // Gemma 3: (1 + w) norms, q/k norms, GELU-tanh, scaled embeddings, sliding
 // layers 0 and 2 (window 8) with their own rope base, layer 1 global with a
-// linear rope scaling; only whole-model windows free KV blocks, so the pool
-// behaves as for full attention.
+// linear rope scaling. Three KV groups of one layer (kv/kv_layout.h): the
+// sliding ones free the blocks that left the window while the global one
+// keeps its, through chunks, preemption and prefix hits.
 TEST(ModelFamilies, Gemma3MatchesTheDenseReferenceThroughTheScheduler) {
   const Checkpoint m = WriteAndLoad("gemma3_text", "sightline-small",
                                     {{"sliding_window", 8},
                                      {"sliding_window_pattern", 2},
                                      {"rope_scaling", {{"rope_type", "linear"}, {"factor", 4.0}}}});
   ASSERT_EQ(m.config.sliding_layers, (std::vector<bool>{true, false, true}));
-  ASSERT_EQ(m.config.KvSlidingWindow(), 0);
-  ExpectInvariance(Cpu, &m.config, &m.weights);
+  ASSERT_EQ(PlanKvLayout(m.config).Windows(), (std::vector<int>{0, 8, 8}));
+  // Three tables share the pool, so under this much preemption the fifth
+  // request's prefix is evicted before it comes; hits are tested below.
+  ExpectInvariance(Cpu, &m.config, &m.weights, /*num_blocks=*/29, /*expect_prefix_hit=*/false);
+}
+
+// A prefix hit across KV groups: the global group's whole prefix and the
+// sliding groups' last blocks before it; the tokens are the dense
+// reference's, for the request that hit and the one that cached.
+TEST(ModelFamilies, Gemma3PrefixHitsSpanEveryKvGroup) {
+  const Checkpoint m = WriteAndLoad("gemma3_text", "sightline-small",
+                                    {{"sliding_window", 8}, {"sliding_window_pattern", 2}});
+  const std::vector<std::int32_t> first = Prompt(50, 4);
+  std::vector<std::int32_t> second(first.begin(), first.begin() + 32);
+  for (std::int32_t t : Prompt(9, 5)) second.push_back(t);
+  MiniEngine engine(Cpu(m.config, m.weights, 64, 4), 64, 4, /*budget=*/16);
+  engine.Add("first", first, 6);
+  engine.RunToCompletion();
+  engine.Add("second", second, 6);
+  engine.RunToCompletion();
+  EXPECT_EQ(engine.cached_["second"], 32);
+  EXPECT_EQ(engine.outputs_["second"],
+            testing::DenseGreedy(m.config, m.weights, second, 6, nullptr));
+  EXPECT_EQ(engine.outputs_["first"], testing::DenseGreedy(m.config, m.weights, first, 6, nullptr));
 }
 
 // Gemma 2's attention soft-capping (at 0.1, which the scores of a random model reach) and its

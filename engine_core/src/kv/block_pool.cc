@@ -60,7 +60,7 @@ double BlockPool::Usage() const {
 void BlockPool::Evict(KVCacheBlock* b) {
   if (!b->hash) return;
   if (observer_) observer_->OnEvicted(*b);
-  if (events_) {  // one per block, as vLLM's _maybe_evict_cached_block
+  if (events_ && b->published) {  // one per block, as vLLM's _maybe_evict_cached_block
     KvEvent e;
     e.kind = KvEvent::Kind::kBlockRemoved;
     e.block_hashes.push_back(b->hash->lo);
@@ -109,12 +109,13 @@ void BlockPool::FreeBlocks(std::span<KVCacheBlock* const> ordered) {
 }
 
 void BlockPool::CacheBlocks(std::span<KVCacheBlock* const> blocks,
-                            std::span<const BlockHash> hashes) {
+                            std::span<const BlockHash> hashes, bool published) {
   if (!caching_) return;
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     KVCacheBlock* b = blocks[i];
     if (b->hash) continue;
     b->hash = hashes[i];
+    b->published = published;
     // No de-duplication (block tables stay append-only); the first block
     // registered under a hash keeps serving hits.
     cached_.emplace(hashes[i], b);

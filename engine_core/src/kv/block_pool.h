@@ -27,6 +27,8 @@ struct KVCacheBlock {
   std::int32_t id = 0;
   std::int32_t ref_cnt = 0;
   std::optional<BlockHash> hash;  // set once the block is full and cached
+  // Whether KV-cache events describe it (KVCacheManager's group 0 only).
+  bool published = true;
   KVCacheBlock* prev_free = nullptr;
   KVCacheBlock* next_free = nullptr;
 };
@@ -87,8 +89,10 @@ class BlockPool {
   // ref_cnt -= 1; blocks reaching 0 rejoin the queue (fresh at the head,
   // cached at the tail) in the order given.
   void FreeBlocks(std::span<KVCacheBlock* const> ordered);
-  // Registers full blocks under their hashes (already-cached ones are skipped).
-  void CacheBlocks(std::span<KVCacheBlock* const> blocks, std::span<const BlockHash> hashes);
+  // Registers full blocks under their hashes (already-cached ones are
+  // skipped); `published`: whether their eviction is a BlockRemoved event.
+  void CacheBlocks(std::span<KVCacheBlock* const> blocks, std::span<const BlockHash> hashes,
+                   bool published = true);
   // Drops every cached hash; only possible when no request holds a block.
   bool ResetPrefixCache();
 

@@ -1,8 +1,11 @@
 // KVCacheManager: prefix-cache lookup, slot allocation and freeing for
-// requests, over a BlockPool (vLLM V1's kv_cache_manager.py semantics for a
-// single attention group: full attention, or a sliding window whose blocks
-// are freed once no later query can see them, as vLLM's
-// SlidingWindowManager does).
+// requests, over a BlockPool (vLLM V1's kv_cache_manager.py semantics). Each
+// KV-cache group (kv_layout.h: one for most models, several for a model
+// mixing sliding and full layers) has its own block table per request, drawn
+// from the one pool: full attention, or a sliding window whose blocks are
+// freed once no later query can see them, as vLLM's SlidingWindowManager
+// does; a prefix hit is the longest one every group has (vLLM's hybrid
+// coordinator).
 //
 // A request's KV state (RequestKV) is owned by the request itself, so the
 // per-step path does no map lookups.
@@ -18,11 +21,21 @@
 
 namespace sightline::engine {
 
-struct RequestKV {
-  // The block table, in token order; with a sliding window, blocks that left
-  // it are the pool's null block (their slots are never read again).
+// One group's block table of a request.
+struct KvBlocks {
+  // In token order; with a sliding window, blocks that left it are the
+  // pool's null block (their slots are never read again).
   std::vector<KVCacheBlock*> blocks;
   int num_cached_blocks = 0;  // leading blocks registered in the prefix cache
+};
+
+// A request's KV: group 0's table, and the other groups' (none but for a
+// model with several groups).
+struct RequestKV : KvBlocks {
+  std::vector<KvBlocks> other_groups;
+
+  KvBlocks& group(std::size_t g) { return g == 0 ? *this : other_groups[g - 1]; }
+  const KvBlocks& group(std::size_t g) const { return g == 0 ? *this : other_groups[g - 1]; }
 };
 
 // Prefix-cache counters in tokens. Lookups by preempted requests being
@@ -40,18 +53,25 @@ class KVCacheManager {
  public:
   // sliding_window: tokens each query sees (itself and W - 1 before); 0: all.
   KVCacheManager(int num_blocks, int block_size, bool enable_caching, int sliding_window = 0);
+  // One group per window (KvLayout::Windows()); group 0 is the one whose
+  // blocks KV-cache events describe (a full-attention group where there is one).
+  KVCacheManager(int num_blocks, int block_size, bool enable_caching,
+                 std::vector<int> group_windows);
 
   int block_size() const { return block_size_; }
+  int num_groups() const { return static_cast<int>(windows_.size()); }
   double Usage() const { return pool_.Usage(); }
   int num_free_blocks() const { return pool_.num_free_blocks(); }
   BlockPool& pool() { return pool_; }
 
   struct Hit {
-    std::vector<KVCacheBlock*> blocks;  // leading cached blocks
-    int num_tokens = 0;                 // blocks.size() * block_size
+    std::vector<KVCacheBlock*> blocks;                     // group 0's leading cached blocks
+    std::vector<std::vector<KVCacheBlock*>> other_groups;  // the same run, groups 1..
+    int num_tokens = 0;                                    // blocks.size() * block_size
   };
-  // The longest run of cached blocks from the start of the request, capped
-  // so that at least the last token is computed (hit <= num_tokens - 1).
+  // The longest run of cached blocks from the start of the request that
+  // every group has, capped so that at least the last token is computed
+  // (hit <= num_tokens - 1).
   // Not counted: a request that cannot be admitted is looked up again at
   // every step it waits, and only its admission counts (RecordAdmission).
   Hit GetComputedBlocks(std::span<const BlockHash> block_hashes, int num_tokens) const;
@@ -97,7 +117,7 @@ class KVCacheManager {
   // first): speculative drafts that were rejected give back the blocks that
   // held only them. Such blocks are never registered in the prefix cache.
   void TrimSlots(RequestKV* kv, int num_tokens);
-  // Blocks of `kv` holding real KV (not the null block): what it pins.
+  // Blocks of `kv` holding real KV (not the null block), all groups: what it pins.
   static int HeldBlocks(const RequestKV& kv);
 
   bool ResetPrefixCache();
@@ -106,7 +126,15 @@ class KVCacheManager {
  private:
   // With a sliding window: the blocks wholly before the window of the next
   // query (position num_computed_tokens) become the null block and are freed.
-  void RemoveSkippedBlocks(RequestKV* kv, int num_computed_tokens);
+  void RemoveSkippedBlocks(KvBlocks* kv, int window, int num_computed_tokens);
+  // Group g's longest hit of at most `max_blocks` blocks, in blocks; and its
+  // blocks for a hit of n blocks (the null block before a window).
+  int LongestHit(std::size_t g, std::span<const BlockHash> block_hashes,
+                 std::size_t max_blocks) const;
+  void HitBlocks(std::size_t g, std::span<const BlockHash> block_hashes, std::size_t n,
+                 std::vector<KVCacheBlock*>* out) const;
+  // The prefix-cache key of block hash h in group g (group 0: h itself).
+  static BlockHash GroupHash(const BlockHash& h, std::size_t g);
 
   // The BlockStored events of newly registered blocks [first, end).
   void RecordStored(const RequestKV& kv, std::span<const BlockHash> block_hashes, int first,
@@ -114,7 +142,7 @@ class KVCacheManager {
 
   BlockPool pool_;
   int block_size_;
-  int sliding_window_;
+  std::vector<int> windows_;  // per group
   PrefixCacheStats stats_;
   std::vector<KvEvent> events_;  // recorded while pool_.records_events()
 };

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kv/kv_layout.h"
 #include "lora/packed_lora.h"
 #include "runner/model_runner.h"
 #include "sightline/kernels/cpu_linear.h"
@@ -45,6 +46,7 @@ class CpuModelRunner final : public ModelRunner {
       : config_(std::move(config)),
         w_(std::move(weights)),
         block_size_(block_size),
+        kv_layout_(PlanKvLayout(config_)),
         inv_freq_(ops::RopeInvFreq(config_.RotaryDim(), config_.rope_theta, config_.rope_scaling)),
         long_inv_freq_(config_.rope_scaling.type == kernels::cpu::RopeType::kLongrope
                            ? ops::RopeInvFreq(config_.RotaryDim(), config_.rope_theta,
@@ -65,10 +67,13 @@ class CpuModelRunner final : public ModelRunner {
       plus_one(w_.final_norm);
     }
     PackWeights(format);
-    const std::size_t per_layer =
+    // One array per slot of a KV group (kv_layout.h): every layer's with one
+    // group, fewer when sliding and full layers take turns in the blocks.
+    const std::size_t per_slot =
         static_cast<std::size_t>(num_blocks) * block_size * config_.kv_size();
-    k_cache_.assign(static_cast<std::size_t>(config_.num_layers), std::vector<float>(per_layer));
-    v_cache_.assign(static_cast<std::size_t>(config_.num_layers), std::vector<float>(per_layer));
+    const auto slots = static_cast<std::size_t>(kv_layout_.group_size);
+    k_cache_.assign(slots, std::vector<float>(per_slot));
+    v_cache_.assign(slots, std::vector<float>(per_slot));
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -117,9 +122,15 @@ class CpuModelRunner final : public ModelRunner {
   // Runs the layers over the batch, leaving the last hidden states in x_.
   void Forward(const BatchInput& b) {
     const ModelConfig& c = config_;
+    // Reading one group's KV through another's tables would be silently wrong.
+    if (!b.tokens.empty() && b.other_kv_groups.size() + 1 != kv_layout_.groups.size())
+      throw std::logic_error("the batch has tables for " +
+                             std::to_string(b.other_kv_groups.size() + 1) +
+                             " KV groups, the model " + std::to_string(kv_layout_.groups.size()));
     const int t = static_cast<int>(b.tokens.size());
     const auto hidden = static_cast<std::size_t>(c.hidden_size);
     Resize(t);
+    if (t == 0) return;  // nothing to run (and no KV tables to read)
     GroupLoraRows(b);
     for (int i = 0; i < t; ++i) {
       const float* row = w_.embed.data() +
@@ -180,10 +191,22 @@ class CpuModelRunner final : public ModelRunner {
                     c.head_dim, inv, rotary, factor);
         }
       }
-      auto& kc = k_cache_[static_cast<std::size_t>(l)];
-      auto& vc = v_cache_[static_cast<std::size_t>(l)];
-      ops::WriteKvCache(k_.data(), v_.data(), b.slot_mapping.data(), t, c.kv_size(), kc.data(),
-                        vc.data());
+      // The layer's slot array, read through its group's block tables.
+      const auto slot =
+          static_cast<std::size_t>(kv_layout_.layer_slot[static_cast<std::size_t>(l)]);
+      const int group = kv_layout_.layer_group[static_cast<std::size_t>(l)];
+      auto& kc = k_cache_[slot];
+      auto& vc = v_cache_[slot];
+      const std::int32_t* slot_mapping = b.slot_mapping.data();
+      const std::int32_t* block_tables = b.block_tables.data();
+      int max_blocks = b.max_blocks_per_seq;
+      if (group > 0) {
+        const BatchInput::KvGroupTables& g = b.other_kv_groups[static_cast<std::size_t>(group - 1)];
+        slot_mapping = g.slot_mapping.data();
+        block_tables = g.block_tables.data();
+        max_blocks = g.max_blocks_per_seq;
+      }
+      ops::WriteKvCache(k_.data(), v_.data(), slot_mapping, t, c.kv_size(), kc.data(), vc.data());
       ops::PagedAttentionArgs args{q_.data(),
                                    kc.data(),
                                    vc.data(),
@@ -194,8 +217,8 @@ class CpuModelRunner final : public ModelRunner {
                                    static_cast<int>(b.context_len.size()),
                                    b.query_start.data(),
                                    b.context_len.data(),
-                                   b.block_tables.data(),
-                                   b.max_blocks_per_seq,
+                                   block_tables,
+                                   max_blocks,
                                    scale,
                                    attn_.data(),
                                    slides ? c.sliding_window : 0,
@@ -412,8 +435,10 @@ class CpuModelRunner final : public ModelRunner {
   std::vector<PackedLayer> packed_;
   Linear lm_head_;
   int block_size_;
+  KvLayout kv_layout_;
   std::vector<float> inv_freq_, long_inv_freq_, local_inv_freq_;
-  std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [blocks, block_size, kv_size]
+  // Per KV-group slot [blocks, block_size, kv_size] (kv_layout_.group_size of them).
+  std::vector<std::vector<float>> k_cache_, v_cache_;
   // Activations, reused across steps.
   std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, selected_, logits_, raw_;
   // The experts' scratch: router probabilities, rows routed to each expert

@@ -33,6 +33,14 @@ struct BatchInput {
   // [S]: the runner's LoRA slot sequence s runs (SetLoraAdapter); 0: the
   // base model alone.
   std::vector<std::int32_t> lora_slot;
+  // A model with several KV-cache groups (kv/kv_layout.h): groups 1..'s
+  // slots and block tables, laid out as group 0's above.
+  struct KvGroupTables {
+    std::vector<std::int32_t> slot_mapping;  // [T]
+    std::vector<std::int32_t> block_tables;  // [S, max_blocks_per_seq]
+    int max_blocks_per_seq = 0;
+  };
+  std::vector<KvGroupTables> other_kv_groups;
 };
 
 // How to pick each logits row's token (rows[i] for logits row i), built by

@@ -97,12 +97,6 @@ struct ModelConfig {
     return rope_scaling.type == kernels::cpu::RopeType::kLongrope &&
            max_tokens > rope_scaling.original_max_position;
   }
-  // The window the KV cache may free blocks by: only when every layer slides.
-  int KvSlidingWindow() const {
-    for (int l = 0; l < num_layers; ++l)
-      if (!LayerSlides(l)) return 0;
-    return sliding_window;
-  }
   std::int32_t bos_token_id = -1;
   std::vector<std::int32_t> eos_token_ids;
 

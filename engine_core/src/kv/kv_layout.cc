@@ -1,0 +1,65 @@
+#include "kv/kv_layout.h"
+
+#include <algorithm>
+
+namespace sightline::engine {
+
+std::vector<int> KvLayout::Windows() const {
+  std::vector<int> out;
+  for (const Group& g : groups) out.push_back(g.window);
+  return out;
+}
+
+std::uint64_t KvLayout::TokenCapacity(std::uint64_t num_blocks, int block_size,
+                                      int max_step_tokens) const {
+  if (num_blocks <= 1) return 0;
+  const std::uint64_t usable = num_blocks - 1, bs = static_cast<std::uint64_t>(block_size);
+  if (groups.size() == 1) return usable * bs;
+  std::uint64_t full = 0, sliding_blocks = 0;
+  for (const Group& g : groups) {
+    if (g.window == 0) {
+      ++full;
+      continue;
+    }
+    // The window before the step's first token, the step's tokens, and the
+    // block a boundary splits.
+    sliding_blocks +=
+        static_cast<std::uint64_t>(g.window - 1 + max_step_tokens + block_size - 1) / bs + 1;
+  }
+  if (full == 0 || sliding_blocks >= usable) return 0;
+  return (usable - sliding_blocks) / full * bs;
+}
+
+KvLayout PlanKvLayout(const ModelConfig& c) {
+  KvLayout out;
+  std::vector<int> full, sliding;
+  for (int l = 0; l < c.num_layers; ++l) (c.LayerSlides(l) ? sliding : full).push_back(l);
+  out.layer_group.assign(static_cast<std::size_t>(c.num_layers), 0);
+  out.layer_slot.assign(static_cast<std::size_t>(c.num_layers), 0);
+  if (full.empty() || sliding.empty()) {  // one kind: one group of every layer
+    out.group_size = c.num_layers;
+    KvLayout::Group g;
+    g.window = full.empty() ? c.sliding_window : 0;
+    for (int l = 0; l < c.num_layers; ++l) {
+      g.layers.push_back(l);
+      out.layer_slot[static_cast<std::size_t>(l)] = l;
+    }
+    out.groups.push_back(std::move(g));
+    return out;
+  }
+  out.group_size = static_cast<int>(std::min(full.size(), sliding.size()));
+  for (const auto* kind : {&full, &sliding}) {
+    const int window = kind == &full ? 0 : c.sliding_window;
+    for (std::size_t i = 0; i < kind->size(); ++i) {
+      if (i % static_cast<std::size_t>(out.group_size) == 0) out.groups.push_back({window, {}});
+      const int l = (*kind)[i];
+      out.layer_group[static_cast<std::size_t>(l)] = out.num_groups() - 1;
+      out.layer_slot[static_cast<std::size_t>(l)] =
+          static_cast<int>(out.groups.back().layers.size());
+      out.groups.back().layers.push_back(l);
+    }
+  }
+  return out;
+}
+
+}  // namespace sightline::engine
