@@ -87,7 +87,7 @@ Status OpenEngineRegistry(const EngineProcessOptions& o, const KvPlan& plan, Eng
   cache.enable_prefix_caching = o.prefix_caching;
   cache.gpu_memory_utilization = o.gpu_memory_utilization;
   cache.kv_cache_size_tokens = plan.tokens;
-  cache.kv_cache_max_concurrency = static_cast<double>(plan.tokens) / o.max_model_len;
+  cache.kv_cache_max_concurrency = plan.max_concurrency;
   EngineMetricsOptions mo;
   mo.model_name = o.served_model_name;
   mo.kv_cache_metrics = o.kv_cache_metrics;

@@ -179,7 +179,10 @@ Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvP
       2ull * layout.group_size * o->block_size * model.kv_size() * sizeof(float);
   plan->num_blocks = o->num_gpu_blocks_override ? o->num_gpu_blocks_override
                                                 : o->kv_cache_memory / bytes_per_block;
-  plan->tokens = layout.TokenCapacity(plan->num_blocks, o->block_size, o->max_num_batched_tokens);
+  plan->tokens = layout.TokenCapacity(plan->num_blocks, o->block_size, o->max_num_batched_tokens,
+                                      o->max_model_len);
+  plan->max_concurrency = layout.MaxConcurrency(plan->num_blocks, o->block_size,
+                                                o->max_num_batched_tokens, o->max_model_len);
   if (plan->tokens < static_cast<std::uint64_t>(o->max_model_len) || plan->num_blocks > (1u << 30))
     return invalid("the KV cache holds " + std::to_string(plan->tokens) + " tokens (" +
                    std::to_string(plan->num_blocks) + " blocks), fewer than max_model_len " +
@@ -247,6 +250,7 @@ Status PlanGpuKvCache(const ModelConfig& model, const EngineProcessOptions& o, K
   const std::uint64_t block = CudaKvBlockBytes(model, o.block_size);
   plan->num_blocks = budget > 0 ? static_cast<std::uint64_t>(budget) / block : 0;
   plan->tokens = plan->num_blocks > 1 ? (plan->num_blocks - 1) * o.block_size : 0;
+  plan->max_concurrency = static_cast<double>(plan->tokens) / o.max_model_len;
   if (plan->tokens < static_cast<std::uint64_t>(o.max_model_len) || plan->num_blocks > (1u << 30)) {
     auto mib = [](double b) { return std::to_string(static_cast<long>(b / (1 << 20))) + " MiB"; };
     return Status::InvalidArgument(

@@ -366,6 +366,40 @@ TEST(Serve, ServesAGemma3CheckpointWithKvGroups) {
   std::filesystem::remove_all(dir);
 }
 
+// A Qwen3-MoE checkpoint with a dense layer and Llama's projection biases
+// beside it, served from their directories (issue 45): streams complete and
+// the MFU estimate counts the mixture's work.
+TEST(Serve, ServesQwen3MoeAndBiasedLlamaCheckpoints) {
+  const std::vector<std::pair<std::string, std::string>> models = {
+      {"qwen3_moe", R"({"mlp_only_layers": [1], "norm_topk_prob": true})"},
+      {"llama", R"({"attention_bias": true, "mlp_bias": true})"}};
+  for (const auto& [family, patch] : models) {
+    SCOPED_TRACE(family);
+    const std::string dir = "/tmp/" + UniqueInstance() + "-" + family;
+    ASSERT_EQ(ChildProcess::Exec({SIGHTLINE_CLI, "make-model", dir, "--family", family, "--preset",
+                                  "sightline-small", "--config-patch", patch})
+                  .Wait(),
+              0);
+    {
+      ServeInstance serve({dir, "--enable-mfu-metrics", "--served-model-name", "sightline-tiny"});
+      ASSERT_GT(serve.port(), 0) << serve.Log();
+      std::vector<std::future<Outcome>> streams;
+      for (int i = 0; i < 4; ++i)
+        streams.push_back(std::async(std::launch::async,
+                                     [&, i] { return Complete(serve.port(), 30 + i, 8, i % 2); }));
+      for (auto& f : streams) {
+        const Outcome o = f.get();
+        EXPECT_TRUE(o.ok) << o.failure;
+      }
+      EXPECT_TRUE(WaitForPage(serve.port(), [](auto p) {
+        return p[Key("vllm:generation_tokens_total")] == 32 &&
+               p[Key("vllm:estimated_flops_per_gpu_total")] > 0;
+      })) << "the tokens or the MFU estimate never showed";
+    }
+    std::filesystem::remove_all(dir);
+  }
+}
+
 // The CPU's narrow weight formats served for real: each format's kernels
 // (on this CPU, the dot-product ones where it has them) behind the whole
 // stack, a batch of concurrent streams and single requests, counted exactly.

@@ -70,7 +70,8 @@ Mat Mlp(const Mat& x, const Mat& gate, const Mat& up, const Mat& down, int t, in
 }
 
 // Rotates the first `rotary` of each head's `dim` dimensions (partial
-// rotary: the rest pass through, but for the attention factor below).
+// rotary: the rest pass through unscaled); the rope type's attention factor
+// scales the rotated ones, as transformers scales cos and sin.
 void Rotary(Mat* x, int t, int heads, int dim, int rotary, float theta,
             const kernels::cpu::RopeScaling& scaling, bool long_rope) {
   const std::vector<float> inv = kernels::cpu::RopeInvFreq(rotary, theta, scaling, long_rope);

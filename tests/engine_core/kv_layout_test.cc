@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
+#include <random>
 
 #include "kv/kv_cache_manager.h"
 
@@ -63,11 +65,17 @@ TEST(KvLayout, CapacityLeavesEachSlidingGroupItsWindowAndAStep) {
   const KvLayout g3 = PlanKvLayout(Gemma3OneB());
   // 6 sliding groups x ((511 + 512 + 15) / 16 + 1 = 65) blocks; the rest of
   // the 1000 usable blocks (610) is the full group's: 9760 tokens.
-  EXPECT_EQ(g3.TokenCapacity(1001, 16, 512), 610u * 16);
-  EXPECT_EQ(g3.TokenCapacity(300, 16, 512), 0u);
+  EXPECT_EQ(g3.TokenCapacity(1001, 16, 512, 32768), 610u * 16);
+  EXPECT_EQ(g3.TokenCapacity(300, 16, 512, 32768), 0u);
+  // No sliding group holds more than a request may: max_model_len 256 caps
+  // each at 16 + 1 blocks, leaving 898 for the full group.
+  EXPECT_EQ(g3.TokenCapacity(1001, 16, 512, 256), 898u * 16);
+  // Requests of 4,096 tokens at once: 1000 blocks over 256 + 6 x 65.
+  EXPECT_DOUBLE_EQ(g3.MaxConcurrency(1001, 16, 512, 4096), 1000.0 / (256 + 6 * 65));
   ModelConfig llama = Gemma3OneB();
   llama.sliding_window = 0;
-  EXPECT_EQ(PlanKvLayout(llama).TokenCapacity(1001, 16, 512), 1000u * 16);
+  EXPECT_EQ(PlanKvLayout(llama).TokenCapacity(1001, 16, 512, 32768), 1000u * 16);
+  EXPECT_DOUBLE_EQ(PlanKvLayout(llama).MaxConcurrency(1001, 16, 512, 4000), 4.0);
 }
 
 // Two groups, full and window 8, blocks of 4: the sliding table frees its
@@ -108,6 +116,127 @@ TEST(KvLayout, TheManagerKeepsATablePerGroup) {
   std::vector<BlockHash> shared_hashes;
   ExtendBlockHashes(shared, 4, "", &shared_hashes);
   EXPECT_EQ(kv.GetComputedBlocks(shared_hashes, 34).num_tokens, 24);
+}
+
+// A hit across groups when the pool is nearly full: the blocks a group
+// takes fresh are never another group's hits (every group's hits leave the
+// free queue first). Found in review: taking group 0's fresh blocks before
+// group 1 had touched its hits handed group 0 one of them, so a layer of each
+// group shared a block. The pool: 14 usable blocks of 4 tokens, windows full
+// and 8; after A (16 tokens) and D (12 others) are freed the queue is A's
+// group-0 blocks, A's group-1 blocks, then D's.
+TEST(KvLayout, AFreshBlockIsNeverAnotherGroupsHit) {
+  KVCacheManager kv(15, 4, true, std::vector<int>{0, 8});
+  auto hashes_of = [](const std::vector<std::int32_t>& t) {
+    std::vector<BlockHash> h;
+    ExtendBlockHashes(t, 4, "", &h);
+    return h;
+  };
+  std::vector<std::int32_t> a(16), d(12, 500);
+  for (int i = 0; i < 16; ++i) a[static_cast<std::size_t>(i)] = i + 1;
+  RequestKV ka, kd;
+  ASSERT_TRUE(kv.AllocateSlots(&ka, hashes_of(a), 0, {}, 16, 16));
+  ASSERT_TRUE(kv.AllocateSlots(&kd, hashes_of(d), 0, {}, 12, 12));
+  EXPECT_EQ(kv.num_free_blocks(), 0);
+  kv.Free(&ka);
+  kv.Free(&kd);
+  std::vector<std::int32_t> b(a.begin(), a.begin() + 12);
+  for (int i = 0; i < 12; ++i) b.push_back(900 + i);
+  const std::vector<BlockHash> hb = hashes_of(b);
+  const KVCacheManager::Hit hit = kv.GetComputedBlocks(hb, 24);
+  ASSERT_EQ(hit.num_tokens, 12);
+  RequestKV kb;
+  ASSERT_TRUE(kv.AllocateSlots(&kb, hb, 0, hit, 12, 24));
+  std::map<int, int> tables;  // block id -> the group tables holding it
+  for (std::size_t g = 0; g < 2; ++g)
+    for (const KVCacheBlock* blk : kb.group(g).blocks)
+      if (blk != kv.pool().null_block()) ++tables[blk->id];
+  for (const auto& [id, n] : tables) {
+    EXPECT_EQ(n, 1) << "block " << id << " is in both groups' tables";
+    EXPECT_EQ(kv.pool().block(id).ref_cnt, n) << id;
+  }
+  EXPECT_EQ(KVCacheManager::HeldBlocks(kb), 6 + 5);  // group 1's block 0 is the null block
+}
+
+// The class of that defect, on generated workloads: requests sharing
+// prefixes (so hits span groups) are admitted with their hits, grow by
+// chunks and decodes, roll back drafts and are freed or preempted, in a pool
+// too small for all of them. After every step each block is in one group's
+// tables at most, its ref_cnt is the number of table entries holding it,
+// and the free queue holds exactly the unreferenced blocks.
+TEST(KvLayout, GeneratedWorkloadsKeepEveryBlockInOneGroup) {
+  std::mt19937 rng(45);
+  for (int round = 0; round < 40; ++round) {
+    KVCacheManager kv(24 + static_cast<int>(rng() % 40), 4, true, std::vector<int>{0, 8, 8});
+    struct Live {
+      std::vector<std::int32_t> tokens;
+      std::vector<BlockHash> hashes;
+      RequestKV kv;
+      int computed = 0;
+    };
+    std::vector<Live> live;
+    auto check = [&] {
+      std::map<int, int> refs, group_of;
+      for (const Live& l : live)
+        for (std::size_t g = 0; g < 3 && g <= l.kv.other_groups.size(); ++g)
+          for (const KVCacheBlock* b : l.kv.group(g).blocks) {
+            if (b == kv.pool().null_block()) continue;
+            ++refs[b->id];
+            const auto [it, fresh] = group_of.emplace(b->id, static_cast<int>(g));
+            ASSERT_EQ(it->second, static_cast<int>(g)) << "block " << b->id << " in two groups";
+            (void)fresh;
+          }
+      int unreferenced = 0;
+      for (int id = 1; id < kv.pool().num_blocks(); ++id) {
+        EXPECT_EQ(kv.pool().block(id).ref_cnt, refs.count(id) ? refs[id] : 0) << id;
+        unreferenced += refs.count(id) == 0;
+      }
+      EXPECT_EQ(kv.num_free_blocks(), unreferenced);
+    };
+    for (int step = 0; step < 60; ++step) {
+      const unsigned op = rng() % 10;
+      if (op < 3 && live.size() < 6) {  // admit: one of 3 prefixes, then its own tokens
+        Live l;
+        const auto prefix = static_cast<std::int32_t>(rng() % 3);
+        const int shared = 4 * static_cast<int>(rng() % 6);
+        for (int i = 0; i < shared; ++i) l.tokens.push_back(prefix * 100 + i);
+        const int own = 1 + static_cast<int>(rng() % 20);
+        for (int i = 0; i < own; ++i)
+          l.tokens.push_back(static_cast<std::int32_t>(1000 + rng() % 50));
+        ExtendBlockHashes(l.tokens, 4, "", &l.hashes);
+        const int n = static_cast<int>(l.tokens.size());
+        const KVCacheManager::Hit hit = kv.GetComputedBlocks(l.hashes, n);
+        const int chunk = std::min(n - hit.num_tokens, 1 + static_cast<int>(rng() % 12));
+        if (!kv.AllocateSlots(&l.kv, l.hashes, 0, hit, chunk, hit.num_tokens + chunk)) continue;
+        l.computed = hit.num_tokens + chunk;
+        live.push_back(std::move(l));
+      } else if (op < 8 && !live.empty()) {  // grow one: a chunk, a decode, or drafts rolled back
+        Live& l = live[rng() % live.size()];
+        const int drafts = rng() % 3 == 0 ? 3 : 0;
+        const int n = 1 + static_cast<int>(rng() % 6);
+        if (!kv.AllocateSlots(&l.kv, l.hashes, l.computed, {}, n + drafts, l.computed)) {
+          kv.Free(&l.kv);  // preempted
+          std::swap(l, live.back());
+          live.pop_back();
+        } else {
+          for (int i = 0; i < n; ++i)
+            l.tokens.push_back(static_cast<std::int32_t>(2000 + rng() % 50));
+          l.computed += n;
+          if (drafts) kv.TrimSlots(&l.kv, l.computed);
+          ExtendBlockHashes(l.tokens, 4, "", &l.hashes);
+        }
+      } else if (!live.empty()) {  // finish one
+        const std::size_t i = rng() % live.size();
+        kv.Free(&live[i].kv);
+        std::swap(live[i], live.back());
+        live.pop_back();
+      }
+      check();
+      if (::testing::Test::HasFailure()) return;
+    }
+    for (Live& l : live) kv.Free(&l.kv);
+    EXPECT_EQ(kv.num_free_blocks(), kv.pool().num_blocks() - 1);
+  }
 }
 
 // KV-cache events describe group 0 (full attention) alone: what a router

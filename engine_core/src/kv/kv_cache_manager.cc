@@ -163,12 +163,18 @@ bool KVCacheManager::AllocateSlots(RequestKV* kv, std::span<const BlockHash> blo
   }
   if (wanted > pool_.num_free_blocks()) return false;
 
+  // Every group's hits leave the free queue before any group takes fresh
+  // blocks from it: a fresh block must never be another group's hit (vLLM
+  // saves the computed blocks of all groups, then allocates).
   for (std::size_t g = 0; g < groups; ++g) {
     KvBlocks& mine = kv->group(g);
     const std::vector<KVCacheBlock*>& hits = hit_of(g);
     pool_.Touch(live_hits[g]);
     mine.blocks.insert(mine.blocks.end(), hits.begin(), hits.end());
     mine.num_cached_blocks += static_cast<int>(hits.size());
+  }
+  for (std::size_t g = 0; g < groups; ++g) {
+    KvBlocks& mine = kv->group(g);
     const std::vector<KVCacheBlock*> added = pool_.GetNewBlocks(fresh[g]);
     mine.blocks.insert(mine.blocks.end(), added.begin(), added.end());
 

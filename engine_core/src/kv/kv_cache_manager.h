@@ -111,7 +111,9 @@ class KVCacheManager {
   // one entry per physical block: what a subscriber to the events rebuilds.
   std::vector<std::uint64_t> CachedBlockHashes() const;
 
-  // Releases every block of `kv` (tail first, so a chain's prefix outlives its tail).
+  // Releases every block of `kv`, group by group, each tail first (so a
+  // chain's prefix outlives its tail within a group; as in vLLM, group 0's
+  // blocks queue for eviction before the other groups').
   void Free(RequestKV* kv);
   // Releases the blocks of `kv` past its first `num_tokens` slots (tail
   // first): speculative drafts that were rejected give back the blocks that

@@ -10,8 +10,12 @@ std::vector<int> KvLayout::Windows() const {
   return out;
 }
 
-std::uint64_t KvLayout::TokenCapacity(std::uint64_t num_blocks, int block_size,
-                                      int max_step_tokens) const {
+int KvLayout::SlidingTokens(int window, int max_step_tokens, int max_model_len) {
+  return std::min(window - 1 + max_step_tokens, max_model_len);
+}
+
+std::uint64_t KvLayout::TokenCapacity(std::uint64_t num_blocks, int block_size, int max_step_tokens,
+                                      int max_model_len) const {
   if (num_blocks <= 1) return 0;
   const std::uint64_t usable = num_blocks - 1, bs = static_cast<std::uint64_t>(block_size);
   if (groups.size() == 1) return usable * bs;
@@ -21,13 +25,29 @@ std::uint64_t KvLayout::TokenCapacity(std::uint64_t num_blocks, int block_size,
       ++full;
       continue;
     }
-    // The window before the step's first token, the step's tokens, and the
-    // block a boundary splits.
-    sliding_blocks +=
-        static_cast<std::uint64_t>(g.window - 1 + max_step_tokens + block_size - 1) / bs + 1;
+    const auto tokens =
+        static_cast<std::uint64_t>(SlidingTokens(g.window, max_step_tokens, max_model_len));
+    sliding_blocks += (tokens + bs - 1) / bs + 1;  // and the block a boundary splits
   }
   if (full == 0 || sliding_blocks >= usable) return 0;
   return (usable - sliding_blocks) / full * bs;
+}
+
+double KvLayout::MaxConcurrency(std::uint64_t num_blocks, int block_size, int max_step_tokens,
+                                int max_model_len) const {
+  if (num_blocks <= 1 || max_model_len <= 0) return 0;
+  const std::uint64_t bs = static_cast<std::uint64_t>(block_size);
+  if (groups.size() == 1)
+    return static_cast<double>((num_blocks - 1) * bs) / static_cast<double>(max_model_len);
+  std::uint64_t per_request = 0;
+  for (const Group& g : groups) {
+    const std::uint64_t tokens =
+        g.window == 0
+            ? static_cast<std::uint64_t>(max_model_len)
+            : static_cast<std::uint64_t>(SlidingTokens(g.window, max_step_tokens, max_model_len));
+    per_request += (tokens + bs - 1) / bs + (g.window == 0 ? 0 : 1);
+  }
+  return static_cast<double>(num_blocks - 1) / static_cast<double>(per_request);
 }
 
 KvLayout PlanKvLayout(const ModelConfig& c) {

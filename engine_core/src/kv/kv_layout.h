@@ -33,11 +33,22 @@ struct KvLayout {
 
   int num_groups() const { return static_cast<int>(groups.size()); }
   std::vector<int> Windows() const;
+  // What the blocks a sliding group of a request holds at most cover, in
+  // tokens: the window before a step, the step (at most `max_step_tokens`),
+  // and no more than the request's `max_model_len` (vLLM's bound).
+  static int SlidingTokens(int window, int max_step_tokens, int max_model_len);
   // The longest sequence `num_blocks` blocks (the null block included) hold
   // when it runs alone, in tokens: every block for a single group; with
-  // several, the full groups' blocks once each sliding group holds what a
-  // step of `max_step_tokens` new tokens can need within its window.
-  std::uint64_t TokenCapacity(std::uint64_t num_blocks, int block_size, int max_step_tokens) const;
+  // several, the full groups' blocks once each sliding group holds
+  // SlidingTokens (and the block a boundary splits).
+  std::uint64_t TokenCapacity(std::uint64_t num_blocks, int block_size, int max_step_tokens,
+                              int max_model_len) const;
+  // How many requests of max_model_len tokens the blocks hold at once: with
+  // several groups, (num_blocks - 1) over one request's blocks in every
+  // group (vLLM's get_max_concurrency_for_kv_cache_config); with one, the
+  // tokens over max_model_len.
+  double MaxConcurrency(std::uint64_t num_blocks, int block_size, int max_step_tokens,
+                        int max_model_len) const;
 };
 
 KvLayout PlanKvLayout(const ModelConfig& config);

@@ -82,7 +82,10 @@ struct EngineProcessOptions {
 // What CheckEngineOptions derives: the KV cache's size.
 struct KvPlan {
   std::uint64_t num_blocks = 0;
-  std::uint64_t tokens = 0;  // (num_blocks - 1) * block_size: the null block holds none
+  // The longest sequence that fits alone: (num_blocks - 1) * block_size (the
+  // null block holds none), less with KV groups (kv_layout.h TokenCapacity).
+  std::uint64_t tokens = 0;
+  double max_concurrency = 0;  // requests of max_model_len at once
 };
 
 // MODEL's config: a built-in preset, or a Hugging Face directory's config.json.
