@@ -100,6 +100,7 @@ Status CheckApiOptions(const ApiServerProcessOptions& o) {
   if (o.max_body_bytes < 1024) return Status::InvalidArgument("--max-body-bytes must be >= 1024");
   if (o.tokenizer != "byte" && !std::filesystem::is_regular_file(o.tokenizer))
     return Status::NotFound("--tokenizer '" + o.tokenizer + "' is not a file");
+  if (o.stream_interval < 1) return Status::InvalidArgument("--stream-interval must be >= 1");
   if (o.threads < 1 || o.threads > 64)
     return Status::InvalidArgument("--threads must be in [1, 64]");
   return Status::Ok();
@@ -153,6 +154,7 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   so.chat_template = chat_template;
   so.per_request_metrics = o.per_request_metrics;
   so.force_include_usage = o.force_include_usage;
+  so.stream_interval = o.stream_interval;
   so.load_tracking = o.load_tracking;
   so.served_model_name = o.served_model_name.empty() ? info.model_name : o.served_model_name;
   so.client_index = o.index;

@@ -210,6 +210,7 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   o.spec_decode_metrics = options_.spec_decode_metrics;
   o.num_speculative_tokens = options_.engine.num_speculative_tokens;
   o.force_usage = options_.force_include_usage;
+  o.stream_interval = options_.stream_interval;
   const std::uint64_t number = next_id_++;  // this process's key for live_, not an id
   auto processor =
       std::make_shared<OutputProcessor>(std::move(o), std::move(params), tokenizer_, engine_,

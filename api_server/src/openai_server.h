@@ -34,6 +34,7 @@ struct OpenAiServerOptions {
   bool per_request_metrics = false;  // --enable-per-request-metrics (METRICS.md §8)
   SpecDecodeMetricsMode spec_decode_metrics = SpecDecodeMetricsMode::kNone;
   bool force_include_usage = false;  // --enable-force-include-usage
+  int stream_interval = 1;           // --stream-interval
   bool load_tracking = false;        // --enable-server-load-tracking: GET /load
   // The ORCA load report's two values (load_report.h); null: no report.
   std::function<void(double* kv_cache_usage_perc, double* num_requests_waiting)> read_load;

@@ -445,6 +445,7 @@ TEST(Serve, BadFlagsFailBeforeAnythingStarts) {
       {"--quantization", "int8", "--dtype", "bfloat16"},  // one weight format, not two
       {"--max-model-len", "999999"},
       {"--scheduling-policy", "lifo"},
+      {"--stream-interval", "0"},
       {"--kv-cache-metrics-sample", "2"},
       {"--enable-per-request-metrics", "--disable-log-stats"},
       {"--enable-mfu-metrics", "--disable-log-stats"},

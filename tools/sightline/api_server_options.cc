@@ -26,6 +26,10 @@ void AddApiServingFlags(CLI::App* cmd, api::ApiServerProcessOptions* o) {
                 "GET /load: requests being answered");
   cmd->add_flag("--enable-force-include-usage", o->force_include_usage,
                 "Streams always end with a usage chunk");
+  cmd->add_option("--stream-interval", o->stream_interval,
+                  "Tokens per streamed chunk: a stream sends its text every N tokens, its first "
+                  "token and its end at once (vLLM's flag; 1: every token)")
+      ->capture_default_str();
   cmd->add_flag("--allow-runtime-lora-updating", o->allow_runtime_lora_updating,
                 "POST /v1/load_lora_adapter and /v1/unload_lora_adapter (needs --enable-lora; "
                 "also VLLM_ALLOW_RUNTIME_LORA_UPDATING=True)");
@@ -66,6 +70,7 @@ std::vector<std::string> ApiServerArgs(const api::ApiServerProcessOptions& o) {
     a.Add("--per-request-spec-decode-metrics", o.per_request_spec_decode_metrics);
   if (o.load_tracking) a.Flag("--enable-server-load-tracking");
   if (o.force_include_usage) a.Flag("--enable-force-include-usage");
+  if (o.stream_interval != 1) a.Add("--stream-interval", o.stream_interval);
   if (o.allow_runtime_lora_updating) a.Flag("--allow-runtime-lora-updating");
   return a.Take();
 }

@@ -169,18 +169,18 @@ void OpenAiRenderer::PromptLogprobsField(std::uint32_t index, json list) {
 }
 
 void OpenAiRenderer::Text(std::uint32_t index, const std::string& delta, bool new_token,
-                          const LogprobEntry* logprobs) {
+                          std::span<const LogprobEntry> logprobs) {
   Choice& c = choices_.at(index);
   // Responses' output_text.delta events carry text only.
   const bool responses = options_.responses;
-  if (logprobs && !options_.logprobs) logprobs = nullptr;
-  if (logprobs && !options_.stream) c.logprobs.push_back(*logprobs);
+  if (!options_.logprobs) logprobs = {};
+  if (!options_.stream) c.logprobs.insert(c.logprobs.end(), logprobs.begin(), logprobs.end());
   if (delta.empty() && (!new_token || !options_.stream || responses)) return;
   if (!options_.stream || responses) c.text += delta;  // Responses repeat it at the end
   if (!options_.stream) return;
   const std::string text = EventTemplate::Quote(delta);
-  if (logprobs && !responses) {  // the chunk with a second slot: the logprobs object
-    const json lp = StreamLogprobs(c, {*logprobs});
+  if (!logprobs.empty() && !responses) {  // the chunk with a second slot: the logprobs object
+    const json lp = StreamLogprobs(c, {logprobs.begin(), logprobs.end()});
     // Slots in the order the keys are dumped: a chat delta's content comes
     // before "logprobs", a completion's "text" after it.
     const int text_slot = options_.chat ? 0 : 1;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,9 +57,10 @@ class OpenAiRenderer {
   // delta for a new token is a chunk even when its text is empty (held back
   // by the detokenizer or a possible stop string), as in vLLM: one chunk per
   // output. An empty delta that is not a token (a flush) sends nothing.
-  // `logprobs` (with RenderOptions::logprobs) is that token's.
+  // `logprobs` (with RenderOptions::logprobs) are its tokens' (one, or
+  // several under --stream-interval).
   void Text(std::uint32_t choice, const std::string& delta, bool new_token = false,
-            const LogprobEntry* logprobs = nullptr);
+            std::span<const LogprobEntry> logprobs = {});
   // Completions' echo: the prompt's text before the choice's own, with the
   // prompt's logprobs (`entries`, the first unscored) when the choice shows
   // logprobs. Streamed as one chunk.

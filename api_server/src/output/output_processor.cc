@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <span>
 #include <utility>
 
 #include "output/stop_matcher.h"
@@ -56,6 +57,10 @@ struct OutputProcessor::Choice {
   FinishedRequest stats;  // finished_reason is set once done
   double last_engine_step = -1;
   bool first_output = true, done = false;
+  // --stream-interval: tokens sent, and those held with their text.
+  std::uint32_t sent_tokens = 0, held_tokens = 0;
+  std::string held_text;
+  std::vector<LogprobEntry> held_logprobs;
 
   // `stop` is compiled once per request and shared by its choices.
   Choice(const Tokenizer* t, DecodeOptions decode, std::shared_ptr<const StopStrings> stop)
@@ -208,11 +213,11 @@ void OutputProcessor::ApplyOutput(Choice& c, const RequestDelta& d) {
       if (has_lp) lp = DecodeLogprobs(*o->logprobs()->Get(i), *tokenizer_);
       if (stop_token && i + 1 == n) {
         // The chunk a token gets, as before (and its logprobs).
-        renderer_.Text(c.index, "", /*new_token=*/true, has_lp ? &lp : nullptr);
+        TokenText(c, "", has_lp ? &lp : nullptr);
         break;
       }
       StopMatcher::Result r = c.stops.Feed(c.detok.Add(o->new_token_ids()->Get(i)));
-      renderer_.Text(c.index, r.text, /*new_token=*/true, has_lp ? &lp : nullptr);
+      TokenText(c, r.text, has_lp ? &lp : nullptr);
       if (r.stopped) {  // a stop string: this choice's engine request ends here
         engine_->Abort({c.engine_id});
         return FinishChoice(c, "stop", false);
@@ -220,9 +225,38 @@ void OutputProcessor::ApplyOutput(Choice& c, const RequestDelta& d) {
     }
   }
   if (o->finish_reason() != ipc::FinishReason::None) {
-    renderer_.Text(c.index, c.stops.Feed(c.detok.Flush()).text);
+    const std::string rest = c.stops.Feed(c.detok.Flush()).text;
+    if (c.held_tokens > 0) {  // --stream-interval: the end goes with the held tokens
+      c.held_text += rest;
+      Release(c);
+    } else {
+      renderer_.Text(c.index, rest);
+    }
     FinishChoice(c, FinishName(o->finish_reason()), false);
   }
+}
+
+void OutputProcessor::TokenText(Choice& c, const std::string& text, const LogprobEntry* logprobs) {
+  if (options_.stream_interval <= 1 || !params_.stream) {
+    renderer_.Text(
+        c.index, text, /*new_token=*/true,
+        logprobs ? std::span<const LogprobEntry>(logprobs, 1) : std::span<const LogprobEntry>());
+    return;
+  }
+  c.held_text += text;
+  if (logprobs) c.held_logprobs.push_back(*logprobs);
+  ++c.held_tokens;
+  if (c.sent_tokens == 0 || c.held_tokens >= static_cast<std::uint32_t>(options_.stream_interval))
+    Release(c);
+}
+
+void OutputProcessor::Release(Choice& c) {
+  if (c.held_tokens == 0) return;
+  renderer_.Text(c.index, c.held_text, /*new_token=*/true, c.held_logprobs);
+  c.sent_tokens += c.held_tokens;
+  c.held_tokens = 0;
+  c.held_text.clear();
+  c.held_logprobs.clear();
 }
 
 void OutputProcessor::ShowPrompt(Choice& c, const ipc::RequestOutput* o) {
@@ -246,6 +280,7 @@ void OutputProcessor::FinishChoice(Choice& c, const char* reason, bool client_go
   c.stats.finished_reason = reason;
   c.stats.last_output = MonotonicSeconds();
   if (!client_gone && c.stats.finished_reason != "error") {
+    Release(c);
     renderer_.Text(c.index, c.stops.Flush());
     renderer_.EndChoice(c.index, c.stats.finished_reason);
   }

@@ -52,6 +52,11 @@ class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
     SpecDecodeMetricsMode spec_decode_metrics = SpecDecodeMetricsMode::kNone;
     std::uint32_t num_speculative_tokens = 0;
     bool force_usage = false;  // --enable-force-include-usage
+    // --stream-interval: a streamed choice's tokens go out together, every
+    // this many, as vLLM's output processor sends them: its first token at
+    // once, then every stream_interval tokens, and what is held at its end.
+    // Metrics see every engine output as it comes (ITL per engine step).
+    int stream_interval = 1;
   };
 
   // `on_complete` runs once, when the request completes (under the
@@ -96,6 +101,10 @@ class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
   struct Choice;
 
   void ApplyOutput(Choice& c, const RequestDelta& d);
+  // One token's text (and logprobs) for the client, now or held for
+  // --stream-interval; Release sends what is held as one chunk.
+  void TokenText(Choice& c, const std::string& text, const LogprobEntry* logprobs);
+  void Release(Choice& c);
   // At a choice's first output: vLLM's prompt_logprobs field and the echo.
   void ShowPrompt(Choice& c, const ipc::RequestOutput* o);
   // Finishes choice `c` once with `reason`; the last one completes the

@@ -22,6 +22,9 @@ struct ApiServerProcessOptions {
   // SentencePiece model (anything else).
   std::string tokenizer = "byte", chat_template, api_key;
   int port = 8000, fd = -1, threads = 1;
+  // --stream-interval (vLLM's): a stream sends its text every this many
+  // tokens (and its first token and its end at once); 1: every token.
+  int stream_interval = 1;
   int ready_fd = -1;  // --ready-fd: read by the CLI's on_ready hook, not by the process
   std::uint32_t index = 0;
   bool disable_log_stats = false, per_request_metrics = false, force_include_usage = false,
