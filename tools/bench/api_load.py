@@ -6,7 +6,7 @@ CPU time per streamed token (from /proc, so HTTP, sockets and ZeroMQ included),
 and /metrics latency percentiles during the load.
 
 Usage: tools/bench/api_load.py [--cli build/tools/sightline] [--streams 256]
-       [--tokens 64] [--rounds 2] [--per-request-metrics]
+       [--tokens 64] [--rounds 2] [--per-request-metrics] [--stream-interval N]
 Python standard library only; starts and stops every process it uses.
 """
 import argparse, asyncio, json, os, signal, socket, statistics, subprocess, sys, time
@@ -77,6 +77,7 @@ if __name__ == "__main__":
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--per-request-metrics", action="store_true")
     p.add_argument("--api-threads", type=int, default=1, help="the API server's HTTP threads")
+    p.add_argument("--stream-interval", type=int, default=1, help="the API server's --stream-interval")
     a = p.parse_args()
     name = f"apiload{os.getpid()}"
     base = f"ipc:///tmp/{name}"
@@ -89,6 +90,7 @@ if __name__ == "__main__":
         procs.append(subprocess.Popen([a.cli, "engine", "--input", base + ".in", "--output", base + ".out",
                                        "--registry", name, "--threads", "1", "--max-num-seqs", "256"]))
         extra = ["--enable-per-request-metrics"] if a.per_request_metrics else []
+        extra += ["--stream-interval", str(a.stream_interval)]
         procs.append(subprocess.Popen([a.cli, "api-server", "--engine-input", base + ".in",
                                        "--engine-output", base + ".out", "--registry", name,
                                        "--port", str(port), "--threads", str(a.api_threads)] + extra))
