@@ -89,8 +89,9 @@ TEST(ModelFamilies, MistralSlidingWindowMatchesTheDenseReferenceThroughTheSchedu
 // A prefix hit under a window needs only the blocks the next query sees
 // cached: the 32 shared tokens hit although the blocks before the window
 // were freed long ago (and come back as the null block).
-TEST(ModelFamilies, MistralSlidingWindowPrefixHitsNeedOnlyTheWindow) {
-  const Checkpoint m = WriteAndLoad("mistral", "sightline-small", {{"sliding_window", 8}});
+// A 50-token request, then one sharing its first 32 tokens: the second hits
+// all 32 in the prefix cache, and both give the dense reference's tokens.
+void ExpectSharedPrefixHit(const Checkpoint& m) {
   const std::vector<std::int32_t> first = Prompt(50, 4);
   std::vector<std::int32_t> second(first.begin(), first.begin() + 32);
   for (std::int32_t t : Prompt(9, 5)) second.push_back(t);
@@ -103,6 +104,10 @@ TEST(ModelFamilies, MistralSlidingWindowPrefixHitsNeedOnlyTheWindow) {
   EXPECT_EQ(engine.outputs_["second"],
             testing::DenseGreedy(m.config, m.weights, second, 6, nullptr));
   EXPECT_EQ(engine.outputs_["first"], testing::DenseGreedy(m.config, m.weights, first, 6, nullptr));
+}
+
+TEST(ModelFamilies, MistralSlidingWindowPrefixHitsNeedOnlyTheWindow) {
+  ExpectSharedPrefixHit(WriteAndLoad("mistral", "sightline-small", {{"sliding_window", 8}}));
 }
 
 // Phi-3's longrope: a request that may pass the original context rotates
@@ -180,20 +185,8 @@ TEST(ModelFamilies, Gemma3MatchesTheDenseReferenceThroughTheScheduler) {
 // sliding groups' last blocks before it; the tokens are the dense
 // reference's, for the request that hit and the one that cached.
 TEST(ModelFamilies, Gemma3PrefixHitsSpanEveryKvGroup) {
-  const Checkpoint m = WriteAndLoad("gemma3_text", "sightline-small",
-                                    {{"sliding_window", 8}, {"sliding_window_pattern", 2}});
-  const std::vector<std::int32_t> first = Prompt(50, 4);
-  std::vector<std::int32_t> second(first.begin(), first.begin() + 32);
-  for (std::int32_t t : Prompt(9, 5)) second.push_back(t);
-  MiniEngine engine(Cpu(m.config, m.weights, 64, 4), 64, 4, /*budget=*/16);
-  engine.Add("first", first, 6);
-  engine.RunToCompletion();
-  engine.Add("second", second, 6);
-  engine.RunToCompletion();
-  EXPECT_EQ(engine.cached_["second"], 32);
-  EXPECT_EQ(engine.outputs_["second"],
-            testing::DenseGreedy(m.config, m.weights, second, 6, nullptr));
-  EXPECT_EQ(engine.outputs_["first"], testing::DenseGreedy(m.config, m.weights, first, 6, nullptr));
+  ExpectSharedPrefixHit(WriteAndLoad("gemma3_text", "sightline-small",
+                                     {{"sliding_window", 8}, {"sliding_window_pattern", 2}}));
 }
 
 // Gemma 2's attention soft-capping (at 0.1, which the scores of a random model reach) and its
