@@ -129,6 +129,18 @@ TEST(LoraRunner, MaxLorasBoundsTheAdaptersRunningWithoutStarvingOne) {
       << "base-model requests pass a waiting adapter";
 }
 
+// An engine of 256 blocks of 4 tokens, 64 tokens a step, no EOS (every
+// request runs to max_tokens).
+EngineCoreConfig SmallEngine() {
+  EngineCoreConfig config;
+  config.block_size = 4;
+  config.num_blocks = 256;
+  config.scheduler.max_model_len = 2048;
+  config.scheduler.max_num_batched_tokens = 64;
+  config.scheduler.eos_token_ids = {-1};
+  return config;
+}
+
 // The engine serves adapters by name: each request's Request::lora_name
 // picks its adapter (the dense reference on the merged weights agrees), an
 // adapter not loaded or a name taken twice is refused, and a runner without
@@ -137,12 +149,7 @@ TEST(LoraRunner, TheEngineServesAdaptersByName) {
   ModelConfig c;
   ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
   const ModelWeights w = DummyWeights(c, 11);
-  EngineCoreConfig config;
-  config.block_size = 4;
-  config.num_blocks = 256;
-  config.scheduler.max_model_len = 2048;
-  config.scheduler.max_num_batched_tokens = 64;
-  config.scheduler.eos_token_ids = {-1};
+  const EngineCoreConfig config = SmallEngine();
   double now = 0;
   EngineCore core(config, MakeCpuModelRunner(c, w, 256, 4), nullptr, [&now] { return now += 1; });
   using M = LoraModule;
@@ -210,12 +217,7 @@ TEST(LoraRunner, AnUnloadLetsTheRunningRequestFinishWithTheAdapter) {
   ModelConfig c;
   ASSERT_TRUE(PresetModelConfig("sightline-tiny", &c).ok());
   const ModelWeights w = DummyWeights(c, 12);
-  EngineCoreConfig config;
-  config.block_size = 4;
-  config.num_blocks = 256;
-  config.scheduler.max_model_len = 2048;
-  config.scheduler.max_num_batched_tokens = 64;
-  config.scheduler.eos_token_ids = {-1};
+  const EngineCoreConfig config = SmallEngine();
   double now = 0;
   EngineCore core(config, MakeCpuModelRunner(c, w, 256, 4), nullptr, [&now] { return now += 1; });
   const auto a =
