@@ -10,9 +10,19 @@ std::vector<int> KvLayout::Windows() const {
   return out;
 }
 
-int KvLayout::SlidingTokens(int window, int max_step_tokens, int max_model_len) {
-  return std::min(window - 1 + max_step_tokens, max_model_len);
+namespace {
+
+// The blocks a sliding group of one request holds at most: the window
+// before a step, the step (at most `max_step_tokens`), no more than the
+// request's max_model_len (vLLM's bound), and the block a boundary splits.
+std::uint64_t SlidingBlocks(int window, std::uint64_t block_size, int max_step_tokens,
+                            int max_model_len) {
+  const auto tokens =
+      static_cast<std::uint64_t>(std::min(window - 1 + max_step_tokens, max_model_len));
+  return (tokens + block_size - 1) / block_size + 1;
 }
+
+}  // namespace
 
 std::uint64_t KvLayout::TokenCapacity(std::uint64_t num_blocks, int block_size, int max_step_tokens,
                                       int max_model_len) const {
@@ -25,9 +35,7 @@ std::uint64_t KvLayout::TokenCapacity(std::uint64_t num_blocks, int block_size, 
       ++full;
       continue;
     }
-    const auto tokens =
-        static_cast<std::uint64_t>(SlidingTokens(g.window, max_step_tokens, max_model_len));
-    sliding_blocks += (tokens + bs - 1) / bs + 1;  // and the block a boundary splits
+    sliding_blocks += SlidingBlocks(g.window, bs, max_step_tokens, max_model_len);
   }
   if (full == 0 || sliding_blocks >= usable) return 0;
   return (usable - sliding_blocks) / full * bs;
@@ -40,13 +48,9 @@ double KvLayout::MaxConcurrency(std::uint64_t num_blocks, int block_size, int ma
   if (groups.size() == 1)
     return static_cast<double>((num_blocks - 1) * bs) / static_cast<double>(max_model_len);
   std::uint64_t per_request = 0;
-  for (const Group& g : groups) {
-    const std::uint64_t tokens =
-        g.window == 0
-            ? static_cast<std::uint64_t>(max_model_len)
-            : static_cast<std::uint64_t>(SlidingTokens(g.window, max_step_tokens, max_model_len));
-    per_request += (tokens + bs - 1) / bs + (g.window == 0 ? 0 : 1);
-  }
+  for (const Group& g : groups)
+    per_request += g.window == 0 ? (static_cast<std::uint64_t>(max_model_len) + bs - 1) / bs
+                                 : SlidingBlocks(g.window, bs, max_step_tokens, max_model_len);
   return static_cast<double>(num_blocks - 1) / static_cast<double>(per_request);
 }
 

@@ -33,14 +33,11 @@ struct KvLayout {
 
   int num_groups() const { return static_cast<int>(groups.size()); }
   std::vector<int> Windows() const;
-  // What the blocks a sliding group of a request holds at most cover, in
-  // tokens: the window before a step, the step (at most `max_step_tokens`),
-  // and no more than the request's `max_model_len` (vLLM's bound).
-  static int SlidingTokens(int window, int max_step_tokens, int max_model_len);
   // The longest sequence `num_blocks` blocks (the null block included) hold
   // when it runs alone, in tokens: every block for a single group; with
-  // several, the full groups' blocks once each sliding group holds
-  // SlidingTokens (and the block a boundary splits).
+  // several, the full groups' blocks once each sliding group holds its
+  // window, a step of `max_step_tokens` (at most `max_model_len` tokens) and
+  // the block a boundary splits.
   std::uint64_t TokenCapacity(std::uint64_t num_blocks, int block_size, int max_step_tokens,
                               int max_model_len) const;
   // How many requests of max_model_len tokens the blocks hold at once: with
