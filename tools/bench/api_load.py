@@ -7,9 +7,12 @@ and /metrics latency percentiles during the load.
 
 Usage: tools/bench/api_load.py [--cli build/tools/sightline] [--streams 256]
        [--tokens 64] [--rounds 2] [--per-request-metrics] [--stream-interval N]
-Python standard library only; starts and stops every process it uses.
+       [--syscalls]
+With --syscalls, `perf stat` counts the API server's system calls during each round
+(tracepoints; needs perf and root) and prints them per streamed token, the busiest by name.
+Python standard library only besides that; starts and stops every process it uses.
 """
-import argparse, asyncio, json, os, signal, socket, statistics, subprocess, sys, time
+import argparse, asyncio, json, os, signal, socket, statistics, subprocess, sys, tempfile, time
 
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -49,10 +52,42 @@ async def round_(port, streams, tokens):
     return sum(chunks)
 
 
+# The API server's likely calls; their sum is checked against all calls (raw_syscalls).
+SYSCALLS = ["sendto", "sendmsg", "writev", "write", "read", "recvfrom", "recvmsg", "epoll_wait",
+            "epoll_ctl", "futex", "poll", "getsockopt", "setsockopt", "accept4", "close",
+            "shutdown", "ioctl", "getpid", "sched_yield", "mmap", "munmap", "brk", "madvise"]
+
+
+def start_syscall_count(pid):
+    out = tempfile.NamedTemporaryFile(suffix=".perf", delete=False).name
+    events = ",".join(["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{n}" for n in SYSCALLS])
+    proc = subprocess.Popen(["perf", "stat", "-x", ",", "-o", out, "-e", events, "-p", str(pid)])
+    time.sleep(0.5)  # perf attaches before the round starts
+    return proc, out
+
+
+def stop_syscall_count(counter, tokens):
+    proc, out = counter
+    proc.send_signal(signal.SIGINT)
+    proc.wait(10)
+    counts = {}
+    with open(out) as f:
+        for line in f:
+            fields = line.strip().split(",")
+            if len(fields) > 2 and fields[0].isdigit():
+                counts[fields[2].split(":")[1].replace("sys_enter_", "")] = int(fields[0])
+    os.remove(out)
+    total = counts.pop("sys_enter", 0)
+    busiest = sorted(counts.items(), key=lambda kv: -kv[1])[:6]
+    return f"syscalls/token {total / tokens:.3f} (" + ", ".join(
+        f"{name} {n / tokens:.3f}" for name, n in busiest if n) + ")"
+
+
 async def main(a, port, api_pid):
     results = []
     for _ in range(a.rounds):
         stop, lat = asyncio.Event(), []
+        counter = start_syscall_count(api_pid) if a.syscalls else None
         scrape = asyncio.create_task(scraper(port, stop, lat))
         cpu0, t0 = cpu_seconds(api_pid), time.perf_counter()
         chunks = await round_(port, a.streams, a.tokens)
@@ -60,6 +95,8 @@ async def main(a, port, api_pid):
         stop.set()
         await scrape
         tokens = a.streams * a.tokens
+        if counter:
+            print(stop_syscall_count(counter, tokens))
         lat.sort()
         results.append((tokens / wall, cpu * 1e6 / tokens, lat[len(lat) // 2] * 1e3,
                         lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3, len(lat), chunks))
@@ -78,6 +115,7 @@ if __name__ == "__main__":
     p.add_argument("--per-request-metrics", action="store_true")
     p.add_argument("--api-threads", type=int, default=1, help="the API server's HTTP threads")
     p.add_argument("--stream-interval", type=int, default=1, help="the API server's --stream-interval")
+    p.add_argument("--syscalls", action="store_true", help="count the API server's syscalls (perf)")
     a = p.parse_args()
     name = f"apiload{os.getpid()}"
     base = f"ipc:///tmp/{name}"
