@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "admin_routes.h"
-#include "engine_client.h"
+#include "engine_router.h"
 #include "http/http_server.h"
 #include "load_report.h"
 #include "lora_routes.h"
@@ -103,6 +103,17 @@ Status CheckApiOptions(const ApiServerProcessOptions& o) {
   if (o.stream_interval < 1) return Status::InvalidArgument("--stream-interval must be >= 1");
   if (o.threads < 1 || o.threads > 64)
     return Status::InvalidArgument("--threads must be in [1, 64]");
+  if (o.engine_inputs.size() != o.engine_outputs.size())
+    return Status::InvalidArgument(
+        "--engine-input and --engine-output must be given once per "
+        "engine (" +
+        std::to_string(o.engine_inputs.size()) + " and " + std::to_string(o.engine_outputs.size()) +
+        " given)");
+  if (o.engine_inputs.size() > kMaxDataParallelSize)
+    return Status::InvalidArgument("at most " + std::to_string(kMaxDataParallelSize) +
+                                   " engines (--engine-input)");
+  if (o.count != 0 && o.index >= o.count)
+    return Status::InvalidArgument("--api-server-index must be below --api-server-count");
   return Status::Ok();
 }
 
@@ -124,15 +135,21 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   std::unique_ptr<Tokenizer> tokenizer;
   if (Status s = LoadTokenizer(o.tokenizer, &tokenizer); !s.ok()) return s;
 
-  EngineClient::Options eo;
-  eo.input_address = o.engine_input;
-  eo.output_address = o.engine_output;
-  eo.client_index = o.index;
-  eo.ready_timeout_s = 60;
-  eo.engine_silent_after_s = o.engine_health_timeout;
-  EngineClient engine(eo);
+  EngineRouter::Options ro;
+  ro.client_index = o.index;
+  ro.client_count = o.count != 0 ? o.count : o.index + 1;
+  for (std::size_t i = 0; i < o.engine_inputs.size(); ++i) {
+    EngineClient::Options eo;
+    eo.input_address = o.engine_inputs[i];
+    eo.output_address = o.engine_outputs[i];
+    eo.client_index = o.index;
+    eo.ready_timeout_s = 60;
+    eo.engine_silent_after_s = o.engine_health_timeout;
+    ro.engines.push_back(std::move(eo));
+  }
+  EngineRouter engines(std::move(ro));
   EngineInfo info;
-  if (Status s = engine.Start(&info); !s.ok()) return s;
+  if (Status s = engines.Start(&info); !s.ok()) return s;
   if (static_cast<std::uint32_t>(tokenizer->vocab_size()) > info.vocab_size)
     return Status::InvalidArgument("the tokenizer has " + std::to_string(tokenizer->vocab_size()) +
                                    " tokens, the model " + std::to_string(info.vocab_size));
@@ -164,7 +181,8 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   };
   std::unique_ptr<RequestMetrics> request_metrics;
   if (Status s = RequestMetrics::Create(registry.registry.get(), so.served_model_name,
-                                        info.max_model_len, o.disable_log_stats, &request_metrics);
+                                        info.max_model_len, o.disable_log_stats, &request_metrics,
+                                        engines.ranks());
       !s.ok())
     return s;
 
@@ -177,11 +195,11 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   ho.api_key = o.api_key;
   ho.on_exchange = [metrics = request_metrics.get()](const HttpExchange& e) { metrics->OnHttp(e); };
   HttpServer http(ho);
-  AddAdminRoutes(&http, registry.registry.get(), [&engine] { return engine.healthy(); });
-  OpenAiServer openai(so, &engine, tokenizer.get(), request_metrics.get());
+  AddAdminRoutes(&http, registry.registry.get(), [&engines] { return engines.healthy(); });
+  OpenAiServer openai(so, &engines, tokenizer.get(), request_metrics.get());
   openai.AddRoutes(&http);
   if (o.allow_runtime_lora_updating || RuntimeLoraUpdatingFromEnvironment())
-    AddLoraRoutes(&http, &engine, so.served_model_name);
+    AddLoraRoutes(&http, &engines, so.served_model_name);
   // The stop signals are ours before the first request can arrive: a SIGTERM
   // sent once a client is being served drains rather than kills (installed
   // after http.Start(), a signal in between took the default action).
@@ -196,13 +214,13 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   std::optional<Clock::time_point> engine_gone;
   while (!(stop && stop->load())) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (engine.alive() || o.exit_after_engine_death <= 0) continue;
+    if (engines.alive() || o.exit_after_engine_death <= 0) continue;
     const auto now = Clock::now();
     if (!engine_gone) engine_gone = now;
     if (now - *engine_gone >= std::chrono::duration<double>(o.exit_after_engine_death)) {
       std::cerr << "ERROR api-server " << o.index << ": the engine is gone; exiting\n";
       http.Stop();
-      engine.Stop();
+      engines.Stop();
       *exit_code = 1;
       return Status::Ok();
     }
@@ -220,7 +238,7 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   // Order matters: no HTTP handler and no engine output may reach the
   // OpenAI server once it is being destroyed.
   http.Stop();
-  engine.Stop();
+  engines.Stop();
   *exit_code = 0;
   return Status::Ok();
 }

@@ -66,6 +66,7 @@ struct EngineClient::Impl {
   std::condition_variable ready_cv;
   EngineInfo info;
   std::shared_ptr<const LoraAdapterList> loras;
+  EngineLoad load;
   std::deque<std::vector<std::uint8_t>> outbox;
   // Shared, so the handler thread copies a pointer (not the handler's
   // captures) before calling it outside the lock. Looked up by string_view:
@@ -154,6 +155,7 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
     case ipc::Body::EngineReady: {
       const auto* r = e->body_as_EngineReady();
       std::lock_guard<std::mutex> g(mu);
+      info.engine_index = r->engine_index();
       if (r->model_name()) info.model_name = r->model_name()->str();
       info.max_model_len = r->max_model_len();
       info.block_size = r->block_size();
@@ -211,6 +213,12 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
           std::make_shared<const LoraAdapterList>(ReadLoras(e->body_as_LoraAdapters()->adapters()));
       std::lock_guard<std::mutex> g(mu);
       loras = std::move(list);
+      break;
+    }
+    case ipc::Body::EngineLoad: {
+      const auto* l = e->body_as_EngineLoad();
+      std::lock_guard<std::mutex> g(mu);
+      load = {l->num_waiting(), l->num_running(), load.version + 1};
       break;
     }
     case ipc::Body::EngineDead:
@@ -432,6 +440,11 @@ void EngineClient::Abort(const std::vector<std::string>& request_ids) {
 std::shared_ptr<const LoraAdapterList> EngineClient::lora_adapters() const {
   std::lock_guard<std::mutex> g(impl_->mu);
   return impl_->loras;
+}
+
+EngineLoad EngineClient::load() const {
+  std::lock_guard<std::mutex> g(impl_->mu);
+  return impl_->load;
 }
 
 void EngineClient::Utility(ipc::UtilityKind kind, UtilityArgs args, UtilityDone done) {

@@ -30,6 +30,7 @@ namespace sightline::api {
 using LoraAdapterList = std::vector<std::pair<std::string, std::string>>;
 
 struct EngineInfo {
+  std::uint32_t engine_index = 0;  // its data-parallel rank (--engine-index)
   std::string model_name;
   std::uint32_t max_model_len = 0;
   std::uint32_t block_size = 0;
@@ -51,6 +52,13 @@ struct RequestDelta {
   double engine_timestamp = 0;
   const ipc::RequestOutput* output = nullptr;  // null: the engine is gone (fail the request)
   std::uint32_t engine_index = 0;  // the engine that sent it (EngineOutputs.engine_index)
+};
+
+// The engine's scheduler queues as its latest EngineLoad told (about every
+// 100 ms); `version` counts the EngineLoads received (0: none yet).
+struct EngineLoad {
+  std::uint32_t num_waiting = 0, num_running = 0;
+  std::uint64_t version = 0;
 };
 
 // A utility call's arguments (the LoRA calls') and its answer.
@@ -116,6 +124,7 @@ class EngineClient {
   // engine announces (LoraAdapters), whichever API server made it. Null
   // before Start.
   std::shared_ptr<const LoraAdapterList> lora_adapters() const;
+  EngineLoad load() const;
 
  private:
   struct Impl;

@@ -4,7 +4,10 @@
 #include <cctype>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
 
 #include "openai/json_body.h"
 
@@ -25,8 +28,8 @@ HttpResponse InvalidUserInput(const std::string& message) {
   return ErrorResponse(400, message, "InvalidUserInput");
 }
 
-bool Served(const EngineClient& engine, const std::string& name) {
-  const auto loras = engine.lora_adapters();
+bool Served(const EngineRouter& engines, const std::string& name) {
+  const auto loras = engines.lora_adapters();
   return loras &&
          std::any_of(loras->begin(), loras->end(), [&](const auto& l) { return l.first == name; });
 }
@@ -56,18 +59,40 @@ bool ReadBody(const HttpRequest& request, bool load, UtilityArgs* args, HttpResp
   return true;
 }
 
-void Call(EngineClient* engine, ipc::UtilityKind kind, UtilityArgs args,
+// The engines' outcomes of one call, answered once the last arrives (they
+// come on each engine's handler thread).
+struct FanOut {
+  std::mutex mu;
+  std::vector<std::optional<UtilityOutcome>> outcomes;
+  std::size_t waiting = 0;
+};
+
+void Call(EngineRouter* engines, ipc::UtilityKind kind, UtilityArgs args,
           std::shared_ptr<Responder> out) {
   const std::string name = args.lora_name;
   const bool load = kind == ipc::UtilityKind::LoadLoraAdapter;
-  engine->Utility(kind, std::move(args), [out, name, load](const UtilityOutcome& o) {
-    if (o.ok)
-      return out->Send(Success("Success: LoRA adapter '" + name + "' " +
-                               (load ? "added" : "removed") + " successfully."));
-    if (o.engine_gone) return out->Send(ErrorResponse(503, o.message, "ServiceUnavailableError"));
-    out->Send(o.not_found ? ErrorResponse(404, o.message, "NotFoundError")
-                          : ErrorResponse(400, o.message, "BadRequestError"));
-  });
+  auto fan = std::make_shared<FanOut>();
+  fan->outcomes.resize(engines->size());
+  fan->waiting = engines->size();
+  for (std::size_t rank = 0; rank < engines->size(); ++rank) {
+    engines->engine(rank)->Utility(
+        kind, args, [fan, rank, out, name, load](const UtilityOutcome& outcome) {
+          {
+            std::lock_guard<std::mutex> g(fan->mu);
+            fan->outcomes[rank] = outcome;
+            if (--fan->waiting > 0) return;
+          }
+          for (const auto& o : fan->outcomes) {
+            if (o->ok) continue;
+            if (o->engine_gone)
+              return out->Send(ErrorResponse(503, o->message, "ServiceUnavailableError"));
+            return out->Send(o->not_found ? ErrorResponse(404, o->message, "NotFoundError")
+                                          : ErrorResponse(400, o->message, "BadRequestError"));
+          }
+          out->Send(Success("Success: LoRA adapter '" + name + "' " + (load ? "added" : "removed") +
+                            " successfully."));
+        });
+  }
 }
 
 }  // namespace
@@ -80,10 +105,10 @@ bool RuntimeLoraUpdatingFromEnvironment() {
   return s == "1" || s == "true";
 }
 
-void AddLoraRoutes(HttpServer* server, EngineClient* engine, std::string served_model_name) {
+void AddLoraRoutes(HttpServer* server, EngineRouter* engines, std::string served_model_name) {
   server->RouteAsync(
       "POST", "/v1/load_lora_adapter",
-      [engine, served_model_name](const HttpRequest& r, std::shared_ptr<Responder> out) {
+      [engines, served_model_name](const HttpRequest& r, std::shared_ptr<Responder> out) {
         UtilityArgs args;
         HttpResponse error;
         if (!ReadBody(r, /*load=*/true, &args, &error)) return out->Send(std::move(error));
@@ -92,18 +117,18 @@ void AddLoraRoutes(HttpServer* server, EngineClient* engine, std::string served_
                                             "' is the base model's name, not an adapter's."));
         // The engine decides (two API servers may race); this answers the
         // common case with vLLM's words without a round trip.
-        if (Served(*engine, args.lora_name))
+        if (Served(*engines, args.lora_name))
           return out->Send(InvalidUserInput("The lora adapter '" + args.lora_name +
                                             "' has already been loaded."));
-        Call(engine, ipc::UtilityKind::LoadLoraAdapter, std::move(args), std::move(out));
+        Call(engines, ipc::UtilityKind::LoadLoraAdapter, std::move(args), std::move(out));
       });
   server->RouteAsync("POST", "/v1/unload_lora_adapter",
-                     [engine](const HttpRequest& r, std::shared_ptr<Responder> out) {
+                     [engines](const HttpRequest& r, std::shared_ptr<Responder> out) {
                        UtilityArgs args;
                        HttpResponse error;
                        if (!ReadBody(r, /*load=*/false, &args, &error))
                          return out->Send(std::move(error));
-                       Call(engine, ipc::UtilityKind::UnloadLoraAdapter, std::move(args),
+                       Call(engines, ipc::UtilityKind::UnloadLoraAdapter, std::move(args),
                             std::move(out));
                      });
 }

@@ -4,7 +4,9 @@
 //   POST /v1/load_lora_adapter   {"lora_name": ..., "lora_path": ...}
 //   POST /v1/unload_lora_adapter {"lora_name": ...}
 //
-// Each is one utility call to the engine, which owns the adapter list: it
+// Each is one utility call to every engine (data parallelism: each engine
+// owns its adapter list, and the answer waits for all of them; the first
+// failure, by rank, is the answer). An engine
 // reads and checks the adapter (every refusal of --lora-modules, as a 400;
 // a path with no adapter, a 404), and tells every API server the new list
 // before this one answers, so the adapter can be named by the next request
@@ -16,13 +18,13 @@
 
 #include <string>
 
-#include "engine_client.h"
+#include "engine_router.h"
 #include "http/http_server.h"
 
 namespace sightline::api {
 
-// `engine` must outlive `server`'s routes.
-void AddLoraRoutes(HttpServer* server, EngineClient* engine, std::string served_model_name);
+// `engines` must outlive `server`'s routes.
+void AddLoraRoutes(HttpServer* server, EngineRouter* engines, std::string served_model_name);
 
 // Whether the environment allows run-time updates as vLLM's does:
 // VLLM_ALLOW_RUNTIME_LORA_UPDATING is "1" or "true" (any case).

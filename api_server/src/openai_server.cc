@@ -54,9 +54,9 @@ std::int64_t CreatedSeconds() {
 
 }  // namespace
 
-OpenAiServer::OpenAiServer(OpenAiServerOptions options, EngineClient* engine,
+OpenAiServer::OpenAiServer(OpenAiServerOptions options, EngineRouter* engines,
                            const Tokenizer* tokenizer, RequestMetrics* metrics)
-    : options_(std::move(options)), engine_(engine), tokenizer_(tokenizer), metrics_(metrics) {}
+    : options_(std::move(options)), engines_(engines), tokenizer_(tokenizer), metrics_(metrics) {}
 
 void OpenAiServer::AddRoutes(HttpServer* server) {
   server->RouteAsync("POST", "/v1/completions",
@@ -95,7 +95,7 @@ void OpenAiServer::AddRoutes(HttpServer* server) {
                       {"root", options_.served_model_name},
                       {"parent", nullptr},
                       {"max_model_len", options_.engine.max_model_len}});
-    const auto loras = engine_->lora_adapters();
+    const auto loras = engines_->lora_adapters();
     if (loras)
       for (const auto& [name, path] : *loras)
         models.push_back({{"id", name},
@@ -113,7 +113,7 @@ void OpenAiServer::AddRoutes(HttpServer* server) {
 
 ParseContext OpenAiServer::Context() const {
   return ParseContext{tokenizer_, &options_.engine, options_.served_model_name,
-                      options_.chat_template, engine_->lora_adapters()};
+                      options_.chat_template, engines_->lora_adapters()};
 }
 
 HttpResponse OpenAiServer::Render(const HttpRequest& request, bool chat) const {
@@ -181,7 +181,17 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
                           ? ParseResponses(request.body, ctx, &params, &error)
                           : ParseGeneration(request.body, chat, ctx, &params, &error);
   if (!parsed) return answer(ErrorAnswer(error));
-  if (!engine_->alive())
+  // A request may name its engine (vLLM's header); the balancer picks otherwise.
+  std::optional<std::uint32_t> place;
+  if (auto h = request.headers.find("x-data-parallel-rank"); h != request.headers.end()) {
+    std::uint32_t p = 0;
+    std::string message;
+    if (!ParseDataParallelRank(h->second, engines_->ranks(), &p, &message))
+      return answer(ErrorResponse(400, message, "BadRequestError"));
+    place = p;
+  }
+  EngineClient* engine = engines_->Pick(place);
+  if (!engine)
     return answer(ErrorResponse(503, "the engine is not running", "ServiceUnavailableError"));
   // vLLM's ORCA load report, on non-streamed chat and completions answers.
   if (const LoadReportFormat format = RequestedLoadReport(request);
@@ -213,7 +223,7 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   o.stream_interval = options_.stream_interval;
   const std::uint64_t number = next_id_++;  // this process's key for live_, not an id
   auto processor =
-      std::make_shared<OutputProcessor>(std::move(o), std::move(params), tokenizer_, engine_,
+      std::make_shared<OutputProcessor>(std::move(o), std::move(params), tokenizer_, engine,
                                         metrics_, out, [this, number] { Forget(number); });
   ++in_flight_;  // until the response completes (Forget)
   {
@@ -227,13 +237,14 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
 
 void OpenAiServer::Submit(const std::shared_ptr<OutputProcessor>& processor) {
   const CompletionParams& params = processor->params();
+  EngineClient* engine = processor->engine();  // every choice on one engine
   for (std::uint32_t i = 0; i < processor->choices(); ++i) {
     if (!processor->Open()) return;  // the client left, or the engine failed, while submitting
     const std::string& id = processor->engine_id(i);
-    const Status submitted = engine_->Submit(
+    const Status submitted = engine->Submit(
         id,
         BuildAddRequest(id, params, /*prompt_index=*/i / params.n, /*sample=*/i % params.n,
-                        engine_->client_index(), engine_->incarnation()),
+                        engine->client_index(), engine->incarnation()),
         [processor, i](const RequestDelta& d) { processor->OnOutput(i, d); });
     if (!submitted.ok()) return processor->SubmitFailed(i);  // the engine went away meanwhile
     processor->Submitted(i);

@@ -1,9 +1,9 @@
-// OpenAiServer: the OpenAI-compatible endpoints over one engine:
+// OpenAiServer: the OpenAI-compatible endpoints over the engines:
 // /v1/completions (several prompts, n samples), /v1/chat/completions,
 // /v1/responses (streaming or not), /v1/models, /tokenize, /detokenize,
 // /load, and vLLM's render endpoints (openai/generate_request.h). It parses a generation request
 // (openai/completion_request.h), makes its OutputProcessor and submits each choice to the engine
-// (the one place that does); the request's outputs then go through the processor
+// (the one place that does) on the engine EngineRouter picks; the request's outputs then go through the processor
 // (output/output_processor.h: detokenization, stop strings, request metrics)
 // to OpenAiRenderer (output/openai_render.h: the OpenAI formats). The HTTP
 // metrics are the HTTP layer's.
@@ -17,7 +17,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "engine_client.h"
+#include "engine_router.h"
 #include "http/http_server.h"
 #include "metrics/request_metrics.h"
 #include "openai/chat_template.h"
@@ -45,7 +45,7 @@ class OutputProcessor;
 class OpenAiServer {
  public:
   // All pointers must outlive the server.
-  OpenAiServer(OpenAiServerOptions options, EngineClient* engine, const Tokenizer* tokenizer,
+  OpenAiServer(OpenAiServerOptions options, EngineRouter* engines, const Tokenizer* tokenizer,
                RequestMetrics* metrics);
   void AddRoutes(HttpServer* server);
   // Ends every generation still under way, for a drain that ran out of time
@@ -71,7 +71,7 @@ class OpenAiServer {
   void Forget(std::uint64_t number);
 
   OpenAiServerOptions options_;
-  EngineClient* engine_;
+  EngineRouter* engines_;
   const Tokenizer* tokenizer_;
   RequestMetrics* metrics_;
   std::atomic<std::uint64_t> next_id_{0};

@@ -115,6 +115,8 @@ class EngineCore {
   StepOutputs AbortClient(std::uint32_t client_index);
 
   bool HasWork() const { return scheduler_.HasWork(); }
+  int num_running() const { return scheduler_.num_running(); }
+  int num_waiting() const { return scheduler_.num_waiting(); }
   StepOutputs Step();
   bool ResetPrefixCache();
   // With config().kv_events: the KV-cache events since the last call, in

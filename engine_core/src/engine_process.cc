@@ -194,7 +194,8 @@ Status RunEngineProcess(EngineProcessOptions o, const EngineProcessHooks& hooks,
   // Bound before the engine serves: a busy port fails the start, one line.
   std::unique_ptr<KvEventPublisher> kv_events;
   if (const KvEventsConfig kc = KvEventsConfigFor(o); kc.publishes()) {
-    if (Status s = KvEventPublisher::Start(kc, /*data_parallel_rank=*/0, &kv_events); !s.ok())
+    if (Status s = KvEventPublisher::Start(kc, static_cast<int>(o.engine_index), &kv_events);
+        !s.ok())
       return s;
     std::cerr << "INFO engine: KV-cache events on " << kc.endpoint << ", topic '" << kc.topic << "'"
               << (kc.replay_endpoint.empty() ? "" : ", replay on " + kc.replay_endpoint) << "\n";

@@ -23,6 +23,9 @@ namespace {
 
 // How often the output thread tells every API server the engine is alive.
 constexpr auto kEngineHeartbeatInterval = std::chrono::milliseconds(500);
+// How often it tells them how loaded the scheduler is (EngineLoad), for
+// data-parallel routing; vLLM's coordinator publishes its counts as often.
+constexpr auto kEngineLoadInterval = std::chrono::milliseconds(100);
 // Earlier incarnations remembered per index, so that a replaced process's
 // late messages are refused instead of being taken for yet another restart.
 constexpr std::size_t kRetiredIncarnations = 8;
@@ -111,6 +114,9 @@ struct EngineServer::State {
   // silent, published by the main thread when that changes (rare).
   std::mutex beat_mu;
   std::vector<ipc::ClientId> beat_to;  // guarded by beat_mu
+  // The scheduler's queues as the main thread last saw them (after each
+  // pass of its loop), for the output thread's EngineLoad.
+  std::atomic<std::uint32_t> num_waiting{0}, num_running{0};
 
   void Reject();  // counts and logs (once) a message that failed verification
   void InputLoop(zmq::socket_t& sock);
@@ -199,10 +205,10 @@ void EngineServer::State::OutputLoop(zmq::socket_t& sock) {
       // way is asked for again (Heartbeat.need_ready).
     }
   };
-  auto last_beat = Clock::time_point{};
+  auto last_beat = Clock::time_point{}, last_load = Clock::time_point{};
   std::vector<ipc::ClientId> beat_to_copy;
   for (;;) {
-    std::deque<Outgoing> batch = output.Drain(std::chrono::milliseconds(100));
+    std::deque<Outgoing> batch = output.Drain(kEngineLoadInterval);
     for (Outgoing& o : batch) {
       switch (o.kind) {
         case Outgoing::Kind::kOutputs:
@@ -225,14 +231,22 @@ void EngineServer::State::OutputLoop(zmq::socket_t& sock) {
           break;
       }
     }
-    if (const auto now = Clock::now();
-        !done.load() && now - last_beat >= kEngineHeartbeatInterval) {
+    const auto now = Clock::now();
+    const bool beat = now - last_beat >= kEngineHeartbeatInterval;
+    const bool load = now - last_load >= kEngineLoadInterval;
+    if (!done.load() && (beat || load)) {
       {
         std::lock_guard<std::mutex> g(beat_mu);
         beat_to_copy = beat_to;
       }
-      for (const ipc::ClientId& to : beat_to_copy) send(to, SealHeartbeat(b, to));
-      last_beat = now;
+      for (const ipc::ClientId& to : beat_to_copy) {
+        if (beat) send(to, SealHeartbeat(b, to));
+        if (load)
+          send(to, SealLoad(b, options.engine_index, MonotonicSeconds(), num_waiting.load(),
+                            num_running.load()));
+      }
+      if (beat) last_beat = now;
+      if (load) last_load = now;
     }
     if (batch.empty() && done.load()) return;
   }
@@ -533,6 +547,8 @@ int EngineServer::Run() {
         s.Emit(step);
       }
       s.PublishKvEvents();
+      s.num_waiting.store(static_cast<std::uint32_t>(s.core->num_waiting()));
+      s.num_running.store(static_cast<std::uint32_t>(s.core->num_running()));
       if (s.metrics && s.options.log_stats_interval_s > 0) {
         const double now = MonotonicSeconds();
         if (now - last_log >= 0) {

@@ -202,6 +202,15 @@ std::span<const std::uint8_t> SealHeartbeat(flatbuffers::FlatBufferBuilder& b, i
                    ipc::CreateHeartbeat(b, to.index, false, to.incarnation).Union());
 }
 
+std::span<const std::uint8_t> SealLoad(flatbuffers::FlatBufferBuilder& b,
+                                       std::uint32_t engine_index, double timestamp,
+                                       std::uint32_t num_waiting, std::uint32_t num_running) {
+  b.Clear();
+  return ipc::Seal(
+      b, ipc::Body::EngineLoad,
+      ipc::CreateEngineLoad(b, engine_index, timestamp, num_waiting, num_running).Union());
+}
+
 std::string ConfigJson(const EngineCore& core, const std::string& served_model_name) {
   const EngineCoreConfig& c = core.config();
   const ModelConfig& m = core.model();

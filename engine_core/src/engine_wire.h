@@ -73,6 +73,9 @@ std::span<const std::uint8_t> SealUtilityResult(flatbuffers::FlatBufferBuilder& 
 std::span<const std::uint8_t> SealDead(flatbuffers::FlatBufferBuilder& b,
                                        std::uint32_t engine_index, const std::string& reason);
 std::span<const std::uint8_t> SealHeartbeat(flatbuffers::FlatBufferBuilder& b, ipc::ClientId to);
+std::span<const std::uint8_t> SealLoad(flatbuffers::FlatBufferBuilder& b,
+                                       std::uint32_t engine_index, double timestamp,
+                                       std::uint32_t num_waiting, std::uint32_t num_running);
 
 // The GetConfig utility's answer: the serving configuration as JSON.
 std::string ConfigJson(const EngineCore& core, const std::string& served_model_name);

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine_client.h"
+#include "engine_router.h"
 #include "http/http_server.h"
 #include "load_report.h"
 #include "metrics/request_metrics.h"
@@ -67,7 +67,9 @@ class RenderServer {
     EngineClient::Options eo;
     eo.input_address = fo.input_address;
     eo.output_address = fo.output_address;
-    client_ = std::make_unique<EngineClient>(eo);
+    EngineRouter::Options ro;
+    ro.engines.push_back(eo);
+    client_ = std::make_unique<EngineRouter>(std::move(ro));
     EngineInfo info;
     EXPECT_TRUE(client_->Start(&info).ok());
     OpenAiServerOptions so;
@@ -105,7 +107,7 @@ class RenderServer {
   std::unique_ptr<metrics::Registry> registry_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<sightline::testing::FakeEngine> engine_;
-  std::unique_ptr<EngineClient> client_;
+  std::unique_ptr<EngineRouter> client_;
   std::unique_ptr<RequestMetrics> metrics_;
   std::unique_ptr<OpenAiServer> openai_;
   std::unique_ptr<HttpServer> http_;

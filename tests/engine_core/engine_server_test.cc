@@ -147,6 +147,31 @@ TEST(EngineServer, HeartbeatsKeepComingDuringALongStep) {
   EXPECT_GE(beats - start, 3);  // ~9 in the rest of the 5 s step
 }
 
+// Every API server hears how loaded the scheduler is (EngineLoad, about
+// every 100 ms), one with no request there too: the data-parallel
+// balancer's input. The counts follow the queues, down to 0 once idle.
+TEST(EngineServer, EveryApiServerHearsTheSchedulersLoad) {
+  InProcessEngine engine(std::make_unique<SlowRunner>(Ms(300)));
+  zmq::context_t ctx(1);
+  FakeApiServer a = engine.Client(ctx, 0), b = engine.Client(ctx, 1);
+  ASSERT_TRUE(a.Recv());
+  ASSERT_TRUE(b.Recv());
+  a.Add("x", PatternPrompt(4, 1), 4);
+  a.Add("y", PatternPrompt(4, 2), 4);
+  auto queued = [&] { return b.last_load().num_running + b.last_load().num_waiting; };
+  for (int i = 0; i < 100 && queued() != 2; ++i) (void)b.Recv(Ms(100));
+  EXPECT_EQ(queued(), 2u);
+  EXPECT_EQ(b.last_load().engine_index, 0u);
+  EXPECT_GT(b.last_load().timestamp, 0);
+  a.Collect({"x", "y"});
+  for (int i = 0; i < 100 && queued() != 0; ++i) (void)b.Recv(Ms(100));
+  EXPECT_EQ(queued(), 0u);
+  // Idle, they keep coming (about 10 a second; a loaded machine may delay some).
+  const int before = b.engine_loads();
+  (void)b.Recv(Ms(2000));
+  EXPECT_GE(b.engine_loads() - before, 3);
+}
+
 // The other side of not judging silence across the engine's own gaps: steps
 // longer than half the timeout (the input thread runs meanwhile) must not
 // hide an API server that went quiet. Its request is aborted and it is told.

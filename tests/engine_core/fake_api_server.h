@@ -72,8 +72,8 @@ class FakeApiServer {
     Send(b, ipc::Seal(b, ipc::Body::UtilityCall,
                       ipc::CreateUtilityCall(b, call_id, kind, index_, incarnation_).Union()));
   }
-  // Next message other than the engine's heartbeats (heartbeating while
-  // waiting unless `beat` is false); nullopt on timeout.
+  // Next message other than the engine's heartbeats and EngineLoads
+  // (heartbeating while waiting unless `beat` is false); nullopt on timeout.
   std::optional<ipc::EnvelopeT> Recv(Ms timeout = Ms(10000), bool beat = true) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
@@ -91,6 +91,11 @@ class FakeApiServer {
         EXPECT_EQ(h->client_index, index_);
         EXPECT_EQ(h->incarnation, incarnation_);
         ++engine_heartbeats_;
+        continue;
+      }
+      if (t.body.type == ipc::Body::EngineLoad) {
+        last_load_ = *t.body.AsEngineLoad();
+        ++engine_loads_;
         continue;
       }
       if (t.body.type == ipc::Body::EngineReady) {
@@ -139,6 +144,8 @@ class FakeApiServer {
     }
   }
   int engine_heartbeats() const { return engine_heartbeats_; }
+  int engine_loads() const { return engine_loads_; }
+  const ipc::EngineLoadT& last_load() const { return last_load_; }
 
  private:
   void Send(flatbuffers::FlatBufferBuilder&, std::span<const std::uint8_t> bytes) {
@@ -147,7 +154,8 @@ class FakeApiServer {
   std::uint32_t index_;
   std::uint64_t incarnation_;
   bool ready_ = false;
-  int engine_heartbeats_ = 0;
+  int engine_heartbeats_ = 0, engine_loads_ = 0;
+  ipc::EngineLoadT last_load_;
   zmq::socket_t in_, out_;
 };
 

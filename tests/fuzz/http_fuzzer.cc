@@ -51,7 +51,7 @@
 #include <string_view>
 
 #include "admin_routes.h"
-#include "engine_client.h"
+#include "engine_router.h"
 #include "http/http_server.h"
 #include "metrics/request_metrics.h"
 #include "openai_server.h"
@@ -96,7 +96,7 @@ struct Instance {
   std::unique_ptr<sightline::metrics::Registry> registry;
   std::unique_ptr<sightline::Tokenizer> tokenizer;
   std::unique_ptr<sightline::testing::FakeEngine> engine;
-  std::unique_ptr<sightline::api::EngineClient> client;
+  std::unique_ptr<sightline::api::EngineRouter> client;
   std::unique_ptr<sightline::api::RequestMetrics> metrics;
   std::unique_ptr<sightline::api::HttpServer> keyed, open;  // with and without --api-key
   std::unique_ptr<sightline::api::OpenAiServer> openai;
@@ -130,7 +130,9 @@ void Setup() {
   eo.input_address = fo.input_address;
   eo.output_address = fo.output_address;
   eo.ready_timeout_s = 30;
-  inst->client = std::make_unique<api::EngineClient>(eo);
+  api::EngineRouter::Options ro;
+  ro.engines.push_back(eo);
+  inst->client = std::make_unique<api::EngineRouter>(std::move(ro));
   api::EngineInfo info;
   if (sightline::Status s = inst->client->Start(&info); !s.ok()) Fail(s.message());
   api::OpenAiServerOptions so;
@@ -144,7 +146,7 @@ void Setup() {
     Fail("cannot register the request metrics");
   inst->openai = std::make_unique<api::OpenAiServer>(so, inst->client.get(), inst->tokenizer.get(),
                                                      inst->metrics.get());
-  api::EngineClient* client = inst->client.get();
+  api::EngineRouter* client = inst->client.get();
   for (const char* key : {kApiKey, ""}) {
     api::HttpServerOptions ho;
     ho.port = 0;

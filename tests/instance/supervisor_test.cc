@@ -92,7 +92,7 @@ std::vector<std::string> Engine(const ScratchDir& dir) {
 TEST(Supervisor, RestartsADeadApiServerWithTheSameIndexAndCountsIt) {
   ScratchDir dir;
   SupervisorOptions o;
-  o.engine_argv = Engine(dir);
+  o.engine_argvs = {Engine(dir)};
   o.api_server_count = 2;
   // API server 1's first incarnation dies when told; the next one serves.
   o.api_server_argv = [&](std::uint32_t i) {
@@ -127,7 +127,7 @@ TEST(Supervisor, RestartsADeadApiServerWithTheSameIndexAndCountsIt) {
 TEST(Supervisor, GivesUpAfterMaxRestartsWithinAMinuteAndStopsEverything) {
   ScratchDir dir;
   SupervisorOptions o;
-  o.engine_argv = Engine(dir);
+  o.engine_argvs = {Engine(dir)};
   o.max_restarts_per_minute = 2;
   // Serves until told to die; every restart dies at once.
   o.api_server_argv = [&](std::uint32_t) {
@@ -153,7 +153,7 @@ TEST(Supervisor, GivesUpAfterMaxRestartsWithinAMinuteAndStopsEverything) {
 TEST(Supervisor, TheEngineDyingStopsTheInstanceWithExitCode1) {
   ScratchDir dir;
   SupervisorOptions o;
-  o.engine_argv = Engine(dir);
+  o.engine_argvs = {Engine(dir)};
   o.engine_death_grace_s = 0.1;
   o.api_server_argv = [&](std::uint32_t) {
     return Sh("echo $$ > " + (dir / "api.pid") + "; printf x >&4; exec sleep 600");
@@ -172,7 +172,7 @@ TEST(Supervisor, TheEngineDyingStopsTheInstanceWithExitCode1) {
 TEST(Supervisor, AnEngineThatExitsDuringStartUpFailsIt) {
   ScratchDir dir;
   SupervisorOptions o;
-  o.engine_argv = Sh("exit 2");
+  o.engine_argvs = {Sh("exit 2")};
   o.api_server_argv = [&](std::uint32_t) { return Sh("touch " + (dir / "api-started")); };
   SupervisorRun run(std::move(o));
   EXPECT_EQ(run.ExitCode(), 1);
@@ -185,7 +185,7 @@ TEST(Supervisor, AnEngineThatExitsDuringStartUpFailsIt) {
 TEST(Supervisor, AnApiServerThatExitsDuringStartUpFailsIt) {
   ScratchDir dir;
   SupervisorOptions o;
-  o.engine_argv = Engine(dir);
+  o.engine_argvs = {Engine(dir)};
   o.api_server_argv = [&](std::uint32_t) { return Sh("exit 6"); };
   SupervisorRun run(std::move(o));
   EXPECT_EQ(run.ExitCode(), 1);

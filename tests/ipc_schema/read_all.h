@@ -68,6 +68,9 @@ inline std::size_t ReadAll(const Envelope* e) {
     case Body::Heartbeat:
       n += e->body_as_Heartbeat()->client_index();
       break;
+    case Body::EngineLoad:
+      n += e->body_as_EngineLoad()->num_waiting() + e->body_as_EngineLoad()->num_running();
+      break;
     case Body::NONE:
     default:  // a member a newer schema appended; Decode's caller ignores it
       break;

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,7 +37,8 @@ class FakeEngine {
     std::uint32_t max_model_len = 2048;
     std::uint32_t vocab_size = 260;  // the byte tokenizer's
     std::vector<std::int32_t> eos_token_ids = {257};
-    std::uint32_t max_steps = 4;  // tokens before a request stops on EOS
+    std::uint32_t max_steps = 4;     // tokens before a request stops on EOS
+    std::uint32_t engine_index = 0;  // the data-parallel rank its EngineReady says
   };
 
   // Binds at once (throws zmq::error_t if it cannot); serves on a thread.
@@ -66,6 +68,12 @@ class FakeEngine {
   std::uint64_t requests_aborted() const { return aborted_.load(); }
   std::uint64_t requests_running() const { return running_count_.load(); }
   std::uint64_t messages_rejected() const { return rejected_.load(); }
+  // Sends every API server one EngineLoad with these counts (from its thread,
+  // soon after the call).
+  void PublishLoad(std::uint32_t waiting, std::uint32_t running) {
+    std::lock_guard<std::mutex> g(load_mu_);
+    load_ = {waiting, running};
+  }
 
   // The token the fake engine emits at `step` for `prompt` (the prompt's ids
   // cycled; 'x' for an empty prompt).
@@ -114,8 +122,9 @@ class FakeEngine {
     flatbuffers::FlatBufferBuilder b;
     Send(identity, ipc::Seal(b, ipc::Body::EngineReady,
                              ipc::CreateEngineReadyDirect(
-                                 b, 0, options_.model_name.c_str(), options_.max_model_len, 16,
-                                 1024, 16 * 1024, options_.vocab_size, &options_.eos_token_ids,
+                                 b, options_.engine_index, options_.model_name.c_str(),
+                                 options_.max_model_len, 16, 1024, 16 * 1024, options_.vocab_size,
+                                 &options_.eos_token_ids,
                                  /*logprobs_supported=*/true, /*max_logprobs=*/20)
                                  .Union()));
   }
@@ -226,10 +235,27 @@ class FakeEngine {
     }
   }
 
+  void SendLoad() {
+    std::optional<std::pair<std::uint32_t, std::uint32_t>> load;
+    {
+      std::lock_guard<std::mutex> g(load_mu_);
+      load.swap(load_);
+    }
+    if (!load) return;
+    for (const auto& [identity, c] : clients_) {
+      flatbuffers::FlatBufferBuilder b;
+      Send(identity, ipc::Seal(b, ipc::Body::EngineLoad,
+                               ipc::CreateEngineLoad(b, options_.engine_index, Now(), load->first,
+                                                     load->second)
+                                   .Union()));
+    }
+  }
+
   void Run() {
     zmq::pollitem_t item{in_.handle(), 0, ZMQ_POLLIN, 0};
     while (!stop_) {
       Heartbeat();
+      SendLoad();
       // Steps back to back while requests run; otherwise waits for input.
       zmq::poll(&item, 1, std::chrono::milliseconds(running_.empty() ? 20 : 0));
       zmq::message_t identity, payload;
@@ -258,6 +284,8 @@ class FakeEngine {
   std::map<std::string, Client> clients_;  // by routing id
   std::chrono::steady_clock::time_point last_beat_{};
   std::atomic<bool> stop_{false};
+  std::mutex load_mu_;
+  std::optional<std::pair<std::uint32_t, std::uint32_t>> load_;  // guarded by load_mu_
   mutable std::mutex prompts_mu_;
   std::map<std::string, std::vector<std::int32_t>> prompts_;  // guarded by prompts_mu_
   std::atomic<std::uint64_t> added_{0}, rejected_{0}, finished_{0}, aborted_{0}, running_count_{0};

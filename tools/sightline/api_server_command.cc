@@ -33,13 +33,21 @@ void AddApiServerCommand(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<api::ApiServerProcessOptions>();
   auto dry_run = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("api-server", "Run one OpenAI-compatible API server process");
-  cmd->add_option("--engine-input", o->engine_input, "The engine's request address")->required();
-  cmd->add_option("--engine-output", o->engine_output, "The engine's output address")->required();
+  cmd->add_option("--engine-input", o->engine_inputs,
+                  "The engine's request address; once per engine, in rank order, under data "
+                  "parallelism")
+      ->required();
+  cmd->add_option("--engine-output", o->engine_outputs,
+                  "The engine's output address; once per engine, as --engine-input")
+      ->required();
   cmd->add_option("--registry", o->registry, "Metric registry instance");
   cmd->add_option("--host", o->host, "Address to bind")->capture_default_str();
   cmd->add_option("--port", o->port, "Port to bind (SO_REUSEPORT)")->capture_default_str();
   cmd->add_option("--fd", o->fd, "A listening socket inherited from the supervisor");
   cmd->add_option("--api-server-index", o->index, "This server's index")->capture_default_str();
+  cmd->add_option("--api-server-count", o->count,
+                  "How many API servers the instance runs (spreads data-parallel routing; "
+                  "default: index + 1)");
   cmd->add_option("--served-model-name", o->served_model_name,
                   "Model name (default: the engine's)");
   cmd->add_flag("--disable-log-stats", o->disable_log_stats, "Only the HTTP metric families");

@@ -46,11 +46,12 @@ void AddApiServingFlags(CLI::App* cmd, api::ApiServerProcessOptions* o) {
 
 std::vector<std::string> ApiServerArgs(const api::ApiServerProcessOptions& o) {
   ArgvBuilder a;
-  a.Add("--engine-input", o.engine_input);
-  a.Add("--engine-output", o.engine_output);
+  for (const std::string& in : o.engine_inputs) a.Add("--engine-input", in);
+  for (const std::string& out : o.engine_outputs) a.Add("--engine-output", out);
   a.Add("--host", o.host);
   a.Add("--port", o.port);
   a.Add("--api-server-index", o.index);
+  if (o.count != 0) a.Add("--api-server-count", o.count);
   a.Add("--tokenizer", o.tokenizer);
   a.Add("--max-body-bytes", o.max_body_bytes);
   a.Add("--threads", o.threads);

@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <string_view>
 
 #include "api_server_command.h"
 #include "bench_command.h"
@@ -23,6 +24,14 @@ void RaiseFileLimit() {
   limit.rlim_cur = 1 << 20;
   setrlimit(RLIMIT_NOFILE, &limit);
 }
+
+// vLLM's multi-letter short flags, which CLI11 cannot declare (a single dash
+// takes one letter): each becomes its long form before parsing.
+void ExpandVllmShortFlags(int argc, char** argv) {
+  static char data_parallel_size[] = "--data-parallel-size";
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "-dp") argv[i] = data_parallel_size;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -39,6 +48,7 @@ int main(int argc, char** argv) {
   sightline::cli::AddApiServerCommand(app, &exit_code);
   sightline::cli::AddServeCommand(app, &exit_code);
   sightline::cli::AddBenchCommand(app, &exit_code);
+  ExpandVllmShortFlags(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

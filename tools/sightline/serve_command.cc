@@ -32,6 +32,7 @@ struct ServeOptions {
   api::ApiServerProcessOptions api;
   std::string registry;  // default: sightline-<port>
   std::uint32_t api_server_count = 1;
+  std::uint32_t data_parallel_size = 1;
   int engine_threads = 0;
   double startup_timeout = 300;
   int max_restarts_per_minute = 5;
@@ -62,11 +63,16 @@ int RunServe(ServeOptions o) {
   if (Status s = CheckEngineOptions(model, &o.engine, &plan); !s.ok()) return Fail(s.message());
   if (o.api_server_count < 1 || o.api_server_count > 256)
     return Fail("--api-server-count must be in [1, 256]");
-  // The supervisor, the engine and every API server each hold a registry
+  if (o.data_parallel_size < 1 || o.data_parallel_size > api::kMaxDataParallelSize)
+    return Fail("--data-parallel-size must be in [1, " + std::to_string(api::kMaxDataParallelSize) +
+                "]");
+  // The supervisor, every engine and every API server each hold a registry
   // slot (a dead one's is reclaimed when a new process needs it).
-  if (o.api_server_count + 2 > o.capacity.max_processes)
-    return Fail("--api-server-count " + std::to_string(o.api_server_count) + " needs " +
-                std::to_string(o.api_server_count + 2) +
+  const std::uint32_t processes = o.api_server_count + o.data_parallel_size + 1;
+  if (processes > o.capacity.max_processes)
+    return Fail("--api-server-count " + std::to_string(o.api_server_count) +
+                " and --data-parallel-size " + std::to_string(o.data_parallel_size) + " need " +
+                std::to_string(processes) +
                 " metric registry process slots; raise --registry-max-processes (now " +
                 std::to_string(o.capacity.max_processes) + ")");
   if (o.max_restarts_per_minute < 0) return Fail("--api-server-max-restarts must be >= 0");
@@ -113,17 +119,26 @@ int RunServe(ServeOptions o) {
   if (n <= 0) return Fail("cannot find this executable (/proc/self/exe)");
   const std::string self(exe, static_cast<std::size_t>(n));
 
-  o.engine.input = "ipc://" + run_dir.path() + "/engine.in";
-  o.engine.output = "ipc://" + run_dir.path() + "/engine.out";
-  o.engine.registry = o.registry;
-  o.engine.threads = o.engine_threads;
-  std::vector<std::string> engine_argv = {self, "engine"};
-  for (auto& a : EngineArgs(o.engine)) engine_argv.push_back(std::move(a));
-  engine_argv.push_back("--ready-fd");
-  engine_argv.push_back(std::to_string(Subprocess::ReadyFd(0)));
-
-  o.api.engine_input = o.engine.input;
-  o.api.engine_output = o.engine.output;
+  // Engine i of a data-parallel instance: its own sockets, index and
+  // threads; everything else as given. One engine keeps the plain names.
+  std::vector<std::vector<std::string>> engine_argvs;
+  for (std::uint32_t i = 0; i < o.data_parallel_size; ++i) {
+    engine::EngineProcessOptions e = o.engine;
+    const std::string name = o.data_parallel_size == 1 ? "engine" : "engine" + std::to_string(i);
+    e.input = "ipc://" + run_dir.path() + "/" + name + ".in";
+    e.output = "ipc://" + run_dir.path() + "/" + name + ".out";
+    e.engine_index = i;
+    e.registry = o.registry;
+    e.threads = o.engine_threads;
+    std::vector<std::string> argv = {self, "engine"};
+    for (auto& a : EngineArgs(e)) argv.push_back(std::move(a));
+    argv.push_back("--ready-fd");
+    argv.push_back(std::to_string(Subprocess::ReadyFd(0)));
+    engine_argvs.push_back(std::move(argv));
+    o.api.engine_inputs.push_back(e.input);
+    o.api.engine_outputs.push_back(e.output);
+  }
+  o.api.count = o.api_server_count;
   o.api.registry = o.registry;
   o.api.fd = 3;
   o.api.exit_after_engine_death = 0;  // the supervisor decides when they stop
@@ -132,7 +147,7 @@ int RunServe(ServeOptions o) {
   if (!o.api.api_key.empty()) setenv("SIGHTLINE_API_KEY", o.api.api_key.c_str(), 1);
 
   SupervisorOptions so;
-  so.engine_argv = engine_argv;
+  so.engine_argvs = std::move(engine_argvs);
   so.api_server_argv = [api = o.api, self](std::uint32_t index) {
     api::ApiServerProcessOptions mine = api;
     mine.index = index;
@@ -170,6 +185,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--api-server-count", o->api_server_count,
                   "API-server processes sharing the port")
+      ->capture_default_str();
+  cmd->add_option("--data-parallel-size", o->data_parallel_size,
+                  "Engines (data-parallel ranks, also -dp), each with its own KV cache; every API "
+                  "server routes each request to one of them (vLLM's balancer)")
       ->capture_default_str();
   cmd->add_option("--api-server-threads", o->api.threads, "HTTP threads per API server")
       ->capture_default_str();

@@ -1,5 +1,7 @@
 #include "metrics/request_metrics.h"
 
+#include <algorithm>
+
 #include "sightline/ipc/request_success_family.h"
 
 namespace sightline::api {
@@ -16,7 +18,8 @@ RequestMetrics::~RequestMetrics() = default;
 
 Status RequestMetrics::Create(metrics::Registry* r, const std::string& model_name,
                               std::uint32_t max_model_len, bool disable_log_stats,
-                              std::unique_ptr<RequestMetrics>* out) {
+                              std::unique_ptr<RequestMetrics>* out,
+                              std::span<const std::uint32_t> engines) {
   std::unique_ptr<RequestMetrics> m(new RequestMetrics());
   m->enabled_ = !disable_log_stats;
   m->model_name_ = model_name;
@@ -24,7 +27,10 @@ Status RequestMetrics::Create(metrics::Registry* r, const std::string& model_nam
   Status s = HttpFamilies::Register(r, &m->http_);
   if (s.ok()) s = m->http_.request_duration_highr_seconds.Get({}, &m->http_highr_);
   if (s.ok() && !disable_log_stats) s = RequestFamilies::Register(r, max_model_len, &m->families_);
-  if (s.ok() && !disable_log_stats) s = m->MakeEngine(0, &m->engine0_);
+  if (!disable_log_stats && !engines.empty())
+    m->engines_.resize(*std::max_element(engines.begin(), engines.end()) + 1);
+  for (std::uint32_t e : engines)
+    if (s.ok() && !disable_log_stats) s = m->MakeEngine(e, &m->engines_[e]);
   // Every stream-outcome series exists from start-up, so rate() sees the
   // first outcome of each kind.
   for (const char* handler : {"/v1/completions", "/v1/chat/completions", "/v1/responses"})
@@ -81,7 +87,7 @@ Status RequestMetrics::MakeEngine(std::uint32_t index, std::unique_ptr<Engine>* 
 }
 
 RequestMetrics::Engine& RequestMetrics::For(std::uint32_t engine) {
-  if (engine == 0) return *engine0_;
+  if (engine < engines_.size() && engines_[engine]) return *engines_[engine];
   std::lock_guard<std::mutex> lock(mu_);
   std::unique_ptr<Engine>& e = others_[engine];
   if (!e) (void)MakeEngine(engine, &e);

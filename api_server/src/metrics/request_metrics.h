@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,11 +45,12 @@ class RequestMetrics {
  public:
   // Registers the families it writes (request_families.h, http_families.h;
   // an error when one is there with another spec). `disable_log_stats`: only
-  // the HTTP families. Engine 0's series exist from start-up; another
-  // engine's from its first request.
+  // the HTTP families. The series of the `engines` (their indexes) exist
+  // from start-up, any other engine's from its first request.
   static Status Create(metrics::Registry* registry, const std::string& model_name,
                        std::uint32_t max_model_len, bool disable_log_stats,
-                       std::unique_ptr<RequestMetrics>* out);
+                       std::unique_ptr<RequestMetrics>* out,
+                       std::span<const std::uint32_t> engines = kEngineZero);
   ~RequestMetrics();
 
   // The request-scoped families carry the `engine` label of the engine that
@@ -82,8 +84,10 @@ class RequestMetrics {
   bool enabled_ = true;
   std::string model_name_;
   RequestFamilies families_;         // unregistered under --disable-log-stats
-  std::unique_ptr<Engine> engine0_;  // the one engine until data parallelism
-  std::mutex mu_;                    // guards others_
+  static constexpr std::uint32_t kEngineZero[] = {0};
+  // By index, those Create made (read without a lock; null: not made).
+  std::vector<std::unique_ptr<Engine>> engines_;
+  std::mutex mu_;                                 // guards others_
   std::map<std::uint32_t, std::unique_ptr<Engine>> others_;
   HttpFamilies http_;
   metrics::Histogram http_highr_;

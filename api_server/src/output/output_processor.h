@@ -76,6 +76,7 @@ class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
   std::size_t choices() const;                               // prompts x n, in the response's order
   const std::string& engine_id(std::uint32_t choice) const;  // "<id>-<choice>"
   const CompletionParams& params() const { return params_; }
+  EngineClient* engine() const { return engine_; }  // the engine serving every choice
   // Whether to go on submitting: false once the request has completed (the
   // client left, the engine failed) while earlier choices were submitted.
   bool Open();

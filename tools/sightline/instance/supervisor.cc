@@ -64,35 +64,59 @@ Status Supervisor::StartApiServer(ApiSlot* slot) {
                            &slot->process);
 }
 
+bool Supervisor::EnginesReady(std::optional<int>* exit, std::string* which) {
+  bool all = true;
+  for (Subprocess& e : engines_) {
+    if (auto status = e.PollExit()) {
+      *exit = status;
+      *which = e.name();
+      return false;
+    }
+    all &= e.PollReady();
+  }
+  return all;
+}
+
 int Supervisor::Run() {
-  // Start-up: the engine, then the API servers.
-  if (Status s = Subprocess::Start("engine", options_.engine_argv, {}, &engine_); !s.ok()) {
-    Log("ERROR", "cannot start the engine: " + s.message());
-    return 1;
+  // Start-up: the engines, then the API servers.
+  const std::size_t n = options_.engine_argvs.size();
+  engines_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string name = n == 1 ? "the engine" : "engine " + std::to_string(i);
+    if (Status s = Subprocess::Start(name, options_.engine_argvs[i], {}, &engines_[i]); !s.ok()) {
+      Log("ERROR", "cannot start " + name + ": " + s.message());
+      StopEngines();
+      return 1;
+    }
   }
   std::optional<int> engine_exit;
-  auto engine_gone = [&] {
-    if (!engine_exit) engine_exit = engine_.PollExit();
-    return engine_exit.has_value();
-  };
-  Wait w =
-      WaitFor([&] { return engine_.PollReady() || engine_gone(); }, options_.startup_timeout_s);
+  std::string which;
+  Wait w = WaitFor([&] { return EnginesReady(&engine_exit, &which) || engine_exit.has_value(); },
+                   options_.startup_timeout_s);
   if (engine_exit) {
-    Log("ERROR", "the engine exited during start-up (" + DescribeExit(*engine_exit) +
-                     "); its error is above");
+    Log("ERROR",
+        which + " exited during start-up (" + DescribeExit(*engine_exit) + "); its error is above");
+    StopEngines();
     return 1;
   }
   if (w != Wait::kDone) {
     if (w == Wait::kTimeout)
-      Log("ERROR", "the engine was not serving after " + Seconds(options_.startup_timeout_s));
-    StopEngine();
+      Log("ERROR", std::string(n == 1 ? "the engine was" : "the engines were") +
+                       " not serving after " + Seconds(options_.startup_timeout_s));
+    StopEngines();
     return w == Wait::kStopped ? 0 : 1;
   }
+  auto engine_gone = [&] {
+    for (Subprocess& e : engines_)
+      if (!engine_exit)
+        if ((engine_exit = e.PollExit())) which = e.name();
+    return engine_exit.has_value();
+  };
   for (ApiSlot& slot : api_) {
     if (Status s = StartApiServer(&slot); !s.ok()) {
       Log("ERROR", "cannot start api-server " + std::to_string(slot.index) + ": " + s.message());
       StopApiServers(0);
-      StopEngine();
+      StopEngines();
       return 1;
     }
   }
@@ -112,26 +136,29 @@ int Supervisor::Run() {
         return all;
       },
       options_.startup_timeout_s);
-  if (engine_exit) return EngineDied(*engine_exit);
+  if (engine_exit) return EngineDied(which, *engine_exit);
   if (w != Wait::kDone || !failed.empty()) {
     if (!failed.empty()) Log("ERROR", failed);
     if (w == Wait::kTimeout) Log("ERROR", "the API servers were not serving in time");
     StopApiServers(0);
-    StopEngine();
+    StopEngines();
     return w == Wait::kStopped && failed.empty() ? 0 : 1;
   }
   for (ApiSlot& slot : api_) slot.announced = true;
+  std::string pids;
+  for (const Subprocess& e : engines_) pids += (pids.empty() ? "" : ", ") + std::to_string(e.pid());
   Log("INFO", "serving on " + options_.url + " with " + std::to_string(api_.size()) +
-                  " API server" + (api_.size() == 1 ? "" : "s") + " (engine pid " +
-                  std::to_string(engine_.pid()) + ")");
+                  " API server" + (api_.size() == 1 ? "" : "s") +
+                  (n == 1 ? " (engine pid " : " and " + std::to_string(n) + " engines (pids ") +
+                  pids + ")");
 
   // Supervision.
   for (;;) {
     if (options_.stop && options_.stop->load()) break;
-    if (auto status = engine_.PollExit()) return EngineDied(*status);
+    if (engine_gone()) return EngineDied(which, *engine_exit);
     if (!SuperviseApiServers()) {
       StopApiServers(0);
-      StopEngine();
+      StopEngines();
       return 1;
     }
     std::this_thread::sleep_for(kPoll);
@@ -142,7 +169,7 @@ int Supervisor::Run() {
                   " for requests under way");
   options_.listener->Close();
   StopApiServers(options_.shutdown_timeout_s + 5);
-  StopEngine();
+  StopEngines();
   Log("INFO", "stopped");
   return 0;
 }
@@ -210,20 +237,26 @@ void Supervisor::StopApiServers(double timeout_s) {
   }
 }
 
-void Supervisor::StopEngine() {
-  engine_.Signal(SIGTERM);
+void Supervisor::StopEngines() {
+  for (Subprocess& e : engines_) e.Signal(SIGTERM);
   const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (engine_.running() && !engine_.PollExit() && Clock::now() < deadline)
-    std::this_thread::sleep_for(kPoll);
-  if (engine_.running()) {
-    Log("WARNING", "the engine did not stop; killing it");
-    engine_ = Subprocess();
+  auto running = [&] {
+    bool any = false;
+    for (Subprocess& e : engines_) any |= e.running() && !e.PollExit();
+    return any;
+  };
+  while (running() && Clock::now() < deadline) std::this_thread::sleep_for(kPoll);
+  for (Subprocess& e : engines_) {
+    if (!e.running()) continue;
+    Log("WARNING", e.name() + " did not stop; killing it");
+    e = Subprocess();
   }
 }
 
-int Supervisor::EngineDied(int wait_status) {
-  Log("ERROR", "the engine exited (" + DescribeExit(wait_status) +
-                   "); API servers answer 503 until the instance stops");
+int Supervisor::EngineDied(const std::string& which, int wait_status) {
+  Log("ERROR", which + " exited (" + DescribeExit(wait_status) +
+                   (engines_.size() == 1 ? "); API servers answer 503 until the instance stops"
+                                         : "); the instance stops"));
   // The API servers notice on their own (their engine connection drops):
   // /health turns 503 and in-flight requests fail. Give load balancers and
   // clients a moment to see that before the port goes away.

@@ -1,19 +1,19 @@
-// Supervisor: runs one engine and N API servers as child processes and
-// applies DESIGN.md §1's failure policy.
+// Supervisor: runs the engines (one, or one per data-parallel rank) and N
+// API servers as child processes and applies DESIGN.md §1's failure policy.
 //
-//  * Start-up: the engine first (until it is serving), then the API servers
-//    (each serving only after the engine's READY handshake), all within
-//    startup_timeout_s. A child that exits during start-up fails it.
+//  * Start-up: the engines first (until every one is serving), then the API
+//    servers (each serving only after every engine's READY handshake), all
+//    within startup_timeout_s. A child that exits during start-up fails it.
 //  * An API server that dies is restarted with the same index after a
 //    back-off (0.25 s doubling to 8 s); more than max_restarts_per_minute in
 //    60 s gives up (everything stops, non-zero exit). Each restart counts in
 //    sightline:api_server_restarts_total; the dead process's live gauges are
 //    marked dead at once.
-//  * The engine dying is fatal: the API servers keep answering /health with
+//  * An engine dying is fatal: the API servers keep answering /health with
 //    503 (and failing in-flight requests) for engine_death_grace_s, then all
 //    stop and Run() returns 1, so an outer supervisor restarts the instance.
 //  * *stop (SIGTERM/SIGINT) drains: the API servers get SIGTERM and finish
-//    their answers (up to shutdown_timeout_s), then the engine stops; Run()
+//    their answers (up to shutdown_timeout_s), then the engines stop; Run()
 //    returns 0.
 // Run() never returns with a child left running.
 #pragma once
@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,8 @@
 namespace sightline::cli {
 
 struct SupervisorOptions {
-  std::vector<std::string> engine_argv;  // argv[0] is the executable
+  // Each engine's argv, engine i's at place i (argv[0] is the executable).
+  std::vector<std::vector<std::string>> engine_argvs;
   // argv of API server `index`; it inherits the listening socket as fd 3 and
   // its readiness pipe as fd 4.
   std::function<std::vector<std::string>(std::uint32_t index)> api_server_argv;
@@ -76,12 +78,15 @@ class Supervisor {
   // One supervision pass over the API servers; false: restarts exhausted.
   bool SuperviseApiServers();
   void StopApiServers(double timeout_s);
-  void StopEngine();
-  int EngineDied(int wait_status);
+  void StopEngines();
+  // Whether every engine is serving; `exit` is set to the wait status of one
+  // that exited, and `which` to its name.
+  bool EnginesReady(std::optional<int>* exit, std::string* which);
+  int EngineDied(const std::string& which, int wait_status);
 
   SupervisorOptions options_;
   metrics::Counter restarts_;
-  Subprocess engine_;
+  std::vector<Subprocess> engines_;
   std::vector<ApiSlot> api_;
 };
 

@@ -10,14 +10,21 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "sightline/status.h"
 
 namespace sightline::api {
 
+// The most engines one instance runs (--data-parallel-size).
+inline constexpr std::size_t kMaxDataParallelSize = 64;
+
 // The flags as given (see the CLI's help for each).
 struct ApiServerProcessOptions {
-  std::string engine_input, engine_output, registry, host = "127.0.0.1", served_model_name;
+  // Each engine's addresses, engine i's at place i (one engine without data
+  // parallelism).
+  std::vector<std::string> engine_inputs, engine_outputs;
+  std::string registry, host = "127.0.0.1", served_model_name;
   // "byte", a Hugging Face tokenizer.json (by its extension) or a
   // SentencePiece model (anything else).
   std::string tokenizer = "byte", chat_template, api_key;
@@ -27,6 +34,9 @@ struct ApiServerProcessOptions {
   int stream_interval = 1;
   int ready_fd = -1;  // --ready-fd: read by the CLI's on_ready hook, not by the process
   std::uint32_t index = 0;
+  // The instance's API servers (index < count); 0: not said (taken as
+  // index + 1). It spreads data-parallel routing's ties.
+  std::uint32_t count = 0;
   bool disable_log_stats = false, per_request_metrics = false, force_include_usage = false,
        load_tracking = false;
   // POST /v1/load_lora_adapter and /v1/unload_lora_adapter (also when

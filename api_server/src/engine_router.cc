@@ -1,0 +1,126 @@
+#include "engine_router.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace sightline::api {
+
+std::size_t LeastLoaded(std::span<const std::optional<std::uint64_t>> scores, std::size_t start) {
+  const std::size_t n = scores.size();
+  std::size_t best = n;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = (start + k) % n;
+    if (scores[i] && (best == n || *scores[i] < *scores[best])) best = i;
+  }
+  return best;
+}
+
+bool ParseDataParallelRank(std::string_view value, std::span<const std::uint32_t> ranks,
+                           std::uint32_t* place, std::string* error) {
+  std::uint64_t v = 0;
+  bool digits = !value.empty() && value.size() <= 9;  // no overflow below 10^9
+  for (char c : value) digits = digits && c >= '0' && c <= '9';
+  if (digits)
+    for (char c : value) v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  const auto it = std::find(ranks.begin(), ranks.end(), v);
+  if (!digits || it == ranks.end()) {
+    std::string served;
+    for (std::uint32_t r : ranks) served += (served.empty() ? "" : ", ") + std::to_string(r);
+    *error = "X-data-parallel-rank: '" + std::string(value) +
+             "' is not a data-parallel rank of this server (it serves " + served + ")";
+    return false;
+  }
+  *place = static_cast<std::uint32_t>(it - ranks.begin());
+  return true;
+}
+
+EngineRouter::EngineRouter(Options options)
+    : client_index_(options.client_index), client_count_(std::max(1u, options.client_count)) {
+  for (EngineClient::Options& o : options.engines)
+    engines_.push_back(std::make_unique<EngineClient>(std::move(o)));
+  local_.resize(engines_.size());
+}
+
+EngineRouter::~EngineRouter() {
+  Stop();
+}
+
+namespace {
+
+// What every engine must agree on: the API server validates and renders
+// requests once, for whichever engine serves them.
+Status SameServing(const EngineInfo& a, const EngineInfo& b) {
+  auto differ = [&](const std::string& what) {
+    return Status::InvalidArgument("engine " + std::to_string(b.engine_index) + " differs from engine " +
+                                   std::to_string(a.engine_index) + " in " + what +
+                                   "; data-parallel engines must serve the same model alike");
+  };
+  if (a.model_name != b.model_name) return differ("its model name");
+  if (a.max_model_len != b.max_model_len) return differ("max_model_len");
+  if (a.vocab_size != b.vocab_size) return differ("vocab_size");
+  if (a.eos_token_ids != b.eos_token_ids) return differ("its EOS tokens");
+  if (a.logprobs_supported != b.logprobs_supported || a.max_logprobs != b.max_logprobs)
+    return differ("logprobs");
+  if (a.num_speculative_tokens != b.num_speculative_tokens) return differ("speculative decoding");
+  if (a.block_size != b.block_size) return differ("block_size");
+  if (a.lora_adapters != b.lora_adapters) return differ("its LoRA adapters");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status EngineRouter::Start(EngineInfo* info) {
+  if (engines_.empty()) return Status::InvalidArgument("no engine to connect to");
+  ranks_.clear();
+  for (std::size_t place = 0; place < engines_.size(); ++place) {
+    EngineInfo e;
+    if (Status s = engines_[place]->Start(&e); !s.ok()) return s;
+    if (engines_.size() > 1 && e.engine_index != place)
+      return Status::InvalidArgument("the engine at place " + std::to_string(place) +
+                                     " of the engine list (--engine-input " +
+                                     std::to_string(place + 1) + ") says it is engine " +
+                                     std::to_string(e.engine_index));
+    ranks_.push_back(e.engine_index);
+    if (place == 0)
+      *info = e;
+    else if (Status s = SameServing(*info, e); !s.ok())
+      return s;
+  }
+  return Status::Ok();
+}
+
+void EngineRouter::Stop() {
+  for (auto& e : engines_) e->Stop();
+}
+
+bool EngineRouter::alive() const {
+  return std::any_of(engines_.begin(), engines_.end(), [](const auto& e) { return e->alive(); });
+}
+
+bool EngineRouter::healthy() const {
+  return std::any_of(engines_.begin(), engines_.end(), [](const auto& e) { return e->healthy(); });
+}
+
+EngineClient* EngineRouter::Pick(std::optional<std::uint32_t> place) {
+  const std::size_t n = engines_.size();
+  if (place) return *place < n && engines_[*place]->alive() ? engines_[*place].get() : nullptr;
+  if (n == 1) return engines_[0]->alive() ? engines_[0].get() : nullptr;
+  std::vector<std::optional<std::uint64_t>> scores(n);
+  std::lock_guard<std::mutex> g(mu_);
+  for (std::size_t i = 0; i < n; ++i) {
+    // A fresh EngineLoad replaces what this server guessed since the last.
+    if (const EngineLoad l = engines_[i]->load(); l.version != local_[i].version)
+      local_[i] = {l.num_waiting, l.num_running, l.version};
+    if (engines_[i]->alive()) scores[i] = LoadScore(local_[i].waiting, local_[i].running);
+  }
+  const std::size_t best = LeastLoaded(scores, n * client_index_ / client_count_);
+  if (best == n) return nullptr;
+  local_[best].waiting += client_count_;
+  return engines_[best].get();
+}
+
+std::shared_ptr<const LoraAdapterList> EngineRouter::lora_adapters() const {
+  return engines_[0]->lora_adapters();
+}
+
+}  // namespace sightline::api

@@ -1,0 +1,286 @@
+// `sightline serve --data-parallel-size N`: N engines behind every API
+// server. Each request runs on one engine (the balancer's, or the one that
+// X-data-parallel-rank names), the instance's counts stay exact across
+// engines and API servers with every engine-scoped series labelled by its
+// engine, greedy output does not depend on the engine, and bad ranks and
+// sizes are refused without losing or running anything.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "e2e/load.h"
+#include "e2e/serve_instance.h"
+#include "support/http_client.h"
+
+namespace sightline::testing {
+namespace {
+
+// Names here are Dp-prefixed: the e2e files compile as one unity batch.
+const std::string kDpSuccess = "vllm:request_success_total";
+constexpr auto kDpCeiling = std::chrono::seconds(60);
+
+// The value of label `label` in a sample key `name{a="x",...}`, or nullopt.
+std::optional<std::string> DpLabel(const std::string& key, const std::string& label) {
+  std::smatch m;
+  if (!std::regex_search(key, m, std::regex("[{,]" + label + "=\"([^\"]*)\""))) return std::nullopt;
+  return m[1].str();
+}
+
+bool DpIsFamily(const std::string& key, const std::string& family) {
+  return key == family || key.rfind(family + "{", 0) == 0;
+}
+
+// The sum of `family`'s samples of engine `engine` (of every engine if empty).
+double DpSum(const std::map<std::string, double>& page, const std::string& family,
+             const std::string& engine = "") {
+  double total = 0;
+  for (const auto& [key, value] : page)
+    if (DpIsFamily(key, family) && (engine.empty() || DpLabel(key, "engine") == engine))
+      total += value;
+  return total;
+}
+
+// How many series of `family` each engine label has ("" for none).
+std::map<std::string, int> DpSeriesPerEngine(const std::map<std::string, double>& page,
+                                             const std::string& family) {
+  std::map<std::string, int> out;
+  for (const auto& [key, value] : page)
+    if (DpIsFamily(key, family)) ++out[DpLabel(key, "engine").value_or("")];
+  return out;
+}
+
+// j at `pointer` (e.g. "/choices/0/text"), or null if absent.
+nlohmann::json DpAt(const nlohmann::json& j, const std::string& pointer) {
+  const nlohmann::json::json_pointer p(pointer);
+  return j.contains(p) ? j.at(p) : nlohmann::json();
+}
+
+struct DpReply {
+  int status = 0;
+  nlohmann::json body;  // null if not JSON
+  std::string raw;
+};
+
+// POSTs `body` to `path`, with X-data-parallel-rank: `rank` when given.
+DpReply DpPost(int port, const std::string& path, const nlohmann::json& body,
+               const std::optional<std::string>& rank = std::nullopt) {
+  std::map<std::string, std::string> fields = {{"Content-Type", "application/json"}};
+  if (rank) fields["X-data-parallel-rank"] = *rank;
+  const auto r = HttpClient(port).Request("POST", path, fields, body.dump());
+  return {r.result_int(), nlohmann::json::parse(r.body(), nullptr, false), r.body()};
+}
+
+nlohmann::json DpGreedyBody() {
+  return {{"prompt", "The quick brown fox jumps over"},
+          {"max_tokens", 16},
+          {"temperature", 0},
+          {"ignore_eos", true},
+          {"logprobs", 1}};
+}
+
+// bench_test.cc's Bench() and ExpectExactCounts(), under names of their own.
+struct DpBenchRun {
+  int code = -1;
+  std::string output;
+  nlohmann::json json;
+};
+
+DpBenchRun DpBench(const std::vector<std::string>& args) {
+  const std::string out = "/tmp/" + UniqueInstance() + ".bench";
+  std::vector<std::string> argv = {SIGHTLINE_CLI,   "bench",         "serve",
+                                   "--no-progress", "--output-json", out + ".json"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ChildProcess p = ChildProcess::ExecLogged(argv, out + ".log");
+  DpBenchRun r;
+  const auto code = p.WaitFor(180);
+  r.code = code ? *code : -1;
+  std::ifstream log(out + ".log");
+  r.output.assign(std::istreambuf_iterator<char>(log), std::istreambuf_iterator<char>());
+  std::ifstream json(out + ".json");
+  if (json) r.json = nlohmann::json::parse(json, nullptr, false);
+  std::filesystem::remove(out + ".log");
+  std::filesystem::remove(out + ".json");
+  return r;
+}
+
+void DpExpectExactCounts(const DpBenchRun& r, std::size_t n) {
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_TRUE(r.json.is_object()) << r.output;
+  EXPECT_EQ(r.json["completed"], n);
+  EXPECT_EQ(r.json["failed"], 0);
+  const auto& cmp = r.json["compare_metrics"];
+  EXPECT_EQ(cmp["counts_match"], true) << r.output;
+  int exact = 0;
+  for (const auto& row : cmp["rows"])
+    if (row["exact"] == true) {
+      ++exact;
+      EXPECT_EQ(row["server"], row["client"]) << row["what"];
+    }
+  EXPECT_EQ(exact, 11);
+  EXPECT_NE(r.output.find("Counts: all match exactly."), std::string::npos) << r.output;
+}
+
+TEST(DataParallel, CountsAreExactAcrossEnginesAndApiServers) {
+  ServeInstance serve({"--data-parallel-size", "2", "--api-server-count", "3"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  EXPECT_EQ(serve.Children().size(), 5u);  // two engines, three API servers
+  EXPECT_GT(serve.Child("--engine-index 0"), 0) << serve.Log();
+  EXPECT_GT(serve.Child("--engine-index 1"), 0) << serve.Log();
+
+  // Every engine's series exist from start-up, at 0.
+  const auto start = Scrape(serve.port());
+  for (const std::string engine : {"0", "1"}) {
+    EXPECT_EQ(DpSeriesPerEngine(start, "vllm:num_requests_running")[engine], 1) << engine;
+    EXPECT_EQ(DpSeriesPerEngine(start, "vllm:num_requests_waiting")[engine], 1) << engine;
+    EXPECT_GT(DpSeriesPerEngine(start, kDpSuccess)[engine], 0) << engine;
+    EXPECT_EQ(DpSum(start, kDpSuccess, engine), 0) << engine;
+  }
+
+  constexpr int kN = 40;
+  const std::string url = "http://127.0.0.1:" + std::to_string(serve.port());
+  const DpBenchRun r =
+      DpBench({"--base-url", url, "--num-prompts", std::to_string(kN), "--max-concurrency", "8",
+               "--random-input-len", "24", "--random-output-len", "16", "--random-range-ratio",
+               "0.5", "--ignore-eos", "--compare-metrics"});
+  DpExpectExactCounts(r, kN);
+  ASSERT_TRUE(r.json.is_object());
+  const double input = r.json["total_input_tokens"].get<double>();
+  const double output = r.json["total_output_tokens"].get<double>();
+  EXPECT_GE(input, kN * 12);
+  EXPECT_GE(output, kN * 8);
+
+  std::map<std::string, double> page;
+  ASSERT_TRUE(WaitForPage(
+      serve.port(),
+      [&](auto p) {
+        page = p;
+        return DpSum(p, kDpSuccess) >= kN;
+      },
+      kDpCeiling))
+      << DpSum(page, kDpSuccess);
+  // Whichever API server answers, the page is the whole instance's.
+  for (int i = 0; i < 6; ++i) {
+    SCOPED_TRACE("scrape " + std::to_string(i));
+    if (i > 0) page = Scrape(serve.port());
+    const double on0 = DpSum(page, kDpSuccess, "0"), on1 = DpSum(page, kDpSuccess, "1");
+    EXPECT_EQ(on0 + on1, kN);
+    EXPECT_EQ(DpSum(page, kDpSuccess), kN);  // no series without an engine label
+    EXPECT_GT(on0, 0);  // concurrency 8 keeps both engines' scores up: both get work
+    EXPECT_GT(on1, 0);
+    for (const std::string family : {"vllm:prompt_tokens_total", "vllm:generation_tokens_total"}) {
+      const double want = family == "vllm:prompt_tokens_total" ? input : output;
+      EXPECT_EQ(DpSum(page, family, "0") + DpSum(page, family, "1"), want) << family;
+      EXPECT_EQ(DpSum(page, family), want) << family;
+    }
+    EXPECT_EQ(DpSum(page, "vllm:e2e_request_latency_seconds_count", "0") +
+                  DpSum(page, "vllm:e2e_request_latency_seconds_count", "1"),
+              kN);
+    EXPECT_EQ(DpSum(page, "vllm:time_to_first_token_seconds_count", "0"), on0);
+    EXPECT_EQ(DpSum(page, "vllm:time_to_first_token_seconds_count", "1"), on1);
+    const auto info = DpSeriesPerEngine(page, "vllm:cache_config_info");
+    EXPECT_EQ(info, (std::map<std::string, int>{{"0", 1}, {"1", 1}}));
+    EXPECT_EQ(DpSum(page, "vllm:num_requests_running"), 0);
+  }
+}
+
+TEST(DataParallel, GreedyOutputIsTheSameOnEveryEngine) {
+  ServeInstance serve({"--data-parallel-size", "2"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  const auto before = Scrape(serve.port());
+  ASSERT_GT(DpSeriesPerEngine(before, kDpSuccess)["1"], 0) << "no engine=\"1\" series at start-up";
+  const double b0 = DpSum(before, kDpSuccess, "0"), b1 = DpSum(before, kDpSuccess, "1");
+
+  const DpReply on0 = DpPost(serve.port(), "/v1/completions", DpGreedyBody(), "0");
+  const DpReply on1 = DpPost(serve.port(), "/v1/completions", DpGreedyBody(), "1");
+  ASSERT_EQ(on0.status, 200) << on0.raw;
+  ASSERT_EQ(on1.status, 200) << on1.raw;
+  EXPECT_EQ(DpAt(on0.body, "/choices/0/finish_reason"), "length") << on0.raw;
+  EXPECT_TRUE(DpAt(on0.body, "/choices/0/text").is_string()) << on0.raw;
+  for (const char* field : {"/choices/0/text", "/choices/0/logprobs/tokens", "/usage"})
+    EXPECT_EQ(DpAt(on0.body, field), DpAt(on1.body, field)) << field << "\n"
+                                                            << on0.raw << "\n"
+                                                            << on1.raw;
+
+  std::map<std::string, double> page;
+  EXPECT_TRUE(WaitForPage(
+      serve.port(),
+      [&](auto p) {
+        page = p;
+        return DpSum(p, kDpSuccess, "0") >= b0 + 1 && DpSum(p, kDpSuccess, "1") >= b1 + 1;
+      },
+      kDpCeiling));
+  EXPECT_EQ(DpSum(page, kDpSuccess, "0"), b0 + 1);
+  EXPECT_EQ(DpSum(page, kDpSuccess, "1"), b1 + 1);
+}
+
+TEST(DataParallel, ABadRankHeaderIsRefusedAndLosesNothing) {
+  ServeInstance serve({"-dp", "2"});  // the short form
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  const auto before = Scrape(serve.port());
+  const double success = DpSum(before, kDpSuccess);
+  const double prompt = DpSum(before, "vllm:prompt_tokens_total");
+
+  const nlohmann::json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                               {"max_tokens", 4}};
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"/v1/completions", "x"},     {"/v1/completions", "-1"},
+      {"/v1/completions", "2"},     {"/v1/completions", "1.5"},
+      {"/v1/completions", ""},      {"/v1/completions", "99999999999999999999"},
+      {"/v1/chat/completions", "2"}};
+  for (const auto& [path, rank] : bad) {
+    SCOPED_TRACE(path + " X-data-parallel-rank: \"" + rank + "\"");
+    const DpReply r =
+        DpPost(serve.port(), path, path == "/v1/completions" ? DpGreedyBody() : chat, rank);
+    EXPECT_EQ(r.status, 400) << r.raw;
+    EXPECT_EQ(DpAt(r.body, "/error/type"), "BadRequestError") << r.raw;
+    const nlohmann::json message = DpAt(r.body, "/error/message");
+    EXPECT_TRUE(message.is_string() && !message.get<std::string>().empty()) << r.raw;
+  }
+
+  const DpReply ok = DpPost(serve.port(), "/v1/completions", DpGreedyBody());
+  EXPECT_EQ(ok.status, 200) << ok.raw;
+  std::map<std::string, double> page;
+  EXPECT_TRUE(WaitForPage(
+      serve.port(),
+      [&](auto p) {
+        page = p;
+        return DpSum(p, kDpSuccess) >= success + 1;
+      },
+      kDpCeiling));
+  EXPECT_EQ(DpSum(page, kDpSuccess), success + 1);  // the refused ones ran nowhere
+  EXPECT_EQ(DpSum(page, "vllm:prompt_tokens_total") - prompt,
+            DpAt(ok.body, "/usage/prompt_tokens"));
+  EXPECT_EQ(DpSum(page, "vllm:num_requests_running"), 0);
+  EXPECT_EQ(DpSum(page, "vllm:num_requests_waiting"), 0);
+}
+
+TEST(DataParallel, SizeIsValidated) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--data-parallel-size", "0"},
+                                             {"--data-parallel-size", "65"},
+                                             {"--data-parallel-size", "two"},
+                                             {"-dp", "0"}}) {
+    SCOPED_TRACE(args[0] + " " + args[1]);
+    ServeInstance serve(args);
+    const auto code = serve.WaitExit(30);
+    ASSERT_TRUE(code.has_value()) << "did not fail";
+    EXPECT_NE(*code, 0);
+    const std::string log = serve.Log();
+    EXPECT_EQ(log.rfind("sightline: error: ", 0), 0u) << log;
+    EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+    EXPECT_NE(log.find("--data-parallel-size"), std::string::npos) << log;
+    EXPECT_FALSE(SegmentExists(serve.registry()));
+  }
+}
+
+}  // namespace
+}  // namespace sightline::testing
