@@ -180,9 +180,9 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
     ReadLoadReport(r, kv, waiting);
   };
   std::unique_ptr<RequestMetrics> request_metrics;
-  if (Status s = RequestMetrics::Create(registry.registry.get(), so.served_model_name,
-                                        info.max_model_len, o.disable_log_stats, &request_metrics,
-                                        engines.ranks());
+  if (Status s =
+          RequestMetrics::Create(registry.registry.get(), so.served_model_name, info.max_model_len,
+                                 o.disable_log_stats, &request_metrics, engines.ranks());
       !s.ok())
     return s;
 
@@ -195,7 +195,9 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   ho.api_key = o.api_key;
   ho.on_exchange = [metrics = request_metrics.get()](const HttpExchange& e) { metrics->OnHttp(e); };
   HttpServer http(ho);
-  AddAdminRoutes(&http, registry.registry.get(), [&engines] { return engines.healthy(); });
+  AddAdminRoutes(
+      &http, registry.registry.get(), [&engines] { return engines.healthy(); },
+      [&engines] { return engines.unhealthy(); });
   OpenAiServer openai(so, &engines, tokenizer.get(), request_metrics.get());
   openai.AddRoutes(&http);
   if (o.allow_runtime_lora_updating || RuntimeLoraUpdatingFromEnvironment())
@@ -210,14 +212,20 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   if (hooks.on_ready) hooks.on_ready();
   // The engine's death: /health answers 503 and requests fail at once; after
   // --exit-after-engine-death the process exits 1, so that a supervisor of
-  // the roles (systemd, supervisord) restarts it together with the engine.
-  std::optional<Clock::time_point> engine_gone;
+  // the roles (systemd, supervisord) restarts it together with the engine;
+  // an engine restarted at its address before then is served again.
+  Clock::time_point gone_since{};
+  bool gone = false;
   while (!(stop && stop->load())) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (engines.alive() || o.exit_after_engine_death <= 0) continue;
+    if (engines.alive() || o.exit_after_engine_death <= 0) {
+      gone = false;
+      continue;
+    }
     const auto now = Clock::now();
-    if (!engine_gone) engine_gone = now;
-    if (now - *engine_gone >= std::chrono::duration<double>(o.exit_after_engine_death)) {
+    if (!gone) gone_since = now;
+    gone = true;
+    if (now - gone_since >= std::chrono::duration<double>(o.exit_after_engine_death)) {
       std::cerr << "ERROR api-server " << o.index << ": the engine is gone; exiting\n";
       http.Stop();
       engines.Stop();

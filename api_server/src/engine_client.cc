@@ -81,6 +81,10 @@ struct EngineClient::Impl {
   HandlerMap handlers;
   UtilityMap utilities;
   std::uint64_t next_call = 1;
+  // The requests failed when the engine went, aborted towards its successor
+  // once it is ready: an AddRequest still queued in the socket would
+  // otherwise run there for nobody.
+  std::vector<std::string> lost;
 
   // I/O thread -> handler thread: a received message, or work to run there.
   struct Work {
@@ -115,11 +119,16 @@ struct EngineClient::Impl {
   // handlers are taken on the handler thread, in order after the messages
   // already queued for it, so what the engine sent before it went (a finish,
   // say) is delivered first, and only what is still waiting fails.
+  //
+  // Not for ever: heartbeats ask for EngineReady again, and an engine that
+  // answers (the supervisor restarted it at the same address) makes the
+  // client alive again (OnMessage).
   void Gone() {
     {
       std::lock_guard<std::mutex> g(mu);
       if (!alive) return;
       alive = false;
+      ready = false;
     }
     ready_cv.notify_all();
     Dispatch({zmq::message_t(), [this] {
@@ -129,6 +138,7 @@ struct EngineClient::Impl {
                   std::lock_guard<std::mutex> g(mu);
                   failed_handlers.swap(handlers);
                   failed_utilities.swap(utilities);
+                  for (const auto& [id, handler] : failed_handlers) lost.push_back(id);
                 }
                 for (auto& [id, handler] : failed_handlers) (*handler)(RequestDelta{});
                 for (auto& [id, done] : failed_utilities) done(NotRunning());
@@ -154,7 +164,13 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
   switch (e->body_type()) {
     case ipc::Body::EngineReady: {
       const auto* r = e->body_as_EngineReady();
+      std::vector<std::string> aborts;
+      bool revived = false;
       std::lock_guard<std::mutex> g(mu);
+      if (!alive && !stop) {  // a successor of the engine that went
+        alive = revived = true;
+        aborts.swap(lost);
+      }
       info.engine_index = r->engine_index();
       if (r->model_name()) info.model_name = r->model_name()->str();
       info.max_model_len = r->max_model_len();
@@ -171,6 +187,18 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
       loras = std::make_shared<const LoraAdapterList>(info.lora_adapters);
       ready = true;
       ready_cv.notify_all();
+      if (revived) {
+        std::fprintf(stderr, "INFO api-server %u: engine %u at %s is serving again\n",
+                     options.client_index, info.engine_index, options.input_address.c_str());
+        if (!aborts.empty()) {
+          flatbuffers::FlatBufferBuilder b;
+          const auto bytes =
+              ipc::Seal(b, ipc::Body::AbortRequests,
+                        ipc::CreateAbortRequests(b, b.CreateVectorOfStrings(aborts)).Union());
+          outbox.emplace_back(bytes.begin(), bytes.end());  // under mu, as Queue
+          Wake();
+        }
+      }
       break;
     }
     case ipc::Body::EngineOutputs: {
@@ -329,7 +357,14 @@ void EngineClient::Impl::Run() {
           down = true;
           down_since = Clock::now();
         }
-        if (id == ZMQ_EVENT_CONNECTED) down = false;
+        if (id == ZMQ_EVENT_CONNECTED) {
+          // Back after a drop: a new engine process at the address (an
+          // engine's socket closes only when it exits), which knows nothing
+          // of what the old one ran. Gone() fails that now, and the new one
+          // is taken once it is ready.
+          if (down) Gone();
+          down = false;
+        }
       }
     }
     if (items[0].revents & ZMQ_POLLIN) {

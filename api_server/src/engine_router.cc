@@ -51,8 +51,9 @@ namespace {
 // requests once, for whichever engine serves them.
 Status SameServing(const EngineInfo& a, const EngineInfo& b) {
   auto differ = [&](const std::string& what) {
-    return Status::InvalidArgument("engine " + std::to_string(b.engine_index) + " differs from engine " +
-                                   std::to_string(a.engine_index) + " in " + what +
+    return Status::InvalidArgument("engine " + std::to_string(b.engine_index) +
+                                   " differs from engine " + std::to_string(a.engine_index) +
+                                   " in " + what +
                                    "; data-parallel engines must serve the same model alike");
   };
   if (a.model_name != b.model_name) return differ("its model name");
@@ -76,10 +77,9 @@ Status EngineRouter::Start(EngineInfo* info) {
     EngineInfo e;
     if (Status s = engines_[place]->Start(&e); !s.ok()) return s;
     if (engines_.size() > 1 && e.engine_index != place)
-      return Status::InvalidArgument("the engine at place " + std::to_string(place) +
-                                     " of the engine list (--engine-input " +
-                                     std::to_string(place + 1) + ") says it is engine " +
-                                     std::to_string(e.engine_index));
+      return Status::InvalidArgument(
+          "the engine at place " + std::to_string(place) + " of the engine list (--engine-input " +
+          std::to_string(place + 1) + ") says it is engine " + std::to_string(e.engine_index));
     ranks_.push_back(e.engine_index);
     if (place == 0)
       *info = e;
@@ -101,17 +101,29 @@ bool EngineRouter::healthy() const {
   return std::any_of(engines_.begin(), engines_.end(), [](const auto& e) { return e->healthy(); });
 }
 
+std::vector<std::uint32_t> EngineRouter::unhealthy() const {
+  std::vector<std::uint32_t> out;
+  for (std::size_t i = 0; i < engines_.size(); ++i)
+    if (!engines_[i]->healthy()) out.push_back(i < ranks_.size() ? ranks_[i] : i);
+  return out;
+}
+
 EngineClient* EngineRouter::Pick(std::optional<std::uint32_t> place) {
   const std::size_t n = engines_.size();
   if (place) return *place < n && engines_[*place]->alive() ? engines_[*place].get() : nullptr;
   if (n == 1) return engines_[0]->alive() ? engines_[0].get() : nullptr;
   std::vector<std::optional<std::uint64_t>> scores(n);
+  // Healthy engines first: a frozen one (alive, not heard from) would hold
+  // a request until it resumes. Only when none is healthy, any alive one.
+  bool any_healthy = false;
+  for (const auto& e : engines_) any_healthy |= e->healthy();
   std::lock_guard<std::mutex> g(mu_);
   for (std::size_t i = 0; i < n; ++i) {
     // A fresh EngineLoad replaces what this server guessed since the last.
     if (const EngineLoad l = engines_[i]->load(); l.version != local_[i].version)
       local_[i] = {l.num_waiting, l.num_running, l.version};
-    if (engines_[i]->alive()) scores[i] = LoadScore(local_[i].waiting, local_[i].running);
+    if (any_healthy ? engines_[i]->healthy() : engines_[i]->alive())
+      scores[i] = LoadScore(local_[i].waiting, local_[i].running);
   }
   const std::size_t best = LeastLoaded(scores, n * client_index_ / client_count_);
   if (best == n) return nullptr;

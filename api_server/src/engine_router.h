@@ -68,10 +68,13 @@ class EngineRouter {
   // Whether any engine is alive / healthy (EngineClient's meanings).
   bool alive() const;
   bool healthy() const;
+  // The ranks of the engines not healthy now.
+  std::vector<std::uint32_t> unhealthy() const;
 
   // The engine for a new request: the one at `place` when given (the caller
-  // checked it is below size()), else the least loaded of those alive. Null
-  // when no engine is alive (or the named one is gone).
+  // checked it is below size()), else the least loaded of the healthy ones
+  // (of those alive when none is healthy). Null when no engine is alive (or
+  // the named one is gone).
   EngineClient* Pick(std::optional<std::uint32_t> place);
 
   // The LoRA adapters served (engine 0's list: every engine gets every load

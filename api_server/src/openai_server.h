@@ -3,10 +3,10 @@
 // /v1/responses (streaming or not), /v1/models, /tokenize, /detokenize,
 // /load, and vLLM's render endpoints (openai/generate_request.h). It parses a generation request
 // (openai/completion_request.h), makes its OutputProcessor and submits each choice to the engine
-// (the one place that does) on the engine EngineRouter picks; the request's outputs then go through the processor
-// (output/output_processor.h: detokenization, stop strings, request metrics)
-// to OpenAiRenderer (output/openai_render.h: the OpenAI formats). The HTTP
-// metrics are the HTTP layer's.
+// (the one place that does) on the engine EngineRouter picks; the request's outputs then go through
+// the processor (output/output_processor.h: detokenization, stop strings, request metrics) to
+// OpenAiRenderer (output/openai_render.h: the OpenAI formats). The HTTP metrics are the HTTP
+// layer's.
 #pragma once
 
 #include <atomic>

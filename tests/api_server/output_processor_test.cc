@@ -205,7 +205,9 @@ TEST_F(OutputProcessorTest, EngineGoneFailsTheStreamWithAnErrorEvent) {
   ASSERT_EQ(out_->lasts, 1);
   EXPECT_NE(out_->stream.find("\"code\":503"), std::string::npos) << out_->stream;
   EXPECT_EQ(out_->stream.find("[DONE]"), std::string::npos);
-  EXPECT_EQ(Sample(Key("vllm:request_success_total", "finished_reason=\"error\",")), 1);
+  // Counted as aborted: the engine's death ended it (an engine `error` is its verdict).
+  EXPECT_EQ(Sample(Key("vllm:request_success_total", "finished_reason=\"abort\",")), 1);
+  EXPECT_EQ(Sample(Key("vllm:request_success_total", "finished_reason=\"error\",")), 0);
   EXPECT_EQ(Sample("sightline:stream_outcomes_total{handler=\"/v1/completions\",outcome="
                    "\"error_after_headers\"}"),
             1);

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -280,6 +282,149 @@ TEST(DataParallel, SizeIsValidated) {
     EXPECT_NE(log.find("--data-parallel-size"), std::string::npos) << log;
     EXPECT_FALSE(SegmentExists(serve.registry()));
   }
+}
+
+// The sample of `name` for engine `engine` of the built-in model.
+std::string DpKey(const std::string& name, const std::string& engine,
+                  const std::string& extra = "") {
+  return name + "{engine=\"" + engine + "\"," + extra + "model_name=\"sightline-tiny\"}";
+}
+
+// kill -9 of one engine under load: the other's streams complete, the
+// victim's end with an error event and are counted as aborted on its engine,
+// `serve` restarts it with the same index and it serves again; no counter
+// ever goes down, and the dead process's live gauges are gone.
+TEST(DataParallel, AKilledEngineIsRestartedWhileTheOthersServeOn) {
+  ServeInstance serve({"--data-parallel-size", "2", "--api-server-count", "2"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  const pid_t victim = serve.Child("--engine-index 1");
+  ASSERT_GT(victim, 0);
+  Scraper scraper(serve.port());
+  constexpr int kStreams = 24;
+  std::vector<std::future<Outcome>> streams;
+  for (int i = 0; i < kStreams; ++i)
+    streams.push_back(
+        std::async(std::launch::async, [&] { return Complete(serve.port(), 8, 2000, true); }));
+  // Both engines busy: each holds some of the streams.
+  ASSERT_TRUE(WaitForPage(
+      serve.port(),
+      [](auto p) {
+        return p[DpKey("vllm:num_requests_running", "0")] > 0 &&
+               p[DpKey("vllm:num_requests_running", "1")] > 0;
+      },
+      kDpCeiling));
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  int completed = 0, failed = 0;
+  for (auto& s : streams) {
+    ASSERT_EQ(s.wait_for(kDpCeiling), std::future_status::ready) << "a stream hung";
+    const Outcome o = s.get();
+    if (o.ok) {
+      ++completed;
+    } else {
+      ++failed;
+      EXPECT_TRUE(o.error_event) << o.failure;  // told it failed, after its headers
+    }
+  }
+  EXPECT_GT(completed, 0);
+  EXPECT_GT(failed, 0);
+  // Restarted with its index, serving again, counted once.
+  std::map<std::string, double> page;
+  ASSERT_TRUE(WaitForPage(
+      serve.port(),
+      [&](auto p) {
+        page = p;
+        return p["sightline:engine_restarts_total{engine=\"1\"}"] == 1;
+      },
+      kDpCeiling))
+      << serve.Log();
+  const DpReply again = DpPost(serve.port(), "/v1/completions", DpGreedyBody(), "1");
+  EXPECT_EQ(again.status, 200) << again.raw;
+  EXPECT_NE(serve.Log().find("engine 1 (pid"), std::string::npos);
+  EXPECT_NE(serve.Log().find(") is serving again"), std::string::npos) << serve.Log();
+  // Every stream counted once: the victim's as aborts on engine 1, the
+  // others' as length on whichever engine served them; the restart request too.
+  ASSERT_TRUE(WaitForPage(
+      serve.port(),
+      [&](auto p) {
+        page = p;
+        return DpSum(p, kDpSuccess) == kStreams + 1;
+      },
+      kDpCeiling));
+  EXPECT_EQ(page[DpKey(kDpSuccess, "1", "finished_reason=\"abort\",")], failed);
+  EXPECT_EQ(page[DpKey(kDpSuccess, "0", "finished_reason=\"abort\",")], 0);
+  EXPECT_EQ(page[DpKey(kDpSuccess, "0", "finished_reason=\"length\",")] +
+                page[DpKey(kDpSuccess, "1", "finished_reason=\"length\",")],
+            completed + 1);
+  EXPECT_EQ(page["sightline:engine_restarts_total{engine=\"0\"}"], 0);
+  // The dead engine's running requests left with it (its gauges were marked dead).
+  EXPECT_TRUE(WaitForPage(
+      serve.port(), [](auto p) { return DpSum(p, "vllm:num_requests_running") == 0; },
+      kDpCeiling));
+  scraper.Stop();
+  EXPECT_GT(scraper.scrapes(), 0);
+  EXPECT_TRUE(scraper.problems().empty()) << scraper.problems().front();
+}
+
+// A frozen engine (SIGSTOP) goes quiet: /health stays 200 while another
+// serves, the strict form names it, requests go to the healthy one; once it
+// resumes, both are healthy again.
+TEST(DataParallel, StrictHealthNamesAFrozenEngineAndRequestsAvoidIt) {
+  ServeInstance serve({"--data-parallel-size", "2", "--engine-health-timeout", "1"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  const pid_t frozen = serve.Child("--engine-index 1");
+  ASSERT_GT(frozen, 0);
+  auto status = [&](const std::string& target) {
+    return HttpClient(serve.port()).Request("GET", target).result_int();
+  };
+  EXPECT_EQ(status("/health?strict=1"), 200);
+  ASSERT_EQ(kill(frozen, SIGSTOP), 0);
+  bool strict_503 = false;
+  for (int i = 0; i < 600 && !strict_503; ++i) {
+    strict_503 = status("/health?strict=1") == 503;
+    if (!strict_503) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(strict_503);
+  const auto strict = HttpClient(serve.port()).Request("GET", "/health?strict=true");
+  EXPECT_NE(strict.body().find("engine 1 not running"), std::string::npos) << strict.body();
+  EXPECT_EQ(status("/health"), 200);  // engine 0 serves
+  for (int i = 0; i < 4; ++i) {
+    const DpReply r = DpPost(serve.port(), "/v1/completions", DpGreedyBody());
+    EXPECT_EQ(r.status, 200) << r.raw;
+  }
+  const auto page = Scrape(serve.port());
+  EXPECT_EQ(DpSum(page, kDpSuccess, "0"), 4);
+  ASSERT_EQ(kill(frozen, SIGCONT), 0);
+  bool healthy = false;
+  for (int i = 0; i < 600 && !healthy; ++i) {
+    healthy = status("/health?strict=1") == 200;
+    if (!healthy) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(healthy);
+}
+
+// Deaths of one engine beyond --engine-max-restarts within a minute stop
+// the instance (exit 1), as an API server's do.
+TEST(DataParallel, AnEngineDyingTooOftenStopsTheInstance) {
+  ServeInstance serve({"--data-parallel-size", "2", "--engine-max-restarts", "1"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  const std::vector<pid_t> children = serve.Children();
+  const pid_t first = serve.Child("--engine-index 1");
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  pid_t second = -1;
+  for (int i = 0; i < 600 && (second <= 0 || second == first); ++i) {
+    second = serve.Child("--engine-index 1");
+    if (second <= 0 || second == first) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GT(second, 0);
+  ASSERT_NE(second, first);
+  ASSERT_EQ(kill(second, SIGKILL), 0);
+  const auto code = serve.WaitExit(60);
+  ASSERT_TRUE(code.has_value()) << serve.Log();
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(serve.Log().find("engine 1 died"), std::string::npos) << serve.Log();
+  EXPECT_NE(serve.Log().find("giving up"), std::string::npos) << serve.Log();
+  EXPECT_TRUE(AllGone(children, 10)) << "orphans left";
 }
 
 }  // namespace

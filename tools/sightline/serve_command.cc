@@ -36,6 +36,7 @@ struct ServeOptions {
   int engine_threads = 0;
   double startup_timeout = 300;
   int max_restarts_per_minute = 5;
+  int max_engine_restarts_per_minute = 5;
   std::string show_hidden_metrics_for_version;
   metrics::Capacity capacity;
   bool dry_run = false;
@@ -76,6 +77,7 @@ int RunServe(ServeOptions o) {
                 " metric registry process slots; raise --registry-max-processes (now " +
                 std::to_string(o.capacity.max_processes) + ")");
   if (o.max_restarts_per_minute < 0) return Fail("--api-server-max-restarts must be >= 0");
+  if (o.max_engine_restarts_per_minute < 0) return Fail("--engine-max-restarts must be >= 0");
   if (!(o.startup_timeout > 0)) return Fail("--startup-timeout must be positive");
   if (!o.show_hidden_metrics_for_version.empty() &&
       !std::regex_match(o.show_hidden_metrics_for_version, std::regex(R"(\d+\.\d+)")))
@@ -161,6 +163,7 @@ int RunServe(ServeOptions o) {
   so.startup_timeout_s = o.startup_timeout;
   so.shutdown_timeout_s = o.api.shutdown_timeout;
   so.max_restarts_per_minute = o.max_restarts_per_minute;
+  so.max_engine_restarts_per_minute = o.max_engine_restarts_per_minute;
   const bool v6 = o.api.host.find(':') != std::string::npos;
   so.url = "http://" + (v6 ? "[" + o.api.host + "]" : o.api.host) + ":" +
            std::to_string(listener.port());
@@ -201,6 +204,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--api-server-max-restarts", o->max_restarts_per_minute,
                   "Restarts of one API server within a minute before the instance gives up")
+      ->capture_default_str();
+  cmd->add_option("--engine-max-restarts", o->max_engine_restarts_per_minute,
+                  "Restarts of one engine within a minute before the instance gives up (with "
+                  "--data-parallel-size above 1; the only engine's death stops the instance)")
       ->capture_default_str();
   cmd->add_option("--show-hidden-metrics-for-version", o->show_hidden_metrics_for_version,
                   "X.Y: restore metrics hidden since that version (none are hidden yet)");

@@ -135,8 +135,9 @@ void OutputProcessor::SubmitFailed(std::uint32_t choice) {
   std::lock_guard<std::mutex> lock(mu_);
   if (complete_) return;
   // Counted like any choice the engine failed: none may vanish from the metrics.
-  engine_->Abort(FailRunning(choice));
-  Complete(false, /*engine_gone=*/!engine_->alive());
+  const bool gone = !engine_->alive();
+  engine_->Abort(FailRunning(choice, gone ? "abort" : "error"));
+  Complete(false, /*engine_gone=*/gone);
 }
 
 void OutputProcessor::OnOutput(std::uint32_t choice, const RequestDelta& d) {
@@ -151,11 +152,13 @@ void OutputProcessor::OnOutput(std::uint32_t choice, const RequestDelta& d) {
       std::fprintf(stderr, "ERROR api-server: output of %s failed: %s\n", options_.id.c_str(),
                    e.what());
       if (complete_) return;
-      engine_->Abort(FailRunning(choices_.size()));
+      engine_->Abort(FailRunning(choices_.size(), "error"));
       return Complete(false, /*engine_gone=*/false);
     }
   }
-  FailRunning(choices_.size());  // the engine is gone
+  // The engine is gone (it died): what it ran is lost, as if aborted, and the
+  // client is told it failed.
+  FailRunning(choices_.size(), "abort");
   Complete(false, /*engine_gone=*/true);
 }
 
@@ -288,13 +291,13 @@ void OutputProcessor::FinishChoice(Choice& c, const char* reason, bool client_go
   if (--remaining_ == 0) Complete(client_gone, false);
 }
 
-std::vector<std::string> OutputProcessor::FailRunning(std::size_t submitted) {
+std::vector<std::string> OutputProcessor::FailRunning(std::size_t submitted, const char* reason) {
   std::vector<std::string> running;
   for (auto& c : choices_) {
     if (c->done) continue;
     if (c->index < submitted) running.push_back(c->engine_id);
     c->done = true;
-    c->stats.finished_reason = "error";
+    c->stats.finished_reason = reason;
     metrics_->OnFinished(c->stats);
   }
   return running;

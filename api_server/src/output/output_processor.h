@@ -111,9 +111,10 @@ class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
   // Finishes choice `c` once with `reason`; the last one completes the
   // request. `client_gone` when nothing more can be sent.
   void FinishChoice(Choice& c, const char* reason, bool client_gone);
-  // Every choice still running fails (finish reason "error", counted);
-  // returns the engine ids of those among the first `submitted`.
-  std::vector<std::string> FailRunning(std::size_t submitted);
+  // Every choice still running fails with `reason` (counted): "abort" when
+  // the engine died, "error" for a defect; returns the engine ids of those
+  // among the first `submitted`.
+  std::vector<std::string> FailRunning(std::size_t submitted, const char* reason);
   // The response is complete: its final events or body, parent metrics.
   void Complete(bool client_gone, bool engine_gone);
   // Each prompt's parent request, and how the stream ended.

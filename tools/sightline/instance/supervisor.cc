@@ -26,18 +26,36 @@ constexpr auto kPoll = std::chrono::milliseconds(50);
 }  // namespace
 
 Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options)) {
+  metrics::CounterFamily api_restarts, engine_restarts;
   if (options_.registry) {
-    metrics::CounterFamily family;
-    if (options_.registry
-            ->AddCounter("sightline:api_server_restarts_total",
-                         "API-server processes restarted by the supervisor after they died.", {},
-                         &family)
-            .ok())
-      restarts_ = family.With({});
+    (void)options_.registry->AddCounter(
+        "sightline:api_server_restarts_total",
+        "API-server processes restarted by the supervisor after they died.", {}, &api_restarts);
+    // Only with several engines: one engine's death stops the instance.
+    if (options_.engine_argvs.size() > 1)
+      (void)options_.registry->AddCounter(
+          "sightline:engine_restarts_total",
+          "Engine processes (data-parallel ranks) restarted by the supervisor after they died.",
+          {"engine"}, &engine_restarts);
   }
+  const std::size_t engines = options_.engine_argvs.size();
+  for (std::uint32_t i = 0; i < engines; ++i) {
+    Slot& e = engines_.emplace_back();
+    e.name = engines == 1 ? "the engine" : "engine " + std::to_string(i);
+    e.index = i;
+    e.argv = options_.engine_argvs[i];
+    e.max_restarts_per_minute = options_.max_engine_restarts_per_minute;
+    if (engines > 1) e.restarts_total = engine_restarts.With({{"engine", std::to_string(i)}});
+  }
+  const metrics::Counter api_total = api_restarts.With({});
   for (std::uint32_t i = 0; i < options_.api_server_count; ++i) {
-    api_.emplace_back();
-    api_.back().index = i;
+    Slot& a = api_.emplace_back();
+    a.name = "api-server " + std::to_string(i);
+    a.index = i;
+    a.argv = options_.api_server_argv ? options_.api_server_argv(i) : std::vector<std::string>();
+    if (options_.listener) a.inherit = {options_.listener->fd()};
+    a.max_restarts_per_minute = options_.max_restarts_per_minute;
+    a.restarts_total = api_total;
   }
 }
 
@@ -57,96 +75,81 @@ Supervisor::Wait Supervisor::WaitFor(const std::function<bool()>& done, double t
   }
 }
 
-Status Supervisor::StartApiServer(ApiSlot* slot) {
+Status Supervisor::Start(Slot* slot) {
   slot->announced = false;
-  return Subprocess::Start("api-server " + std::to_string(slot->index),
-                           options_.api_server_argv(slot->index), {options_.listener->fd()},
-                           &slot->process);
+  return Subprocess::Start(slot->name, slot->argv, slot->inherit, &slot->process);
 }
 
-bool Supervisor::EnginesReady(std::optional<int>* exit, std::string* which) {
+bool Supervisor::AllReady(std::vector<Slot>& slots, std::string* failed) {
   bool all = true;
-  for (Subprocess& e : engines_) {
-    if (auto status = e.PollExit()) {
-      *exit = status;
-      *which = e.name();
+  for (Slot& slot : slots) {
+    if (auto status = slot.process.PollExit()) {
+      *failed =
+          slot.name + " exited during start-up (" + DescribeExit(*status) + "); its error is above";
       return false;
     }
-    all &= e.PollReady();
+    all &= slot.process.PollReady();
   }
   return all;
 }
 
 int Supervisor::Run() {
   // Start-up: the engines, then the API servers.
-  const std::size_t n = options_.engine_argvs.size();
-  engines_.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::string name = n == 1 ? "the engine" : "engine " + std::to_string(i);
-    if (Status s = Subprocess::Start(name, options_.engine_argvs[i], {}, &engines_[i]); !s.ok()) {
-      Log("ERROR", "cannot start " + name + ": " + s.message());
-      StopEngines();
-      return 1;
-    }
-  }
-  std::optional<int> engine_exit;
-  std::string which;
-  Wait w = WaitFor([&] { return EnginesReady(&engine_exit, &which) || engine_exit.has_value(); },
-                   options_.startup_timeout_s);
-  if (engine_exit) {
-    Log("ERROR",
-        which + " exited during start-up (" + DescribeExit(*engine_exit) + "); its error is above");
-    StopEngines();
-    return 1;
-  }
-  if (w != Wait::kDone) {
-    if (w == Wait::kTimeout)
-      Log("ERROR", std::string(n == 1 ? "the engine was" : "the engines were") +
-                       " not serving after " + Seconds(options_.startup_timeout_s));
-    StopEngines();
-    return w == Wait::kStopped ? 0 : 1;
-  }
-  auto engine_gone = [&] {
-    for (Subprocess& e : engines_)
-      if (!engine_exit)
-        if ((engine_exit = e.PollExit())) which = e.name();
-    return engine_exit.has_value();
-  };
-  for (ApiSlot& slot : api_) {
-    if (Status s = StartApiServer(&slot); !s.ok()) {
-      Log("ERROR", "cannot start api-server " + std::to_string(slot.index) + ": " + s.message());
-      StopApiServers(0);
-      StopEngines();
+  const std::size_t n = engines_.size();
+  for (Slot& e : engines_) {
+    if (Status s = Start(&e); !s.ok()) {
+      Log("ERROR", "cannot start " + e.name + ": " + s.message());
+      Stop(engines_, 10);
       return 1;
     }
   }
   std::string failed;
+  Wait w = WaitFor([&] { return AllReady(engines_, &failed) || !failed.empty(); },
+                   options_.startup_timeout_s);
+  if (w != Wait::kDone || !failed.empty()) {
+    if (!failed.empty()) Log("ERROR", failed);
+    if (w == Wait::kTimeout)
+      Log("ERROR", std::string(n == 1 ? "the engine was" : "the engines were") +
+                       " not serving after " + Seconds(options_.startup_timeout_s));
+    Stop(engines_, 10);
+    return w == Wait::kStopped && failed.empty() ? 0 : 1;
+  }
+  for (Slot& e : engines_) e.announced = true;
+  for (Slot& slot : api_) {
+    if (Status s = Start(&slot); !s.ok()) {
+      Log("ERROR", "cannot start " + slot.name + ": " + s.message());
+      Stop(api_, 0);
+      Stop(engines_, 10);
+      return 1;
+    }
+  }
+  // An engine that dies while the API servers start stops the instance, as
+  // any child that exits during start-up.
+  const Slot* engine_died = nullptr;
+  int engine_status = 0;
   w = WaitFor(
       [&] {
-        if (engine_gone()) return true;
-        bool all = true;
-        for (ApiSlot& slot : api_) {
-          if (auto status = slot.process.PollExit()) {
-            failed = "api-server " + std::to_string(slot.index) + " exited during start-up (" +
-                     DescribeExit(*status) + "); its error is above";
+        for (Slot& e : engines_)
+          if (auto status = e.process.PollExit()) {
+            engine_died = &e;
+            engine_status = *status;
             return true;
           }
-          all &= slot.process.PollReady();
-        }
-        return all;
+        return AllReady(api_, &failed) || !failed.empty();
       },
       options_.startup_timeout_s);
-  if (engine_exit) return EngineDied(which, *engine_exit);
+  if (engine_died) return EngineDied(*engine_died, engine_status);
   if (w != Wait::kDone || !failed.empty()) {
     if (!failed.empty()) Log("ERROR", failed);
     if (w == Wait::kTimeout) Log("ERROR", "the API servers were not serving in time");
-    StopApiServers(0);
-    StopEngines();
+    Stop(api_, 0);
+    Stop(engines_, 10);
     return w == Wait::kStopped && failed.empty() ? 0 : 1;
   }
-  for (ApiSlot& slot : api_) slot.announced = true;
+  for (Slot& slot : api_) slot.announced = true;
   std::string pids;
-  for (const Subprocess& e : engines_) pids += (pids.empty() ? "" : ", ") + std::to_string(e.pid());
+  for (const Slot& e : engines_)
+    pids += (pids.empty() ? "" : ", ") + std::to_string(e.process.pid());
   Log("INFO", "serving on " + options_.url + " with " + std::to_string(api_.size()) +
                   " API server" + (api_.size() == 1 ? "" : "s") +
                   (n == 1 ? " (engine pid " : " and " + std::to_string(n) + " engines (pids ") +
@@ -155,28 +158,34 @@ int Supervisor::Run() {
   // Supervision.
   for (;;) {
     if (options_.stop && options_.stop->load()) break;
-    if (engine_gone()) return EngineDied(which, *engine_exit);
-    if (!SuperviseApiServers()) {
-      StopApiServers(0);
-      StopEngines();
+    if (n == 1) {
+      if (auto status = engines_[0].process.PollExit()) return EngineDied(engines_[0], *status);
+    } else if (!Supervise(engines_)) {
+      Stop(api_, 0);
+      Stop(engines_, 10);
+      return 1;
+    }
+    if (!Supervise(api_)) {
+      Stop(api_, 0);
+      Stop(engines_, 10);
       return 1;
     }
     std::this_thread::sleep_for(kPoll);
   }
 
-  // Drain: stop listening, let the API servers finish, then the engine.
+  // Drain: stop listening, let the API servers finish, then the engines.
   Log("INFO", "draining: waiting up to " + Seconds(options_.shutdown_timeout_s) +
                   " for requests under way");
   options_.listener->Close();
-  StopApiServers(options_.shutdown_timeout_s + 5);
-  StopEngines();
+  Stop(api_, options_.shutdown_timeout_s + 5);
+  Stop(engines_, 10);
   Log("INFO", "stopped");
   return 0;
 }
 
-bool Supervisor::SuperviseApiServers() {
+bool Supervisor::Supervise(std::vector<Slot>& slots) {
   const auto now = Clock::now();
-  for (ApiSlot& slot : api_) {
+  for (Slot& slot : slots) {
     if (slot.process.running()) {
       const pid_t pid = slot.process.pid();
       if (auto status = slot.process.PollExit()) {
@@ -185,9 +194,8 @@ bool Supervisor::SuperviseApiServers() {
         if (options_.registry) options_.registry->MarkProcessDead(pid);
         while (!slot.restarts.empty() && now - slot.restarts.front() > std::chrono::minutes(1))
           slot.restarts.pop_front();
-        if (static_cast<int>(slot.restarts.size()) >= options_.max_restarts_per_minute) {
-          Log("ERROR", "api-server " + std::to_string(slot.index) + " died (" +
-                           DescribeExit(*status) + ") after " +
+        if (static_cast<int>(slot.restarts.size()) >= slot.max_restarts_per_minute) {
+          Log("ERROR", slot.name + " died (" + DescribeExit(*status) + ") after " +
                            std::to_string(slot.restarts.size()) +
                            " restarts within a minute; giving up");
           return false;
@@ -196,65 +204,46 @@ bool Supervisor::SuperviseApiServers() {
             8.0, 0.25 * static_cast<double>(1u << std::min<std::size_t>(slot.restarts.size(), 5)));
         slot.restart_at = now + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(backoff));
-        Log("WARNING", "api-server " + std::to_string(slot.index) + " (pid " + std::to_string(pid) +
-                           ") died (" + DescribeExit(*status) + "); restarting in " +
-                           Seconds(backoff));
+        Log("WARNING", slot.name + " (pid " + std::to_string(pid) + ") died (" +
+                           DescribeExit(*status) + "); restarting in " + Seconds(backoff));
       } else if (!slot.announced && slot.process.PollReady()) {
         slot.announced = true;
-        Log("INFO", "api-server " + std::to_string(slot.index) + " (pid " + std::to_string(pid) +
-                        ") is serving again");
+        Log("INFO", slot.name + " (pid " + std::to_string(pid) + ") is serving again");
       }
     } else if (now >= slot.restart_at) {
       slot.restarts.push_back(now);
-      if (Status s = StartApiServer(&slot); !s.ok()) {
-        Log("ERROR",
-            "cannot restart api-server " + std::to_string(slot.index) + ": " + s.message());
+      if (Status s = Start(&slot); !s.ok()) {
+        Log("ERROR", "cannot restart " + slot.name + ": " + s.message());
         return false;
       }
-      restarts_.Inc();
+      slot.restarts_total.Inc();
     }
   }
   return true;
 }
 
-void Supervisor::StopApiServers(double timeout_s) {
-  for (ApiSlot& slot : api_) slot.process.Signal(SIGTERM);
+void Supervisor::Stop(std::vector<Slot>& slots, double timeout_s) {
+  for (Slot& slot : slots) slot.process.Signal(SIGTERM);
   WaitFor(
       [&] {
         bool all = true;
-        for (ApiSlot& slot : api_) {
+        for (Slot& slot : slots) {
           (void)slot.process.PollExit();
           all &= !slot.process.running();
         }
         return all;
       },
       timeout_s, /*stoppable=*/false);
-  for (ApiSlot& slot : api_) {
+  for (Slot& slot : slots) {
     if (slot.process.running()) {
-      Log("WARNING", "api-server " + std::to_string(slot.index) + " did not stop; killing it");
+      Log("WARNING", slot.name + " did not stop; killing it");
       slot.process = Subprocess();  // SIGKILL and reap
     }
   }
 }
 
-void Supervisor::StopEngines() {
-  for (Subprocess& e : engines_) e.Signal(SIGTERM);
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  auto running = [&] {
-    bool any = false;
-    for (Subprocess& e : engines_) any |= e.running() && !e.PollExit();
-    return any;
-  };
-  while (running() && Clock::now() < deadline) std::this_thread::sleep_for(kPoll);
-  for (Subprocess& e : engines_) {
-    if (!e.running()) continue;
-    Log("WARNING", e.name() + " did not stop; killing it");
-    e = Subprocess();
-  }
-}
-
-int Supervisor::EngineDied(const std::string& which, int wait_status) {
-  Log("ERROR", which + " exited (" + DescribeExit(wait_status) +
+int Supervisor::EngineDied(const Slot& engine, int wait_status) {
+  Log("ERROR", engine.name + " exited (" + DescribeExit(wait_status) +
                    (engines_.size() == 1 ? "); API servers answer 503 until the instance stops"
                                          : "); the instance stops"));
   // The API servers notice on their own (their engine connection drops):
@@ -266,7 +255,8 @@ int Supervisor::EngineDied(const std::string& which, int wait_status) {
   while (Clock::now() < until && !(options_.stop && options_.stop->load()))
     std::this_thread::sleep_for(kPoll);
   options_.listener->Close();
-  StopApiServers(5);
+  Stop(api_, 5);
+  Stop(engines_, 10);
   return 1;
 }
 

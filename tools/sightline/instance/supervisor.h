@@ -9,9 +9,13 @@
 //    60 s gives up (everything stops, non-zero exit). Each restart counts in
 //    sightline:api_server_restarts_total; the dead process's live gauges are
 //    marked dead at once.
-//  * An engine dying is fatal: the API servers keep answering /health with
-//    503 (and failing in-flight requests) for engine_death_grace_s, then all
-//    stop and Run() returns 1, so an outer supervisor restarts the instance.
+//  * One of several engines that dies is restarted the same way with the same
+//    index (max_engine_restarts_per_minute, sightline:engine_restarts_total
+//    {engine}); the API servers route around it meanwhile.
+//  * The only engine dying is fatal: the API servers keep answering /health
+//    with 503 (and failing in-flight requests) for engine_death_grace_s,
+//    then all stop and Run() returns 1, so an outer supervisor restarts the
+//    instance.
 //  * *stop (SIGTERM/SIGINT) drains: the API servers get SIGTERM and finish
 //    their answers (up to shutdown_timeout_s), then the engines stop; Run()
 //    returns 0.
@@ -46,8 +50,9 @@ struct SupervisorOptions {
   double startup_timeout_s = 300;
   double shutdown_timeout_s = 30;
   double engine_death_grace_s = 3;
-  int max_restarts_per_minute = 5;
-  std::string url;  // for the "serving" log line
+  int max_restarts_per_minute = 5;         // of one API server
+  int max_engine_restarts_per_minute = 5;  // of one of several engines
+  std::string url;                         // for the "serving" log line
   const std::atomic<bool>* stop = nullptr;
   // Where the supervisor's log lines go, by level ("INFO", "WARNING",
   // "ERROR"), from the thread that runs Run(); unset: stderr, as
@@ -61,12 +66,18 @@ class Supervisor {
   int Run();  // the process's exit code
 
  private:
-  struct ApiSlot {
+  // One child: an API server or an engine, and its restarts.
+  struct Slot {
+    std::string name;  // "api-server 2", "engine 1" ("the engine" when alone)
     std::uint32_t index = 0;
+    std::vector<std::string> argv;
+    std::vector<int> inherit;
     Subprocess process;
     bool announced = false;                  // "ready" logged for this process
     std::deque<Clock::time_point> restarts;  // within the last minute
     Clock::time_point restart_at{};          // when process is not running
+    metrics::Counter restarts_total;
+    int max_restarts_per_minute = 0;
   };
   enum class Wait { kDone, kStopped, kTimeout };
 
@@ -74,20 +85,18 @@ class Supervisor {
 
   // Polls until done(), the timeout, or (when stoppable) SIGTERM/SIGINT.
   Wait WaitFor(const std::function<bool()>& done, double timeout_s, bool stoppable = true);
-  Status StartApiServer(ApiSlot* slot);
-  // One supervision pass over the API servers; false: restarts exhausted.
-  bool SuperviseApiServers();
-  void StopApiServers(double timeout_s);
-  void StopEngines();
-  // Whether every engine is serving; `exit` is set to the wait status of one
-  // that exited, and `which` to its name.
-  bool EnginesReady(std::optional<int>* exit, std::string* which);
-  int EngineDied(const std::string& which, int wait_status);
+  Status Start(Slot* slot);
+  // Whether every slot is serving; false at once, with `failed` said, when
+  // one has exited.
+  bool AllReady(std::vector<Slot>& slots, std::string* failed);
+  // One supervision pass: the dead are restarted after their back-off;
+  // false: one's restarts are exhausted (or it cannot be started).
+  bool Supervise(std::vector<Slot>& slots);
+  void Stop(std::vector<Slot>& slots, double timeout_s);
+  int EngineDied(const Slot& engine, int wait_status);
 
   SupervisorOptions options_;
-  metrics::Counter restarts_;
-  std::vector<Subprocess> engines_;
-  std::vector<ApiSlot> api_;
+  std::vector<Slot> engines_, api_;
 };
 
 }  // namespace sightline::cli
