@@ -138,6 +138,7 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   EngineRouter::Options ro;
   ro.client_index = o.index;
   ro.client_count = o.count != 0 ? o.count : o.index + 1;
+  ro.prefix_affinity = !o.no_prefix_affinity;
   for (std::size_t i = 0; i < o.engine_inputs.size(); ++i) {
     EngineClient::Options eo;
     eo.input_address = o.engine_inputs[i];

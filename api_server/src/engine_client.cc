@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <zmq.hpp>
 
 #include "sightline/clock.h"
@@ -59,6 +60,7 @@ struct EngineClient::Impl {
   zmq::context_t context{1};
   std::thread io, dispatcher;
   std::atomic<bool> stop{false}, ready{false}, alive{true};
+  std::atomic<bool> disconnected{false};  // the output connection is down now
   std::atomic<std::int64_t> last_heard{0};  // MonotonicNanos() of the engine's last message
   int wake_fd = -1;                         // eventfd: callers wake the I/O thread after queueing
 
@@ -68,6 +70,10 @@ struct EngineClient::Impl {
   std::shared_ptr<const LoraAdapterList> loras;
   EngineLoad load;
   std::deque<std::vector<std::uint8_t>> outbox;
+  // The engine's cached blocks (CacheUpdate), under their own lock: the
+  // handler thread writes each step, routing reads per request.
+  mutable std::mutex cache_mu;
+  std::unordered_set<std::uint64_t> cached;
   // Shared, so the handler thread copies a pointer (not the handler's
   // captures) before calling it outside the lock. Looked up by string_view:
   // no std::string per output.
@@ -243,6 +249,15 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
       loras = std::move(list);
       break;
     }
+    case ipc::Body::CacheUpdate: {
+      const auto* c = e->body_as_CacheUpdate();
+      std::lock_guard<std::mutex> g(cache_mu);
+      if (c->cleared()) cached.clear();
+      if (c->removed())
+        for (std::uint64_t h : *c->removed()) cached.erase(h);
+      if (c->stored()) cached.insert(c->stored()->begin(), c->stored()->end());
+      break;
+    }
     case ipc::Body::EngineLoad: {
       const auto* l = e->body_as_EngineLoad();
       std::lock_guard<std::mutex> g(mu);
@@ -317,7 +332,8 @@ void EngineClient::Impl::Run() {
   while (!stop) {
     const auto now = Clock::now();
     // Every 0.5 s; every 0.1 s while still waiting for EngineReady.
-    if (now - last_beat >= std::chrono::milliseconds(ready ? 500 : 100)) {
+    // Not while the engine is away: they would queue up for its successor.
+    if (!down && now - last_beat >= std::chrono::milliseconds(ready ? 500 : 100)) {
       flatbuffers::FlatBufferBuilder b;
       const auto bytes = ipc::Seal(
           b, ipc::Body::Heartbeat,
@@ -355,6 +371,7 @@ void EngineClient::Impl::Run() {
         std::memcpy(&id, event.data(), sizeof id);
         if (id == ZMQ_EVENT_DISCONNECTED) {
           down = true;
+          disconnected = true;
           down_since = Clock::now();
         }
         if (id == ZMQ_EVENT_CONNECTED) {
@@ -364,6 +381,7 @@ void EngineClient::Impl::Run() {
           // is taken once it is ready.
           if (down) Gone();
           down = false;
+          disconnected = false;
         }
       }
     }
@@ -424,11 +442,17 @@ bool EngineClient::alive() const {
 
 bool EngineClient::healthy() const {
   const auto silent = std::chrono::nanoseconds(MonotonicNanos() - impl_->last_heard.load());
-  return alive() && silent <= std::chrono::duration<double>(impl_->options.engine_silent_after_s);
+  return alive() && !impl_->disconnected.load() &&
+         silent <= std::chrono::duration<double>(impl_->options.engine_silent_after_s);
 }
 
 std::uint32_t EngineClient::client_index() const {
   return impl_->options.client_index;
+}
+
+std::uint32_t EngineClient::engine_index() const {
+  std::lock_guard<std::mutex> g(impl_->mu);
+  return impl_->info.engine_index;
 }
 
 std::uint64_t EngineClient::incarnation() const {
@@ -475,6 +499,13 @@ void EngineClient::Abort(const std::vector<std::string>& request_ids) {
 std::shared_ptr<const LoraAdapterList> EngineClient::lora_adapters() const {
   std::lock_guard<std::mutex> g(impl_->mu);
   return impl_->loras;
+}
+
+std::size_t EngineClient::CachedPrefix(std::span<const std::uint64_t> hashes) const {
+  std::lock_guard<std::mutex> g(impl_->cache_mu);
+  std::size_t n = 0;
+  while (n < hashes.size() && impl_->cached.count(hashes[n])) ++n;
+  return n;
 }
 
 EngineLoad EngineClient::load() const {

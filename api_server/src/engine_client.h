@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,8 @@ class EngineClient {
   bool healthy() const;
   // This process's identity towards the engine; every AddRequest carries it.
   std::uint32_t client_index() const;
+  // The engine's index (EngineReady's engine_index); 0 before Start.
+  std::uint32_t engine_index() const;
   std::uint64_t incarnation() const;
 
   // Sends a request; `handler` runs on the client's handler thread for each
@@ -125,6 +128,10 @@ class EngineClient {
   // before Start.
   std::shared_ptr<const LoraAdapterList> lora_adapters() const;
   EngineLoad load() const;
+  // How many of `hashes` (a prompt's block hashes, the first 64 bits, in
+  // order) lead what the engine's prefix cache holds, from its CacheUpdates
+  // (0 when it sends none: one engine alone, or prefix caching off).
+  std::size_t CachedPrefix(std::span<const std::uint64_t> hashes) const;
 
  private:
   struct Impl;

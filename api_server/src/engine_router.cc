@@ -35,7 +35,9 @@ bool ParseDataParallelRank(std::string_view value, std::span<const std::uint32_t
 }
 
 EngineRouter::EngineRouter(Options options)
-    : client_index_(options.client_index), client_count_(std::max(1u, options.client_count)) {
+    : client_index_(options.client_index),
+      client_count_(std::max(1u, options.client_count)),
+      prefix_affinity_(options.prefix_affinity) {
   for (EngineClient::Options& o : options.engines)
     engines_.push_back(std::make_unique<EngineClient>(std::move(o)));
   local_.resize(engines_.size());
@@ -108,25 +110,43 @@ std::vector<std::uint32_t> EngineRouter::unhealthy() const {
   return out;
 }
 
-EngineClient* EngineRouter::Pick(std::optional<std::uint32_t> place) {
+EngineClient* EngineRouter::Pick(std::optional<std::uint32_t> place,
+                                 std::span<const std::uint64_t> prompt_blocks) {
   const std::size_t n = engines_.size();
   if (place) return *place < n && engines_[*place]->alive() ? engines_[*place].get() : nullptr;
   if (n == 1) return engines_[0]->alive() ? engines_[0].get() : nullptr;
   std::vector<std::optional<std::uint64_t>> scores(n);
   // Healthy engines first: a frozen one (alive, not heard from) would hold
   // a request until it resumes. Only when none is healthy, any alive one.
+  std::vector<char> healthy(n), alive(n);
   bool any_healthy = false;
-  for (const auto& e : engines_) any_healthy |= e->healthy();
+  for (std::size_t i = 0; i < n; ++i) {
+    healthy[i] = engines_[i]->healthy();
+    alive[i] = engines_[i]->alive();
+    any_healthy |= healthy[i] != 0;
+  }
   std::lock_guard<std::mutex> g(mu_);
   for (std::size_t i = 0; i < n; ++i) {
     // A fresh EngineLoad replaces what this server guessed since the last.
     if (const EngineLoad l = engines_[i]->load(); l.version != local_[i].version)
       local_[i] = {l.num_waiting, l.num_running, l.version};
-    if (any_healthy ? engines_[i]->healthy() : engines_[i]->alive())
+    if (any_healthy ? healthy[i] : alive[i])
       scores[i] = LoadScore(local_[i].waiting, local_[i].running);
   }
-  const std::size_t best = LeastLoaded(scores, n * client_index_ / client_count_);
+  std::size_t best = LeastLoaded(scores, n * client_index_ / client_count_);
   if (best == n) return nullptr;
+  if (prefix_affinity_ && !prompt_blocks.empty()) {
+    std::size_t most = 0, holder = n;  // the longest cached prefix; ties: the lower score
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!scores[i]) continue;
+      const std::size_t m = engines_[i]->CachedPrefix(prompt_blocks);
+      if (m > most || (m == most && m > 0 && *scores[i] < *scores[holder])) {
+        most = m;
+        holder = i;
+      }
+    }
+    if (holder != n && *scores[holder] <= *scores[best] + kPrefixAffinityBound) best = holder;
+  }
   local_[best].waiting += client_count_;
   return engines_[best].get();
 }

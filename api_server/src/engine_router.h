@@ -10,6 +10,13 @@
 // EngineLoad arrives (vLLM's guess that every API server sends one too), so
 // a burst between two loads does not all go to one engine. A request may
 // name its engine instead (the X-data-parallel-rank header).
+//
+// Then prefix affinity, which vLLM's balancer lacks (SGLang's router has a
+// form of it): a request whose prompt's leading full blocks are cached on an
+// engine (the engines say what they cache: CacheUpdate) goes to the one
+// holding the most of them, unless its score exceeds the lowest by more than
+// kPrefixAffinityBound, so a hot prefix cannot pile its traffic onto one
+// engine while another idles.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +31,12 @@
 #include "sightline/status.h"
 
 namespace sightline::api {
+
+// How far above the lowest score an engine holding a request's prefix may
+// be and still get it: four waiting requests' worth (or sixteen running).
+// Recomputing a prefix costs one prefill; waiting behind four requests costs
+// at least four, so past this the load wins.
+inline constexpr std::uint64_t kPrefixAffinityBound = 16;
 
 // vLLM's score of an engine: waiting requests weigh four running ones.
 inline std::uint64_t LoadScore(std::uint64_t waiting, std::uint64_t running) {
@@ -46,6 +59,7 @@ class EngineRouter {
   struct Options {
     std::vector<EngineClient::Options> engines;  // engine i at index i
     std::uint32_t client_index = 0, client_count = 1;
+    bool prefix_affinity = true;
   };
   explicit EngineRouter(Options options);
   ~EngineRouter();
@@ -72,10 +86,14 @@ class EngineRouter {
   std::vector<std::uint32_t> unhealthy() const;
 
   // The engine for a new request: the one at `place` when given (the caller
-  // checked it is below size()), else the least loaded of the healthy ones
-  // (of those alive when none is healthy). Null when no engine is alive (or
+  // checked it is below size()), else among the healthy ones (those alive
+  // when none is healthy) the one holding the longest cached prefix of
+  // `prompt_blocks` (its block hashes' first 64 bits, in order) within the
+  // affinity bound, else the least loaded. Null when no engine is alive (or
   // the named one is gone).
-  EngineClient* Pick(std::optional<std::uint32_t> place);
+  EngineClient* Pick(std::optional<std::uint32_t> place,
+                     std::span<const std::uint64_t> prompt_blocks = {});
+  bool prefix_affinity() const { return prefix_affinity_ && engines_.size() > 1; }
 
   // The LoRA adapters served (engine 0's list: every engine gets every load
   // and unload, see lora_routes.h).
@@ -86,6 +104,7 @@ class EngineRouter {
     std::uint64_t waiting = 0, running = 0, version = 0;
   };
   const std::uint32_t client_index_, client_count_;
+  const bool prefix_affinity_;
   std::vector<std::unique_ptr<EngineClient>> engines_;
   std::vector<std::uint32_t> ranks_;
   std::mutex mu_;

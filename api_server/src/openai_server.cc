@@ -1,4 +1,5 @@
 #include "openai_server.h"
+#include "sightline/ipc/block_hash.h"
 
 #include <sys/random.h>
 
@@ -13,6 +14,7 @@
 #include "openai/generate_request.h"
 #include "output/output_processor.h"
 #include "sightline/clock.h"
+#include "sightline/ipc/block_hash.h"
 #include "sightline/tokenizer/tokenizer.h"
 #include "sightline/utf8.h"
 
@@ -50,6 +52,18 @@ std::string RandomHex128() {
 // OpenAI's `created`: whole seconds since the Unix epoch.
 std::int64_t CreatedSeconds() {
   return static_cast<std::int64_t>(UnixSeconds());
+}
+
+// The first 64 bits of each full block's hash (sightline/ipc/block_hash.h).
+std::vector<std::uint64_t> PromptBlocks(const std::vector<std::int32_t>& prompt,
+                                        std::uint32_t block_size, const std::string& cache_salt) {
+  std::vector<ipc::BlockHash> hashes;
+  if (block_size > 0)
+    ipc::ExtendBlockHashes(prompt, static_cast<int>(block_size), cache_salt, &hashes);
+  std::vector<std::uint64_t> out;
+  out.reserve(hashes.size());
+  for (const ipc::BlockHash& h : hashes) out.push_back(h.lo);
+  return out;
 }
 
 }  // namespace
@@ -190,7 +204,13 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
       return answer(ErrorResponse(400, message, "BadRequestError"));
     place = p;
   }
-  EngineClient* engine = engines_->Pick(place);
+  // Prefix affinity looks for the prompt's blocks as the engine will hash
+  // them. An adapter's requests hash under a key of the engine's own
+  // (UseLoraAdapter): they go by load alone.
+  std::vector<std::uint64_t> blocks;
+  if (!place && engines_->prefix_affinity() && params.lora_name.empty() && !params.prompts.empty())
+    blocks = PromptBlocks(params.prompts[0], options_.engine.block_size, params.cache_salt);
+  EngineClient* engine = engines_->Pick(place, blocks);
   if (!engine)
     return answer(ErrorResponse(503, "the engine is not running", "ServiceUnavailableError"));
   // vLLM's ORCA load report, on non-streamed chat and completions answers.
@@ -246,7 +266,8 @@ void OpenAiServer::Submit(const std::shared_ptr<OutputProcessor>& processor) {
         BuildAddRequest(id, params, /*prompt_index=*/i / params.n, /*sample=*/i % params.n,
                         engine->client_index(), engine->incarnation()),
         [processor, i](const RequestDelta& d) { processor->OnOutput(i, d); });
-    if (!submitted.ok()) return processor->SubmitFailed(i);  // the engine went away meanwhile
+    if (!submitted.ok())  // the engine went away meanwhile (IoError), or a duplicate id
+      return processor->SubmitFailed(i, submitted.code() == Status::Code::kIoError);
     processor->Submitted(i);
   }
 }

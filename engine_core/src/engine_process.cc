@@ -29,6 +29,12 @@ KvEventsConfig KvEventsConfigFor(const EngineProcessOptions& o) {
   return c;
 }
 
+// Whether the API servers hear of the prefix cache (their data-parallel
+// prefix affinity): with several engines, and a prefix cache to speak of.
+bool CacheUpdates(const EngineProcessOptions& o) {
+  return o.data_parallel_size > 1 && o.prefix_caching;
+}
+
 // What the checks derive, for the run that follows them.
 struct Plan {
   ModelConfig model;
@@ -128,7 +134,7 @@ EngineCoreConfig CoreConfig(const EngineProcessOptions& o, const Plan& p) {
   c.scheduler.eos_token_ids = p.model.eos_token_ids;
   c.speculative = SpeculativeConfigFor(o);
   c.scheduler.max_loras = o.enable_lora ? o.max_loras : 0;
-  c.kv_events = KvEventsConfigFor(o).publishes();
+  c.kv_events = KvEventsConfigFor(o).publishes() || CacheUpdates(o);
   c.lora.enabled = o.enable_lora;
   c.lora.max_rank = o.max_lora_rank;
   c.lora.max_cpu_loras = o.max_cpu_loras;  // CheckLoraOptions defaulted it to --max-loras
@@ -211,6 +217,8 @@ Status RunEngineProcess(EngineProcessOptions o, const EngineProcessHooks& hooks,
   so.stop = hooks.stop ? hooks.stop() : nullptr;
   so.on_serving = hooks.on_ready;
   so.kv_events = kv_events.get();
+  so.data_parallel_rank = static_cast<int>(o.engine_index);
+  so.cache_updates = CacheUpdates(o);
   *exit_code = EngineServer(so, &core, registry.engine_metrics.get()).Run();
   return Status::Ok();
 }

@@ -58,7 +58,7 @@ class Queue {
 };
 
 struct Outgoing {
-  enum class Kind { kOutputs, kReady, kUtility, kLoras, kDead } kind;
+  enum class Kind { kOutputs, kReady, kUtility, kLoras, kDead, kCache } kind;
   ipc::ClientId client;  // the exact process it goes to
   double timestamp = 0;
   std::vector<OutputItem> items;
@@ -67,6 +67,8 @@ struct Outgoing {
   bool not_found = false;
   std::string message;
   LoraAdapterList loras;  // kReady, kLoras: the main thread's snapshot
+  bool cleared = false;   // kCache
+  std::vector<std::uint64_t> stored, removed;
 };
 
 void Log(const char* level, const std::string& message) {
@@ -229,6 +231,9 @@ void EngineServer::State::OutputLoop(zmq::socket_t& sock) {
         case Outgoing::Kind::kDead:
           send(o.client, SealDead(b, options.engine_index, o.message));
           break;
+        case Outgoing::Kind::kCache:
+          send(o.client, SealCacheUpdate(b, options.engine_index, o.cleared, o.stored, o.removed));
+          break;
       }
     }
     const auto now = Clock::now();
@@ -253,6 +258,14 @@ void EngineServer::State::OutputLoop(zmq::socket_t& sock) {
 }
 
 void EngineServer::State::SendReady(ipc::ClientId client) {
+  if (options.cache_updates) {  // what is cached now; then each step's changes
+    Outgoing snapshot;
+    snapshot.kind = Outgoing::Kind::kCache;
+    snapshot.client = client;
+    snapshot.cleared = true;
+    snapshot.stored = core->CachedBlockHashes();
+    output.Push(std::move(snapshot));
+  }
   Outgoing o;
   o.kind = Outgoing::Kind::kReady;
   o.client = client;
@@ -402,9 +415,33 @@ void EngineServer::State::Handle(InputEvent& e) {
 }
 
 void EngineServer::State::PublishKvEvents() {
-  if (!options.kv_events) return;
+  if (!options.kv_events && !options.cache_updates) return;
   std::vector<KvEvent> events = core->TakeKvEvents();
   if (events.empty()) return;
+  if (options.cache_updates) {
+    // One CacheUpdate per run of events of one kind, so that the receiver
+    // applies them in the engine's order (a block removed and stored again
+    // in one step stays cached).
+    std::vector<Outgoing> updates;
+    KvEvent::Kind last = KvEvent::Kind::kAllBlocksCleared;
+    for (const KvEvent& e : events) {
+      if (updates.empty() || e.kind != last || e.kind == KvEvent::Kind::kAllBlocksCleared) {
+        updates.emplace_back().kind = Outgoing::Kind::kCache;
+        updates.back().cleared = e.kind == KvEvent::Kind::kAllBlocksCleared;
+      }
+      last = e.kind;
+      auto& list =
+          e.kind == KvEvent::Kind::kBlockStored ? updates.back().stored : updates.back().removed;
+      list.insert(list.end(), e.block_hashes.begin(), e.block_hashes.end());
+    }
+    for (const auto& [index, c] : clients)
+      for (const Outgoing& u : updates) {
+        Outgoing copy = u;
+        copy.client = {index, c.incarnation};
+        output.Push(std::move(copy));
+      }
+  }
+  if (!options.kv_events) return;
   KvEventBatch batch;
   batch.ts = UnixSeconds();
   batch.events = std::move(events);

@@ -50,6 +50,9 @@ struct EngineServerOptions {
   // step that changed the prefix cache); null: none.
   KvEventPublisher* kv_events = nullptr;
   int data_parallel_rank = 0;
+  // Tell every API server how the prefix cache changes (CacheUpdate), for
+  // their data-parallel prefix affinity; needs the core's kv_events.
+  bool cache_updates = false;
 };
 
 class EngineServer {

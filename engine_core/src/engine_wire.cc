@@ -202,6 +202,16 @@ std::span<const std::uint8_t> SealHeartbeat(flatbuffers::FlatBufferBuilder& b, i
                    ipc::CreateHeartbeat(b, to.index, false, to.incarnation).Union());
 }
 
+std::span<const std::uint8_t> SealCacheUpdate(flatbuffers::FlatBufferBuilder& b,
+                                              std::uint32_t engine_index, bool cleared,
+                                              const std::vector<std::uint64_t>& stored,
+                                              const std::vector<std::uint64_t>& removed) {
+  b.Clear();
+  return ipc::Seal(
+      b, ipc::Body::CacheUpdate,
+      ipc::CreateCacheUpdateDirect(b, engine_index, cleared, &stored, &removed).Union());
+}
+
 std::span<const std::uint8_t> SealLoad(flatbuffers::FlatBufferBuilder& b,
                                        std::uint32_t engine_index, double timestamp,
                                        std::uint32_t num_waiting, std::uint32_t num_running) {

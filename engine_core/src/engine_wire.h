@@ -73,6 +73,10 @@ std::span<const std::uint8_t> SealUtilityResult(flatbuffers::FlatBufferBuilder& 
 std::span<const std::uint8_t> SealDead(flatbuffers::FlatBufferBuilder& b,
                                        std::uint32_t engine_index, const std::string& reason);
 std::span<const std::uint8_t> SealHeartbeat(flatbuffers::FlatBufferBuilder& b, ipc::ClientId to);
+std::span<const std::uint8_t> SealCacheUpdate(flatbuffers::FlatBufferBuilder& b,
+                                              std::uint32_t engine_index, bool cleared,
+                                              const std::vector<std::uint64_t>& stored,
+                                              const std::vector<std::uint64_t>& removed);
 std::span<const std::uint8_t> SealLoad(flatbuffers::FlatBufferBuilder& b,
                                        std::uint32_t engine_index, double timestamp,
                                        std::uint32_t num_waiting, std::uint32_t num_running);

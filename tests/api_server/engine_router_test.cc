@@ -172,5 +172,66 @@ TEST_F(TwoEngines, EnginesThatDisagreeOrSitInTheWrongPlaceAreRefused) {
   EXPECT_EQ(alone.ranks()[0], 1u);
 }
 
+// Prefix affinity: the engine holding the longest cached prefix of the
+// prompt's blocks gets it, within kPrefixAffinityBound of the lowest score;
+// what an engine removes or clears stops counting; off, load alone decides.
+TEST_F(TwoEngines, APromptGoesWhereItsPrefixIsCachedWithinTheBound) {
+  const auto a = Fake(0), b = Fake(1);
+  FakeEngine e0(a), e1(b);
+  EngineRouter router(Router({a, b}));
+  EngineInfo info;
+  ASSERT_TRUE(router.Start(&info).ok());
+  ASSERT_TRUE(router.prefix_affinity());
+  e0.PublishCache(false, {7});
+  e1.PublishCache(false, {1, 2});
+  const std::vector<std::uint64_t> prompt = {1, 2, 3};
+  for (int i = 0; i < 3000 && (router.engine(1)->CachedPrefix(prompt) != 2 ||
+                               router.engine(0)->CachedPrefix(std::vector<std::uint64_t>{7}) != 1);
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(router.engine(1)->CachedPrefix(prompt), 2u);
+  EXPECT_EQ(router.engine(1)->CachedPrefix(std::vector<std::uint64_t>{3, 1}), 0u);  // leading only
+  // Both idle: the cached prefix decides, not the scan's start (engine 0).
+  EXPECT_EQ(router.Pick(std::nullopt, prompt), router.engine(1));
+  // Engine 1 now has 1 waiting (4): still within the bound of engine 0's 0.
+  EXPECT_EQ(router.Pick(std::nullopt, prompt), router.engine(1));
+  // A prompt cached nowhere goes by load: engine 0 (0 against 8).
+  EXPECT_EQ(router.Pick(std::nullopt, std::vector<std::uint64_t>{9}), router.engine(0));
+  // Past the bound the load wins: engine 1 at 8 + 12 = 20 > 4 + 16.
+  e1.PublishLoad(3, 0);  // 12; engine 0's guess stays 4 (no load from it)
+  ASSERT_TRUE(LoadArrives(router.engine(1), 1));
+  EXPECT_EQ(router.Pick(std::nullopt, prompt), router.engine(1));  // 12 <= 4 + 16
+  EXPECT_EQ(router.Pick(std::nullopt, prompt), router.engine(1));  // 16 <= 20
+  EXPECT_EQ(router.Pick(std::nullopt, prompt), router.engine(1));  // 20 <= 20
+  EXPECT_EQ(router.Pick(std::nullopt, prompt), router.engine(0));  // 24 > 20
+  // A removed block, then a cleared cache, stop counting.
+  e1.PublishCache(false, {}, {2});
+  for (int i = 0; i < 3000 && router.engine(1)->CachedPrefix(prompt) != 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(router.engine(1)->CachedPrefix(prompt), 1u);
+  e1.PublishCache(true, {5});
+  for (int i = 0; i < 3000 && router.engine(1)->CachedPrefix(prompt) != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(router.engine(1)->CachedPrefix(prompt), 0u);
+  EXPECT_EQ(router.engine(1)->CachedPrefix(std::vector<std::uint64_t>{5}), 1u);
+}
+
+TEST_F(TwoEngines, WithoutAffinityTheLoadAloneDecides) {
+  const auto a = Fake(0), b = Fake(1);
+  FakeEngine e0(a), e1(b);
+  EngineRouter::Options o = Router({a, b});
+  o.prefix_affinity = false;
+  EngineRouter router(std::move(o));
+  EngineInfo info;
+  ASSERT_TRUE(router.Start(&info).ok());
+  EXPECT_FALSE(router.prefix_affinity());
+  e1.PublishCache(false, {1, 2});
+  const std::vector<std::uint64_t> prompt = {1, 2};
+  for (int i = 0; i < 3000 && router.engine(1)->CachedPrefix(prompt) != 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(router.engine(1)->CachedPrefix(prompt), 2u);
+  EXPECT_EQ(router.Pick(std::nullopt, prompt), router.engine(0));
+}
+
 }  // namespace
 }  // namespace sightline::api

@@ -337,10 +337,22 @@ TEST(DataParallel, AKilledEngineIsRestartedWhileTheOthersServeOn) {
       },
       kDpCeiling))
       << serve.Log();
-  const DpReply again = DpPost(serve.port(), "/v1/completions", DpGreedyBody(), "1");
+  // Restarted is not yet ready: rank 1 answers 503 (counted nowhere) until
+  // every API server has its EngineReady.
+  const pid_t successor = serve.Child("--engine-index 1");
+  EXPECT_GT(successor, 0);
+  EXPECT_NE(successor, victim);
+  DpReply again;
+  for (int i = 0; i < 600 && again.status != 200; ++i) {
+    again = DpPost(serve.port(), "/v1/completions", DpGreedyBody(), "1");
+    if (again.status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   EXPECT_EQ(again.status, 200) << again.raw;
-  EXPECT_NE(serve.Log().find("engine 1 (pid"), std::string::npos);
-  EXPECT_NE(serve.Log().find(") is serving again"), std::string::npos) << serve.Log();
+  const std::string serving =
+      "engine 1 (pid " + std::to_string(successor) + ") is serving again";
+  for (int i = 0; i < 600 && serve.Log().find(serving) == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_NE(serve.Log().find(serving), std::string::npos) << serve.Log();
   // Every stream counted once: the victim's as aborts on engine 1, the
   // others' as length on whichever engine served them; the restart request too.
   ASSERT_TRUE(WaitForPage(
@@ -369,7 +381,7 @@ TEST(DataParallel, AKilledEngineIsRestartedWhileTheOthersServeOn) {
 // serves, the strict form names it, requests go to the healthy one; once it
 // resumes, both are healthy again.
 TEST(DataParallel, StrictHealthNamesAFrozenEngineAndRequestsAvoidIt) {
-  ServeInstance serve({"--data-parallel-size", "2", "--engine-health-timeout", "1"});
+  ServeInstance serve({"--data-parallel-size", "2", "--engine-health-timeout", "3"});
   ASSERT_GT(serve.port(), 0) << serve.Log();
   const pid_t frozen = serve.Child("--engine-index 1");
   ASSERT_GT(frozen, 0);
@@ -378,6 +390,10 @@ TEST(DataParallel, StrictHealthNamesAFrozenEngineAndRequestsAvoidIt) {
   };
   EXPECT_EQ(status("/health?strict=1"), 200);
   ASSERT_EQ(kill(frozen, SIGSTOP), 0);
+  struct Resume {  // whatever fails below, the engine does not stay stopped
+    pid_t pid;
+    ~Resume() { kill(pid, SIGCONT); }
+  } resume{frozen};
   bool strict_503 = false;
   for (int i = 0; i < 600 && !strict_503; ++i) {
     strict_503 = status("/health?strict=1") == 503;
@@ -425,6 +441,34 @@ TEST(DataParallel, AnEngineDyingTooOftenStopsTheInstance) {
   EXPECT_NE(serve.Log().find("engine 1 died"), std::string::npos) << serve.Log();
   EXPECT_NE(serve.Log().find("giving up"), std::string::npos) << serve.Log();
   EXPECT_TRUE(AllGone(children, 10)) << "orphans left";
+}
+
+// Prefix affinity end to end: the API server hashes a prompt as the engines
+// do and sends it to the engine whose prefix cache holds its leading blocks.
+TEST(DataParallel, APromptGoesToTheEngineThatCachesItsPrefix) {
+  ServeInstance serve({"--data-parallel-size", "2"});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  const std::string system(320, 's');  // 20 blocks of 16 with the byte tokenizer
+  auto body = [&](const std::string& user) {
+    return nlohmann::json{{"prompt", system + user}, {"max_tokens", 2}, {"temperature", 0}};
+  };
+  // Pinned to engine 1 twice: the second answer comes after the engine's
+  // CacheUpdate for the first (one API server, one ordered stream).
+  for (const char* user : {" one", " two"}) {
+    const DpReply r = DpPost(serve.port(), "/v1/completions", body(user), "1");
+    ASSERT_EQ(r.status, 200) << r.raw;
+  }
+  // Four more, unpinned (within the affinity bound even if no load report
+  // comes between them): all on engine 1, which finds their prefix cached.
+  for (const char* user : {" three", " four", " five", " six"}) {
+    const DpReply r = DpPost(serve.port(), "/v1/completions", body(user));
+    ASSERT_EQ(r.status, 200) << r.raw;
+  }
+  auto page = Scrape(serve.port());
+  EXPECT_EQ(DpSum(page, kDpSuccess, "1"), 6);
+  EXPECT_EQ(DpSum(page, kDpSuccess, "0"), 0);
+  EXPECT_GE(page[DpKey("vllm:prefix_cache_hits_total", "1")], 5 * 320);
+  EXPECT_EQ(page[DpKey("vllm:prefix_cache_hits_total", "0")], 0);
 }
 
 }  // namespace

@@ -68,6 +68,10 @@ inline std::size_t ReadAll(const Envelope* e) {
     case Body::Heartbeat:
       n += e->body_as_Heartbeat()->client_index();
       break;
+    case Body::CacheUpdate:
+      if (const auto* s = e->body_as_CacheUpdate()->stored()) n += s->size();
+      if (const auto* r = e->body_as_CacheUpdate()->removed()) n += r->size();
+      break;
     case Body::EngineLoad:
       n += e->body_as_EngineLoad()->num_waiting() + e->body_as_EngineLoad()->num_running();
       break;

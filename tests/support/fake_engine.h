@@ -74,6 +74,12 @@ class FakeEngine {
     std::lock_guard<std::mutex> g(load_mu_);
     load_ = {waiting, running};
   }
+  // Sends every API server one CacheUpdate (from its thread, soon after).
+  void PublishCache(bool cleared, std::vector<std::uint64_t> stored,
+                    std::vector<std::uint64_t> removed = {}) {
+    std::lock_guard<std::mutex> g(load_mu_);
+    cache_.push_back({cleared, std::move(stored), std::move(removed)});
+  }
 
   // The token the fake engine emits at `step` for `prompt` (the prompt's ids
   // cycled; 'x' for an empty prompt).
@@ -237,10 +243,20 @@ class FakeEngine {
 
   void SendLoad() {
     std::optional<std::pair<std::uint32_t, std::uint32_t>> load;
+    std::vector<CacheChange> cache;
     {
       std::lock_guard<std::mutex> g(load_mu_);
       load.swap(load_);
+      cache.swap(cache_);
     }
+    for (const CacheChange& c : cache)
+      for (const auto& [identity, client] : clients_) {
+        flatbuffers::FlatBufferBuilder b;
+        Send(identity, ipc::Seal(b, ipc::Body::CacheUpdate,
+                                 ipc::CreateCacheUpdateDirect(b, options_.engine_index, c.cleared,
+                                                              &c.stored, &c.removed)
+                                     .Union()));
+      }
     if (!load) return;
     for (const auto& [identity, c] : clients_) {
       flatbuffers::FlatBufferBuilder b;
@@ -284,8 +300,13 @@ class FakeEngine {
   std::map<std::string, Client> clients_;  // by routing id
   std::chrono::steady_clock::time_point last_beat_{};
   std::atomic<bool> stop_{false};
+  struct CacheChange {
+    bool cleared = false;
+    std::vector<std::uint64_t> stored, removed;
+  };
   std::mutex load_mu_;
   std::optional<std::pair<std::uint32_t, std::uint32_t>> load_;  // guarded by load_mu_
+  std::vector<CacheChange> cache_;                               // guarded by load_mu_
   mutable std::mutex prompts_mu_;
   std::map<std::string, std::vector<std::int32_t>> prompts_;  // guarded by prompts_mu_
   std::atomic<std::uint64_t> added_{0}, rejected_{0}, finished_{0}, aborted_{0}, running_count_{0};

@@ -33,6 +33,9 @@ void AddApiServingFlags(CLI::App* cmd, api::ApiServerProcessOptions* o) {
   cmd->add_flag("--allow-runtime-lora-updating", o->allow_runtime_lora_updating,
                 "POST /v1/load_lora_adapter and /v1/unload_lora_adapter (needs --enable-lora; "
                 "also VLLM_ALLOW_RUNTIME_LORA_UPDATING=True)");
+  cmd->add_flag("--no-prefix-affinity", o->no_prefix_affinity,
+                "Data-parallel routing by load alone (vLLM's balancer), without sending a "
+                "request to the engine that caches its prompt's prefix");
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body")
       ->capture_default_str();
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout,
@@ -73,6 +76,7 @@ std::vector<std::string> ApiServerArgs(const api::ApiServerProcessOptions& o) {
   if (o.force_include_usage) a.Flag("--enable-force-include-usage");
   if (o.stream_interval != 1) a.Add("--stream-interval", o.stream_interval);
   if (o.allow_runtime_lora_updating) a.Flag("--allow-runtime-lora-updating");
+  if (o.no_prefix_affinity) a.Flag("--no-prefix-affinity");
   return a.Take();
 }
 

@@ -40,6 +40,10 @@ void AddEngineCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--output", o->output, "ZeroMQ address the engine binds for outputs")->required();
   cmd->add_option("--registry", o->registry, "Metric registry instance to write into");
   cmd->add_option("--engine-index", o->engine_index, "Data-parallel rank")->capture_default_str();
+  cmd->add_option("--data-parallel-size", o->data_parallel_size,
+                  "The instance's engines; above 1 the engine tells the API servers what its "
+                  "prefix cache holds (their prefix affinity)")
+      ->capture_default_str();
   cmd->add_option("--ready-fd", *ready_fd, "Write one byte to this fd once serving (supervisors)");
   cmd->add_option("--threads", o->threads, "BLAS threads (0: library default)");
   cmd->add_option("--heartbeat-timeout", o->heartbeat_timeout,

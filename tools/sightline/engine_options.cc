@@ -100,6 +100,7 @@ std::vector<std::string> EngineArgs(const engine::EngineProcessOptions& o) {
   a.Add("--input", o.input);
   a.Add("--output", o.output);
   a.Add("--engine-index", o.engine_index);
+  if (o.data_parallel_size != 1) a.Add("--data-parallel-size", o.data_parallel_size);
   a.Add("--load-format", o.load_format);
   a.Add("--device", o.device);
   a.Add("--dtype", o.dtype);

@@ -130,6 +130,7 @@ int RunServe(ServeOptions o) {
     e.input = "ipc://" + run_dir.path() + "/" + name + ".in";
     e.output = "ipc://" + run_dir.path() + "/" + name + ".out";
     e.engine_index = i;
+    e.data_parallel_size = o.data_parallel_size;
     e.registry = o.registry;
     e.threads = o.engine_threads;
     std::vector<std::string> argv = {self, "engine"};

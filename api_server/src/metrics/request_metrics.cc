@@ -27,10 +27,16 @@ Status RequestMetrics::Create(metrics::Registry* r, const std::string& model_nam
   Status s = HttpFamilies::Register(r, &m->http_);
   if (s.ok()) s = m->http_.request_duration_highr_seconds.Get({}, &m->http_highr_);
   if (s.ok() && !disable_log_stats) s = RequestFamilies::Register(r, max_model_len, &m->families_);
-  if (!disable_log_stats && !engines.empty())
-    m->engines_.resize(*std::max_element(engines.begin(), engines.end()) + 1);
+  // Indexed by engine index, up to a bound (a lone engine of a huge
+  // --engine-index goes to the locked map instead).
+  constexpr std::uint32_t kIndexed = 256;
   for (std::uint32_t e : engines)
-    if (s.ok() && !disable_log_stats) s = m->MakeEngine(e, &m->engines_[e]);
+    if (s.ok() && !disable_log_stats && e < kIndexed) {
+      if (m->engines_.size() <= e) m->engines_.resize(e + 1);
+      s = m->MakeEngine(e, &m->engines_[e]);
+    } else if (s.ok() && !disable_log_stats) {
+      s = m->MakeEngine(e, &m->others_[e]);
+    }
   // Every stream-outcome series exists from start-up, so rate() sees the
   // first outcome of each kind.
   for (const char* handler : {"/v1/completions", "/v1/chat/completions", "/v1/responses"})

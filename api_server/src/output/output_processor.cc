@@ -86,6 +86,9 @@ OutputProcessor::OutputProcessor(Options options, CompletionParams params,
       c->index = static_cast<std::uint32_t>(choices_.size());
       c->engine_id = options_.id + "-" + std::to_string(c->index);
       c->stats.arrival = options_.arrival;
+      // Counted on its engine even if it ends before any output (a client
+      // gone, the engine dying): the outputs say the same index.
+      c->stats.engine = engine_ ? engine_->engine_index() : 0;
       c->stats.prompt_tokens = static_cast<std::uint32_t>(params_.prompts[p].size());
       c->stats.max_tokens_set = params_.max_tokens_set;
       c->stats.max_tokens = params_.max_tokens;
@@ -131,13 +134,12 @@ void OutputProcessor::Submitted(std::uint32_t choice) {
   if (c.done && c.stats.finished_reason == "abort") engine_->Abort({c.engine_id});
 }
 
-void OutputProcessor::SubmitFailed(std::uint32_t choice) {
+void OutputProcessor::SubmitFailed(std::uint32_t choice, bool engine_gone) {
   std::lock_guard<std::mutex> lock(mu_);
   if (complete_) return;
   // Counted like any choice the engine failed: none may vanish from the metrics.
-  const bool gone = !engine_->alive();
-  engine_->Abort(FailRunning(choice, gone ? "abort" : "error"));
-  Complete(false, /*engine_gone=*/gone);
+  engine_->Abort(FailRunning(choice, engine_gone ? "abort" : "error"));
+  Complete(false, engine_gone);
 }
 
 void OutputProcessor::OnOutput(std::uint32_t choice, const RequestDelta& d) {

@@ -85,7 +85,9 @@ class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
   // The engine refused choice `choice` (it went away since the handler
   // checked): it and every later choice fail, counted, and the request
   // completes.
-  void SubmitFailed(std::uint32_t choice);
+  // `engine_gone`: the engine was not running (else the submission was
+  // refused for another reason).
+  void SubmitFailed(std::uint32_t choice, bool engine_gone);
 
   // New output: one engine delta for choice `choice`, or the engine is gone
   // (`d.output` null). Event timestamps, token metrics, detokenized text

@@ -42,6 +42,8 @@ struct ApiServerProcessOptions {
   // POST /v1/load_lora_adapter and /v1/unload_lora_adapter (also when
   // VLLM_ALLOW_RUNTIME_LORA_UPDATING is 1 or true, as vLLM reads it).
   bool allow_runtime_lora_updating = false;
+  // --no-prefix-affinity: data-parallel routing by load alone (EngineRouter).
+  bool no_prefix_affinity = false;
   // none, summary or detailed: a speculative_decoding object in the
   // per-request metrics (needs per_request_metrics and an engine that
   // speculates).

@@ -35,6 +35,9 @@ struct EngineProcessOptions {
   std::string quantization = "none";  // none | int8 (weight-only, per channel; CPU)
   double gpu_memory_utilization = 0.9;
   std::uint32_t engine_index = 0;
+  // --data-parallel-size: the instance's engines; above 1 (with prefix
+  // caching) the engine tells the API servers what it caches (CacheUpdate).
+  std::uint32_t data_parallel_size = 1;
   std::uint64_t seed = 0;
   int max_model_len = 0;  // 0: the model's max_position_embeddings
   int max_num_seqs = 256;

@@ -1,10 +1,10 @@
-#include "kv/block_hash.h"
+#include "sightline/ipc/block_hash.h"
 
 // The state lives on the stack (no allocation per block hash).
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
-namespace sightline::engine {
+namespace sightline::ipc {
 
 namespace {
 // Distinguishes "no parent" from any real parent hash.
@@ -36,4 +36,4 @@ void ExtendBlockHashes(std::span<const std::int32_t> tokens, int block_size,
   }
 }
 
-}  // namespace sightline::engine
+}  // namespace sightline::ipc
