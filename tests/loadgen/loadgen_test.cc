@@ -127,6 +127,28 @@ TEST(Workload, SharedPrefixGroupsShareExactlyTheirPrefix) {
   EXPECT_NE(w[0].prompt_ids, w[1].prompt_ids);  // distinct suffixes
 }
 
+// Interleaved: the same prompts (same groups, same seed), in a mixed order.
+TEST(Workload, SharedPrefixInterleavedIsTheSamePromptsMixed) {
+  SharedPrefixOptions o;
+  o.prefix_len = 16;
+  o.prompts_per_prefix = 5;
+  o.suffix_len = 4;
+  o.seed = 3;
+  const auto grouped = SharedPrefixWorkload(o, 40);
+  o.interleave = true;
+  const auto mixed = SharedPrefixWorkload(o, 40);
+  std::multiset<std::vector<std::uint32_t>> a, b;
+  for (const auto& r : grouped) a.insert(r.prompt_ids);
+  for (const auto& r : mixed) b.insert(r.prompt_ids);
+  EXPECT_EQ(a, b);
+  // Some neighbours now belong to different groups (grouped: only every 5th).
+  int changes = 0;
+  for (std::size_t i = 1; i < mixed.size(); ++i)
+    changes += !std::equal(mixed[i].prompt_ids.begin(), mixed[i].prompt_ids.begin() + 16,
+                           mixed[i - 1].prompt_ids.begin());
+  EXPECT_GT(changes, 7);
+}
+
 std::string WriteFile(const std::string& name, const std::string& text) {
   const std::string path = "/tmp/loadgen-test-" + std::to_string(getpid()) + "-" + name;
   std::ofstream(path) << text;

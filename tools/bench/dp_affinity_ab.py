@@ -10,7 +10,8 @@ Usage: tools/bench/dp_affinity_ab.py [--cli build/tools/sightline] [--rounds 2]
        [--prompts 480] [--prefixes 48] [--prefix-len 512] [--rate 30] [--blocks 1024]
 The defaults make the prefixes' working set (48 x 512 tokens) larger than one engine's KV
 cache (1024 blocks of 16 tokens) but not than both: the case where where a prefix is sent
-decides whether it is still cached.
+decides whether it is still cached. The prompts come interleaved (--shared-prefix-interleave):
+each request uses one of the prefixes at random.
 Python standard library only; starts and stops every process it uses.
 """
 import argparse, json, os, re, signal, socket, statistics, subprocess, sys, tempfile, time, urllib.request
@@ -55,8 +56,9 @@ def run(a, affinity, seed):
         before = scrape(port)
         out = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
         subprocess.run([a.cli, "bench", "serve", "--base-url", f"http://127.0.0.1:{port}",
-                        "--dataset-name", "shared-prefix", "--num-prompts", str(a.prompts),
-                        "--shared-prefix-count", str(a.prefixes), "--shared-prefix-len",
+                        "--dataset-name", "shared-prefix", "--shared-prefix-interleave",
+                        "--num-prompts", str(a.prompts),
+                        "--shared-prefix-count", str(a.prompts // a.prefixes), "--shared-prefix-len",
                         str(a.prefix_len), "--shared-prefix-output-len", "16",
                         "--request-rate", str(a.rate), "--seed", str(seed), "--no-progress",
                         "--output-json", out], check=True, stdout=subprocess.DEVNULL)

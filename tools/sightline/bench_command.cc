@@ -215,6 +215,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--shared-prefix-suffix-len", o->shared.suffix_len, "Distinct tokens per prompt")
       ->capture_default_str();
+  cmd->add_flag("--shared-prefix-interleave", o->shared.interleave,
+                "Send the prompts in a random order (from --seed), not group by group");
   cmd->add_option("--shared-prefix-output-len", o->shared.output_len, "max_tokens (shared-prefix)")
       ->capture_default_str();
   cmd->add_option("--copy-span-len", o->copy.span_len, "Random tokens in the repeated span (copy)")

@@ -81,6 +81,7 @@ std::vector<BenchRequest> SharedPrefixWorkload(const SharedPrefixOptions& o,
       out[i].prompt_ids = std::move(ids);
     out[i].max_tokens = o.output_len;
   }
+  if (o.interleave) std::shuffle(out.begin(), out.end(), rng);
   return out;
 }
 

@@ -41,6 +41,9 @@ struct SharedPrefixOptions {
   std::uint32_t suffix_len = 32, output_len = 64;
   std::uint64_t seed = 0;
   bool text = false;
+  // The prompts in a random order (from the seed) rather than group by group:
+  // many users of several system prompts at once.
+  bool interleave = false;
 };
 std::vector<BenchRequest> SharedPrefixWorkload(const SharedPrefixOptions& o,
                                                std::size_t num_prompts);
