@@ -1,6 +1,7 @@
 #include "admin_routes.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "sightline/shm_registry/exposition.h"
 
@@ -25,11 +26,58 @@ bool StrictHealth(std::string_view query) {
 }
 }  // namespace
 
-HttpResponse MetricsResponse(metrics::Registry* registry, const HttpRequest& request) {
+namespace {
+
+// The value of label `name` in a sample line, if the line is a sample that
+// has it. Label values are read with their escapes (\\, \", \n), so a
+// value that merely contains `engine="1"` is not taken for the label.
+std::optional<std::string> LabelValue(std::string_view line, std::string_view name) {
+  const std::size_t open = line.find_first_of("{ ");
+  if (open == std::string_view::npos || line[open] != '{') return std::nullopt;
+  std::size_t i = open + 1;
+  while (i < line.size() && line[i] != '}') {
+    const std::size_t eq = line.find('=', i);
+    if (eq == std::string_view::npos || eq + 1 >= line.size() || line[eq + 1] != '"')
+      return std::nullopt;
+    const std::string_view label = line.substr(i, eq - i);
+    std::string value;
+    std::size_t j = eq + 2;
+    for (; j < line.size() && line[j] != '"'; ++j) {
+      if (line[j] == '\\' && j + 1 < line.size()) ++j;
+      value += line[j];
+    }
+    if (j >= line.size()) return std::nullopt;  // unterminated: not a sample we understand
+    if (label == name) return value;
+    i = j + 1;
+    if (i < line.size() && line[i] == ',') ++i;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string OnlyEngine(std::string_view page, std::string_view engine) {
+  std::string out;
+  out.reserve(page.size());
+  while (!page.empty()) {
+    const std::size_t nl = page.find('\n');
+    const std::string_view line =
+        page.substr(0, nl == std::string_view::npos ? page.size() : nl + 1);
+    page.remove_prefix(line.size());
+    if (!line.starts_with('#'))
+      if (const auto value = LabelValue(line, "engine"); value && *value != engine) continue;
+    out += line;
+  }
+  return out;
+}
+
+HttpResponse MetricsResponse(metrics::Registry* registry, const HttpRequest& request,
+                             const std::string& only_engine) {
   const metrics::ExpositionFormat format = metrics::ChooseFormat(Header(request, "accept"));
   HttpResponse r;
   r.content_type = std::string(metrics::ContentType(format));
   r.body = registry->Render(format);
+  if (!only_engine.empty()) r.body = OnlyEngine(r.body, only_engine);
   if (Header(request, "accept-encoding").find("gzip") != std::string::npos) {
     r.body = Gzip(r.body);
     r.headers["Content-Encoding"] = "gzip";
@@ -40,9 +88,20 @@ HttpResponse MetricsResponse(metrics::Registry* registry, const HttpRequest& req
 void AddAdminRoutes(HttpServer* server, metrics::Registry* registry,
                     std::function<bool()> engine_healthy,
                     std::function<std::vector<std::uint32_t>()> engines_down) {
+  AdminRoutesOptions o;
+  o.registry = registry;
+  o.engine_healthy = std::move(engine_healthy);
+  o.engines_down = std::move(engines_down);
+  AddAdminRoutes(server, std::move(o));
+}
+
+void AddAdminRoutes(HttpServer* server, AdminRoutesOptions options) {
   server->Route("GET", "/metrics",
-                [registry](const HttpRequest& r) { return MetricsResponse(registry, r); });
-  auto health = [engine_healthy, engines_down](const HttpRequest& r) {
+                [registry = options.registry, only = options.only_engine](const HttpRequest& r) {
+                  return MetricsResponse(registry, r, only);
+                });
+  auto health = [engine_healthy = options.engine_healthy,
+                 engines_down = options.engines_down](const HttpRequest& r) {
     if (!engine_healthy())
       return ErrorResponse(503, "the engine is not running or not responding",
                            "ServiceUnavailableError");

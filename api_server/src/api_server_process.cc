@@ -80,6 +80,17 @@ Status LoadChatTemplate(const ApiServerProcessOptions& o, const Tokenizer& token
 
 }  // namespace
 
+namespace {
+
+// A data-parallel rank's own port: its OpenAI server (pinned to the engine)
+// and its HTTP server, stopped first (members go in reverse order).
+struct RankPort {
+  std::unique_ptr<OpenAiServer> openai;
+  std::unique_ptr<HttpServer> http;
+};
+
+}  // namespace
+
 Status CheckApiOptions(const ApiServerProcessOptions& o) {
   if (o.per_request_metrics && o.disable_log_stats)
     return Status::InvalidArgument(
@@ -112,6 +123,11 @@ Status CheckApiOptions(const ApiServerProcessOptions& o) {
   if (o.engine_inputs.size() > kMaxDataParallelSize)
     return Status::InvalidArgument("at most " + std::to_string(kMaxDataParallelSize) +
                                    " engines (--engine-input)");
+  if (!o.rank_fds.empty() && o.rank_fds.size() != o.engine_inputs.size())
+    return Status::InvalidArgument("--data-parallel-rank-fd must be given once per engine");
+  if (o.rank_port < 0 || o.rank_port + static_cast<int>(kMaxDataParallelSize) > 65536)
+    return Status::InvalidArgument("--data-parallel-rank-port must be in [0, " +
+                                   std::to_string(65536 - kMaxDataParallelSize) + "]");
   if (o.count != 0 && o.index >= o.count)
     return Status::InvalidArgument("--api-server-index must be below --api-server-count");
   return Status::Ok();
@@ -203,13 +219,46 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   openai.AddRoutes(&http);
   if (o.allow_runtime_lora_updating || RuntimeLoraUpdatingFromEnvironment())
     AddLoraRoutes(&http, &engines, so.served_model_name);
+  // Each data-parallel rank's own port (--data-parallel-rank-port): the
+  // OpenAI routes pinned to that engine and its /metrics alone, as vLLM
+  // serves a rank under an external balancer, so that the llm-d picker
+  // reads every engine (one endpoint per rank: InferencePool targetPorts).
+  std::vector<RankPort> rank_ports;
+  for (std::uint32_t place = 0; o.rank_port > 0 || !o.rank_fds.empty(); ++place) {
+    if (place >= engines.size()) break;
+    RankPort& rp = rank_ports.emplace_back();
+    const std::uint32_t rank = engines.ranks()[place];
+    OpenAiServerOptions pinned = so;
+    pinned.pinned_place = place;
+    rp.openai =
+        std::make_unique<OpenAiServer>(pinned, &engines, tokenizer.get(), request_metrics.get());
+    HttpServerOptions rho = ho;
+    rho.port = o.rank_fds.empty() ? o.rank_port + static_cast<int>(rank) : 0;
+    rho.inherited_fd = o.rank_fds.empty() ? -1 : o.rank_fds[place];
+    rp.http = std::make_unique<HttpServer>(rho);
+    AdminRoutesOptions ao;
+    ao.registry = registry.registry.get();
+    EngineClient* engine = engines.engine(place);
+    ao.engine_healthy = [engine] { return engine->healthy(); };
+    ao.only_engine = std::to_string(rank);
+    AddAdminRoutes(rp.http.get(), std::move(ao));
+    rp.openai->AddRoutes(rp.http.get());
+  }
   // The stop signals are ours before the first request can arrive: a SIGTERM
   // sent once a client is being served drains rather than kills (installed
   // after http.Start(), a signal in between took the default action).
   const std::atomic<bool>* stop = hooks.stop ? hooks.stop() : nullptr;
   if (Status s = http.Start(); !s.ok()) return s;
-  std::cerr << "INFO api-server " << o.index << ": serving " << so.served_model_name << " on port "
-            << http.port() << "\n";
+  std::string rank_list;
+  for (std::size_t place = 0; place < rank_ports.size(); ++place) {
+    if (Status s = rank_ports[place].http->Start(); !s.ok()) return s;
+    rank_list += (rank_list.empty() ? "; rank ports " : ", ") +
+                 std::to_string(rank_ports[place].http->port()) + " (rank " +
+                 std::to_string(engines.ranks()[place]) + ")";
+  }
+  // One write: several API servers log at once.
+  std::cerr << "INFO api-server " + std::to_string(o.index) + ": serving " + so.served_model_name +
+                   " on port " + std::to_string(http.port()) + rank_list + "\n";
   if (hooks.on_ready) hooks.on_ready();
   // The engine's death: /health answers 503 and requests fail at once; after
   // --exit-after-engine-death the process exits 1, so that a supervisor of
@@ -229,6 +278,7 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
     if (now - gone_since >= std::chrono::duration<double>(o.exit_after_engine_death)) {
       std::cerr << "ERROR api-server " << o.index << ": the engine is gone; exiting\n";
       http.Stop();
+      for (RankPort& rp : rank_ports) rp.http->Stop();
       engines.Stop();
       *exit_code = 1;
       return Status::Ok();
@@ -238,15 +288,27 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   // --shutdown-timeout). Requests still running after that are aborted here
   // — the engine drops them, they count as finished with reason "abort", and
   // their clients get the end of their responses (a second to write it).
-  if (!http.Drain(o.shutdown_timeout)) {
+  http.StopAccepting();
+  for (RankPort& rp : rank_ports) rp.http->StopAccepting();
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(o.shutdown_timeout));
+  auto left = [&] {
+    return std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
+  };
+  bool drained = http.Drain(left());
+  for (RankPort& rp : rank_ports) drained = rp.http->Drain(left()) && drained;
+  if (!drained) {
     std::cerr << "WARNING api-server " << o.index << ": answers still under way after "
               << o.shutdown_timeout << " s; aborting them\n";
     openai.AbortAll();
+    for (RankPort& rp : rank_ports) rp.openai->AbortAll();
     http.Drain(1.0);
+    for (RankPort& rp : rank_ports) rp.http->Drain(1.0);
   }
   // Order matters: no HTTP handler and no engine output may reach the
   // OpenAI server once it is being destroyed.
   http.Stop();
+  for (RankPort& rp : rank_ports) rp.http->Stop();
   engines.Stop();
   *exit_code = 0;
   return Status::Ok();

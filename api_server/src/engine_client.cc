@@ -60,7 +60,7 @@ struct EngineClient::Impl {
   zmq::context_t context{1};
   std::thread io, dispatcher;
   std::atomic<bool> stop{false}, ready{false}, alive{true};
-  std::atomic<bool> disconnected{false};  // the output connection is down now
+  std::atomic<bool> disconnected{false};    // the output connection is down now
   std::atomic<std::int64_t> last_heard{0};  // MonotonicNanos() of the engine's last message
   int wake_fd = -1;                         // eventfd: callers wake the I/O thread after queueing
 

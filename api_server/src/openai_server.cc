@@ -196,12 +196,18 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
                           : ParseGeneration(request.body, chat, ctx, &params, &error);
   if (!parsed) return answer(ErrorAnswer(error));
   // A request may name its engine (vLLM's header); the balancer picks otherwise.
-  std::optional<std::uint32_t> place;
+  std::optional<std::uint32_t> place = options_.pinned_place;
   if (auto h = request.headers.find("x-data-parallel-rank"); h != request.headers.end()) {
     std::uint32_t p = 0;
     std::string message;
     if (!ParseDataParallelRank(h->second, engines_->ranks(), &p, &message))
       return answer(ErrorResponse(400, message, "BadRequestError"));
+    if (place && *place != p)
+      return answer(ErrorResponse(400,
+                                  "X-data-parallel-rank: '" + h->second +
+                                      "': this port serves rank " +
+                                      std::to_string(engines_->ranks()[*place]) + " only",
+                                  "BadRequestError"));
     place = p;
   }
   // Prefix affinity looks for the prompt's blocks as the engine will hash

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -35,7 +36,10 @@ struct OpenAiServerOptions {
   SpecDecodeMetricsMode spec_decode_metrics = SpecDecodeMetricsMode::kNone;
   bool force_include_usage = false;  // --enable-force-include-usage
   int stream_interval = 1;           // --stream-interval
-  bool load_tracking = false;        // --enable-server-load-tracking: GET /load
+  // A data-parallel rank's own port: every generation runs on the engine at
+  // this place (an X-data-parallel-rank naming another rank is refused).
+  std::optional<std::uint32_t> pinned_place;
+  bool load_tracking = false;  // --enable-server-load-tracking: GET /load
   // The ORCA load report's two values (load_report.h); null: no report.
   std::function<void(double* kv_cache_usage_perc, double* num_requests_waiting)> read_load;
 };

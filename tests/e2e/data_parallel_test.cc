@@ -5,6 +5,9 @@
 // engine, greedy output does not depend on the engine, and bad ranks and
 // sizes are refused without losing or running anything.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,7 +18,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -348,8 +353,7 @@ TEST(DataParallel, AKilledEngineIsRestartedWhileTheOthersServeOn) {
     if (again.status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(again.status, 200) << again.raw;
-  const std::string serving =
-      "engine 1 (pid " + std::to_string(successor) + ") is serving again";
+  const std::string serving = "engine 1 (pid " + std::to_string(successor) + ") is serving again";
   for (int i = 0; i < 600 && serve.Log().find(serving) == std::string::npos; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_NE(serve.Log().find(serving), std::string::npos) << serve.Log();
@@ -370,8 +374,7 @@ TEST(DataParallel, AKilledEngineIsRestartedWhileTheOthersServeOn) {
   EXPECT_EQ(page["sightline:engine_restarts_total{engine=\"0\"}"], 0);
   // The dead engine's running requests left with it (its gauges were marked dead).
   EXPECT_TRUE(WaitForPage(
-      serve.port(), [](auto p) { return DpSum(p, "vllm:num_requests_running") == 0; },
-      kDpCeiling));
+      serve.port(), [](auto p) { return DpSum(p, "vllm:num_requests_running") == 0; }, kDpCeiling));
   scraper.Stop();
   EXPECT_GT(scraper.scrapes(), 0);
   EXPECT_TRUE(scraper.problems().empty()) << scraper.problems().front();
@@ -469,6 +472,83 @@ TEST(DataParallel, APromptGoesToTheEngineThatCachesItsPrefix) {
   EXPECT_EQ(DpSum(page, kDpSuccess, "0"), 0);
   EXPECT_GE(page[DpKey("vllm:prefix_cache_hits_total", "1")], 5 * 320);
   EXPECT_EQ(page[DpKey("vllm:prefix_cache_hits_total", "0")], 0);
+}
+
+// The first of `count` consecutive free loopback ports (probed; another
+// process could still take one before the server binds it).
+int DpFreePorts(int count) {
+  std::mt19937 rng(static_cast<unsigned>(getpid()));
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int base = 20000 + static_cast<int>(rng() % 30000);
+    std::vector<int> fds;
+    bool free = true;
+    for (int i = 0; i < count && free; ++i) {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<std::uint16_t>(base + i));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      free = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+      fds.push_back(fd);
+    }
+    for (int fd : fds) close(fd);
+    if (free) return base;
+  }
+  return 0;
+}
+
+// What the llm-d endpoint picker reads of a family: one series, the first
+// in the page (GIE's getLatestMetric keeps the latest timestamp, and vLLM's
+// samples carry none, so the first wins). Its `engine` label, or "" if the
+// family has no sample.
+std::string DpPickerEngine(const std::string& page, const std::string& family) {
+  std::istringstream in(page);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(family + "{", 0) == 0) return DpLabel(line, "engine").value_or("none");
+  return "";
+}
+
+// With --data-parallel-rank-port, each rank also has its own port: requests
+// there run on that engine, and its /metrics holds that engine's series
+// alone, so the picker, one endpoint per rank port, reads every engine. The
+// main port keeps every engine's series (where the picker would read engine
+// 0's only).
+TEST(DataParallel, EachRankPortShowsThePickerItsOwnEngine) {
+  const int base = DpFreePorts(2);
+  ASSERT_GT(base, 0);
+  ServeInstance serve(
+      {"-dp", "2", "--api-server-count", "2", "--data-parallel-rank-port", std::to_string(base)});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  // A request on rank 1's port runs on engine 1, whatever the balancer thinks.
+  for (int i = 0; i < 3; ++i) {
+    const DpReply r = DpPost(base + 1, "/v1/completions", DpGreedyBody());
+    ASSERT_EQ(r.status, 200) << r.raw;
+  }
+  const DpReply wrong = DpPost(base + 1, "/v1/completions", DpGreedyBody(), "0");
+  EXPECT_EQ(wrong.status, 400) << wrong.raw;
+  EXPECT_NE(wrong.raw.find("serves rank 1 only"), std::string::npos) << wrong.raw;
+  const std::vector<std::string> picked = {"vllm:num_requests_waiting", "vllm:num_requests_running",
+                                           "vllm:kv_cache_usage_perc", "vllm:cache_config_info"};
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const std::string page = HttpClient(base + rank).Request("GET", "/metrics").body();
+    for (const std::string& family : picked)
+      EXPECT_EQ(DpPickerEngine(page, family), std::to_string(rank)) << family;
+    // No other engine's sample at all; the families without the label stay.
+    auto samples = ParseSamples(page);
+    for (const auto& [key, value] : samples)
+      EXPECT_EQ(DpLabel(key, "engine").value_or(std::to_string(rank)), std::to_string(rank)) << key;
+    EXPECT_EQ(DpSum(samples, kDpSuccess), rank == 1 ? 3 : 0);
+    EXPECT_GT(
+        samples["http_requests_total{handler=\"/v1/completions\",method=\"POST\",status=\"2xx\"}"],
+        0);
+    EXPECT_EQ(HttpClient(base + rank).Request("GET", "/health").result_int(), 200);
+  }
+  // The main port: every engine's series; the picker would see engine 0 only.
+  const std::string main_page = HttpClient(serve.port()).Request("GET", "/metrics").body();
+  for (const std::string& family : picked) EXPECT_EQ(DpPickerEngine(main_page, family), "0");
+  EXPECT_EQ(DpSeriesPerEngine(ParseSamples(main_page), "vllm:cache_config_info"),
+            (std::map<std::string, int>{{"0", 1}, {"1", 1}}));
 }
 
 }  // namespace

@@ -44,6 +44,8 @@ void AddApiServerCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--host", o->host, "Address to bind")->capture_default_str();
   cmd->add_option("--port", o->port, "Port to bind (SO_REUSEPORT)")->capture_default_str();
   cmd->add_option("--fd", o->fd, "A listening socket inherited from the supervisor");
+  cmd->add_option("--data-parallel-rank-fd", o->rank_fds,
+                  "Each data-parallel rank's listening socket from the supervisor, in rank order");
   cmd->add_option("--api-server-index", o->index, "This server's index")->capture_default_str();
   cmd->add_option("--api-server-count", o->count,
                   "How many API servers the instance runs (spreads data-parallel routing; "

@@ -33,6 +33,10 @@ void AddApiServingFlags(CLI::App* cmd, api::ApiServerProcessOptions* o) {
   cmd->add_flag("--allow-runtime-lora-updating", o->allow_runtime_lora_updating,
                 "POST /v1/load_lora_adapter and /v1/unload_lora_adapter (needs --enable-lora; "
                 "also VLLM_ALLOW_RUNTIME_LORA_UPDATING=True)");
+  cmd->add_option("--data-parallel-rank-port", o->rank_port,
+                  "Also serve data-parallel rank r on port BASE + r: requests pinned to that "
+                  "engine, /metrics with its series alone (one llm-d endpoint per rank; 0: off)")
+      ->capture_default_str();
   cmd->add_flag("--no-prefix-affinity", o->no_prefix_affinity,
                 "Data-parallel routing by load alone (vLLM's balancer), without sending a "
                 "request to the engine that caches its prompt's prefix");
@@ -77,6 +81,8 @@ std::vector<std::string> ApiServerArgs(const api::ApiServerProcessOptions& o) {
   if (o.stream_interval != 1) a.Add("--stream-interval", o.stream_interval);
   if (o.allow_runtime_lora_updating) a.Flag("--allow-runtime-lora-updating");
   if (o.no_prefix_affinity) a.Flag("--no-prefix-affinity");
+  for (int fd : o.rank_fds) a.Add("--data-parallel-rank-fd", fd);
+  if (o.rank_fds.empty() && o.rank_port > 0) a.Add("--data-parallel-rank-port", o.rank_port);
   return a.Take();
 }
 

@@ -92,6 +92,13 @@ int RunServe(ServeOptions o) {
 
   ListeningSocket listener;
   if (Status s = listener.Bind(o.api.host, o.api.port); !s.ok()) return Fail(s.message());
+  // Each rank's own port, bound now as the main one: a busy port fails the start.
+  std::vector<std::unique_ptr<ListeningSocket>> rank_listeners;
+  for (std::uint32_t r = 0; o.api.rank_port > 0 && r < o.data_parallel_size; ++r) {
+    auto& l = rank_listeners.emplace_back(std::make_unique<ListeningSocket>());
+    if (Status s = l->Bind(o.api.host, o.api.rank_port + static_cast<int>(r)); !s.ok())
+      return Fail("--data-parallel-rank-port: " + s.message());
+  }
   if (o.registry.empty()) o.registry = "sightline-" + std::to_string(listener.port());
   // The instance's histogram bounds (--metrics-buckets or vLLM's) are in the
   // registry before the segment is published: the engine and every API
@@ -144,8 +151,10 @@ int RunServe(ServeOptions o) {
   o.api.count = o.api_server_count;
   o.api.registry = o.registry;
   o.api.fd = 3;
+  for (std::size_t r = 0; r < rank_listeners.size(); ++r)
+    o.api.rank_fds.push_back(4 + static_cast<int>(r));
   o.api.exit_after_engine_death = 0;  // the supervisor decides when they stop
-  o.api.ready_fd = Subprocess::ReadyFd(1);
+  o.api.ready_fd = Subprocess::ReadyFd(1 + rank_listeners.size());
   // argv is readable by every user in /proc; the key goes by environment.
   if (!o.api.api_key.empty()) setenv("SIGHTLINE_API_KEY", o.api.api_key.c_str(), 1);
 
@@ -160,6 +169,7 @@ int RunServe(ServeOptions o) {
   };
   so.api_server_count = o.api_server_count;
   so.listener = &listener;
+  for (auto& l : rank_listeners) so.rank_listeners.push_back(l.get());
   so.registry = registry.get();
   so.startup_timeout_s = o.startup_timeout;
   so.shutdown_timeout_s = o.api.shutdown_timeout;
@@ -170,7 +180,9 @@ int RunServe(ServeOptions o) {
            std::to_string(listener.port());
   so.stop = &InstallStopSignals();
   std::cerr << "INFO sightline serve: " << o.engine.served_model_name << ", metric registry '"
-            << o.registry << "', run directory " << run_dir.path() << "\n";
+            << o.registry << "', run directory " << run_dir.path();
+  if (!rank_listeners.empty()) std::cerr << ", rank r also on port " << o.api.rank_port << " + r";
+  std::cerr << "\n";
   return Supervisor(std::move(so)).Run();
 }
 

@@ -54,6 +54,7 @@ Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options))
     a.index = i;
     a.argv = options_.api_server_argv ? options_.api_server_argv(i) : std::vector<std::string>();
     if (options_.listener) a.inherit = {options_.listener->fd()};
+    for (ListeningSocket* l : options_.rank_listeners) a.inherit.push_back(l->fd());
     a.max_restarts_per_minute = options_.max_restarts_per_minute;
     a.restarts_total = api_total;
   }
@@ -177,6 +178,7 @@ int Supervisor::Run() {
   Log("INFO", "draining: waiting up to " + Seconds(options_.shutdown_timeout_s) +
                   " for requests under way");
   options_.listener->Close();
+  for (ListeningSocket* l : options_.rank_listeners) l->Close();
   Stop(api_, options_.shutdown_timeout_s + 5);
   Stop(engines_, 10);
   Log("INFO", "stopped");
@@ -255,6 +257,7 @@ int Supervisor::EngineDied(const Slot& engine, int wait_status) {
   while (Clock::now() < until && !(options_.stop && options_.stop->load()))
     std::this_thread::sleep_for(kPoll);
   options_.listener->Close();
+  for (ListeningSocket* l : options_.rank_listeners) l->Close();
   Stop(api_, 5);
   Stop(engines_, 10);
   return 1;

@@ -46,6 +46,9 @@ struct SupervisorOptions {
   std::function<std::vector<std::string>(std::uint32_t index)> api_server_argv;
   std::uint32_t api_server_count = 1;
   ListeningSocket* listener = nullptr;  // closed when draining starts
+  // Each data-parallel rank's own port (--data-parallel-rank-port), handed
+  // to every API server after `listener`; closed with it.
+  std::vector<ListeningSocket*> rank_listeners;
   metrics::Registry* registry = nullptr;
   double startup_timeout_s = 300;
   double shutdown_timeout_s = 30;

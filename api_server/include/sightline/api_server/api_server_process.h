@@ -29,6 +29,11 @@ struct ApiServerProcessOptions {
   // SentencePiece model (anything else).
   std::string tokenizer = "byte", chat_template, api_key;
   int port = 8000, fd = -1, threads = 1;
+  // Each data-parallel rank also on its own port, rank r on rank_port + r
+  // (0: none), or on the listening sockets a supervisor hands over, one per
+  // engine in rank order (rank_fds).
+  int rank_port = 0;
+  std::vector<int> rank_fds;
   // --stream-interval (vLLM's): a stream sends its text every this many
   // tokens (and its first token and its end at once); 1: every token.
   int stream_interval = 1;
