@@ -6,6 +6,7 @@
 // sizes are refused without losing or running anything.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -549,6 +550,42 @@ TEST(DataParallel, EachRankPortShowsThePickerItsOwnEngine) {
   for (const std::string& family : picked) EXPECT_EQ(DpPickerEngine(main_page, family), "0");
   EXPECT_EQ(DpSeriesPerEngine(ParseSamples(main_page), "vllm:cache_config_info"),
             (std::map<std::string, int>{{"0", 1}, {"1", 1}}));
+}
+
+// A line of /proc/PID/status ("Cpus_allowed_list:\t0-3" gives "0-3"), or
+// an environment variable of PID ("CUDA_VISIBLE_DEVICES").
+std::string DpProcField(pid_t pid, const std::string& file, const std::string& prefix,
+                        char separator) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/" + file);
+  for (std::string item; std::getline(in, item, separator);)
+    if (item.rfind(prefix, 0) == 0) return item.substr(prefix.size());
+  return "";
+}
+
+// Engine i runs on the i-th of this machine's CPUs when --engine-threads x
+// engines fit, and sees the i-th CUDA device.
+TEST(DataParallel, EachEngineGetsItsOwnCpusAndDevice) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  ServeInstance serve({"--data-parallel-size", "2", "--device", "cpu"});  // --engine-threads 1
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  for (int i = 0; i < 2; ++i) {
+    const pid_t engine = serve.Child("--engine-index " + std::to_string(i));
+    ASSERT_GT(engine, 0);
+    const std::string list = DpProcField(engine, "status", "Cpus_allowed_list:\t", '\n');
+    if (cpus.size() >= 2)
+      EXPECT_EQ(list, std::to_string(cpus[static_cast<std::size_t>(i)])) << "engine " << i;
+    else
+      EXPECT_NE(serve.Log().find("engines not pinned to CPUs"), std::string::npos);
+    // --device cpu: no CUDA device handed out.
+    EXPECT_EQ(DpProcField(engine, "environ", "CUDA_VISIBLE_DEVICES=", '\0'), "");
+  }
+  if (cpus.size() >= 2) {
+    EXPECT_NE(serve.Log().find("engine 1: CPUs"), std::string::npos);
+  }
 }
 
 }  // namespace

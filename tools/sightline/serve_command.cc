@@ -3,6 +3,7 @@
 #include "cli_error.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -41,6 +42,45 @@ struct ServeOptions {
   metrics::Capacity capacity;
   bool dry_run = false;
 };
+
+// Each engine's CPUs and device under data parallelism. CPUs: with
+// --engine-threads T and at least T x N CPUs this process may use, engine i
+// gets the i-th T of them (its BLAS threads then never compete with another
+// engine's); otherwise none is pinned. Device: engine i sees the i-th CUDA
+// device (of CUDA_VISIBLE_DEVICES when set), as vLLM gives each rank its own.
+std::vector<ChildSetup> EngineSetups(std::uint32_t engines, int threads, const std::string& device,
+                                     std::vector<std::string>* notes) {
+  std::vector<ChildSetup> setups(engines);
+  if (engines < 2) return setups;
+  cpu_set_t allowed;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  const std::size_t t = threads > 0 ? static_cast<std::size_t>(threads) : 0;
+  if (t > 0 && t * engines <= cpus.size())
+    for (std::uint32_t i = 0; i < engines; ++i)
+      setups[i].cpus.assign(cpus.begin() + i * t, cpus.begin() + (i + 1) * t);
+  else
+    notes->push_back("engines not pinned to CPUs (--engine-threads " + std::to_string(threads) +
+                     " x " + std::to_string(engines) + " engines, " + std::to_string(cpus.size()) +
+                     " CPUs)");
+  if (device != "cpu") {
+    std::vector<std::string> visible;
+    if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && *v) {
+      std::string list(v);
+      for (std::size_t at = 0; at <= list.size();) {
+        const std::size_t comma = std::min(list.find(',', at), list.size());
+        visible.push_back(list.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
+    for (std::uint32_t i = 0; i < engines; ++i)
+      setups[i].env.push_back("CUDA_VISIBLE_DEVICES=" +
+                              (visible.empty() ? std::to_string(i) : visible[i % visible.size()]));
+  }
+  return setups;
+}
 
 // MODEL's tokenizer when --tokenizer is left at auto: a Hugging Face
 // directory's tokenizer.json, else its tokenizer.model, else the byte one.
@@ -160,6 +200,16 @@ int RunServe(ServeOptions o) {
 
   SupervisorOptions so;
   so.engine_argvs = std::move(engine_argvs);
+  std::vector<std::string> notes;
+  so.engine_setups = EngineSetups(o.data_parallel_size, o.engine_threads, o.engine.device, &notes);
+  for (std::uint32_t i = 0; i < so.engine_setups.size(); ++i) {
+    const ChildSetup& s = so.engine_setups[i];
+    std::string what;
+    for (int c : s.cpus) what += (what.empty() ? "CPUs " : ",") + std::to_string(c);
+    for (const std::string& e : s.env) what += (what.empty() ? "" : ", ") + e;
+    if (!what.empty()) notes.push_back("engine " + std::to_string(i) + ": " + what);
+  }
+  for (const std::string& note : notes) std::cerr << "INFO sightline serve: " << note << "\n";
   so.api_server_argv = [api = o.api, self](std::uint32_t index) {
     api::ApiServerProcessOptions mine = api;
     mine.index = index;

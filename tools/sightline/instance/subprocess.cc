@@ -1,6 +1,7 @@
 #include "instance/subprocess.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -8,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 namespace sightline::cli {
@@ -33,7 +35,8 @@ Subprocess& Subprocess::operator=(Subprocess&& other) noexcept {
 }
 
 Status Subprocess::Start(const std::string& name, const std::vector<std::string>& argv,
-                         const std::vector<int>& inherit, Subprocess* out) {
+                         const std::vector<int>& inherit, Subprocess* out,
+                         const ChildSetup& setup) {
   int ready[2];
   if (pipe2(ready, O_CLOEXEC) != 0)
     return Status::IoError(std::string("pipe: ") + std::strerror(errno));
@@ -45,6 +48,23 @@ Status Subprocess::Start(const std::string& name, const std::vector<std::string>
   std::vector<int> sources = inherit;
   sources.push_back(ready[1]);
   const pid_t parent = getpid();
+  // The environment: this process's, with setup.env's names replaced.
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name_of = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const std::string& s : setup.env)
+      replaced |= std::string_view(s).substr(0, s.find('=')) == name_of;
+    if (!replaced) env_storage.emplace_back(entry);
+  }
+  env_storage.insert(env_storage.end(), setup.env.begin(), setup.env.end());
+  std::vector<char*> envp;
+  for (auto& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int c : setup.cpus) CPU_SET(c, &cpus);
 
   const pid_t pid = fork();
   if (pid < 0) {
@@ -67,7 +87,9 @@ Status Subprocess::Start(const std::string& name, const std::vector<std::string>
       if (moved[i] < 0 || dup2(moved[i], 3 + static_cast<int>(i)) < 0) _exit(126);
     }
     close_range(3 + static_cast<unsigned>(n), ~0U, 0);
-    execv(args[0], args.data());
+    // Best effort: a CPU set the machine refuses leaves the child unpinned.
+    if (!setup.cpus.empty()) (void)sched_setaffinity(0, sizeof cpus, &cpus);
+    execve(args[0], args.data(), envp.data());
     _exit(127);
   }
   close(ready[1]);

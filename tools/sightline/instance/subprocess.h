@@ -22,6 +22,13 @@
 
 namespace sightline::cli {
 
+// What a child gets besides its argv: environment variables set or
+// replaced ("NAME=value"), and the CPUs it may run on (empty: any).
+struct ChildSetup {
+  std::vector<std::string> env;
+  std::vector<int> cpus;
+};
+
 class Subprocess {
  public:
   Subprocess() = default;
@@ -35,7 +42,8 @@ class Subprocess {
   static int ReadyFd(std::size_t inherited) { return 3 + static_cast<int>(inherited); }
 
   static Status Start(const std::string& name, const std::vector<std::string>& argv,
-                      const std::vector<int>& inherit, Subprocess* out);
+                      const std::vector<int>& inherit, Subprocess* out,
+                      const ChildSetup& setup = {});
 
   const std::string& name() const { return name_; }
   pid_t pid() const { return pid_; }

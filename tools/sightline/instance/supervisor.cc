@@ -44,6 +44,7 @@ Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options))
     e.name = engines == 1 ? "the engine" : "engine " + std::to_string(i);
     e.index = i;
     e.argv = options_.engine_argvs[i];
+    if (i < options_.engine_setups.size()) e.setup = options_.engine_setups[i];
     e.max_restarts_per_minute = options_.max_engine_restarts_per_minute;
     if (engines > 1) e.restarts_total = engine_restarts.With({{"engine", std::to_string(i)}});
   }
@@ -78,7 +79,7 @@ Supervisor::Wait Supervisor::WaitFor(const std::function<bool()>& done, double t
 
 Status Supervisor::Start(Slot* slot) {
   slot->announced = false;
-  return Subprocess::Start(slot->name, slot->argv, slot->inherit, &slot->process);
+  return Subprocess::Start(slot->name, slot->argv, slot->inherit, &slot->process, slot->setup);
 }
 
 bool Supervisor::AllReady(std::vector<Slot>& slots, std::string* failed) {

@@ -41,6 +41,8 @@ namespace sightline::cli {
 struct SupervisorOptions {
   // Each engine's argv, engine i's at place i (argv[0] is the executable).
   std::vector<std::vector<std::string>> engine_argvs;
+  // Engine i's environment and CPUs, at place i (missing: none).
+  std::vector<ChildSetup> engine_setups;
   // argv of API server `index`; it inherits the listening socket as fd 3 and
   // its readiness pipe as fd 4.
   std::function<std::vector<std::string>(std::uint32_t index)> api_server_argv;
@@ -75,6 +77,7 @@ class Supervisor {
     std::uint32_t index = 0;
     std::vector<std::string> argv;
     std::vector<int> inherit;
+    ChildSetup setup;
     Subprocess process;
     bool announced = false;                  // "ready" logged for this process
     std::deque<Clock::time_point> restarts;  // within the last minute
