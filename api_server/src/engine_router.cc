@@ -110,19 +110,33 @@ std::vector<std::uint32_t> EngineRouter::unhealthy() const {
   return out;
 }
 
+namespace {
+
+bool Serves(const EngineClient& engine, const std::string& lora) {
+  if (lora.empty()) return true;
+  const auto list = engine.lora_adapters();
+  return list && std::any_of(list->begin(), list->end(),
+                             [&](const auto& adapter) { return adapter.first == lora; });
+}
+
+}  // namespace
+
 EngineClient* EngineRouter::Pick(std::optional<std::uint32_t> place,
-                                 std::span<const std::uint64_t> prompt_blocks) {
+                                 std::span<const std::uint64_t> prompt_blocks,
+                                 const std::string& lora) {
   const std::size_t n = engines_.size();
-  if (place) return *place < n && engines_[*place]->alive() ? engines_[*place].get() : nullptr;
-  if (n == 1) return engines_[0]->alive() ? engines_[0].get() : nullptr;
+  auto usable = [&](std::size_t i) { return engines_[i]->alive() && Serves(*engines_[i], lora); };
+  if (place) return *place < n && usable(*place) ? engines_[*place].get() : nullptr;
+  if (n == 1) return usable(0) ? engines_[0].get() : nullptr;
   std::vector<std::optional<std::uint64_t>> scores(n);
   // Healthy engines first: a frozen one (alive, not heard from) would hold
   // a request until it resumes. Only when none is healthy, any alive one.
   std::vector<char> healthy(n), alive(n);
   bool any_healthy = false;
   for (std::size_t i = 0; i < n; ++i) {
-    healthy[i] = engines_[i]->healthy();
-    alive[i] = engines_[i]->alive();
+    const bool serves = Serves(*engines_[i], lora);
+    healthy[i] = serves && engines_[i]->healthy();
+    alive[i] = serves && engines_[i]->alive();
     any_healthy |= healthy[i] != 0;
   }
   std::lock_guard<std::mutex> g(mu_);
@@ -152,7 +166,15 @@ EngineClient* EngineRouter::Pick(std::optional<std::uint32_t> place,
 }
 
 std::shared_ptr<const LoraAdapterList> EngineRouter::lora_adapters() const {
-  return engines_[0]->lora_adapters();
+  if (engines_.size() == 1) return engines_[0]->lora_adapters();
+  auto all = std::make_shared<LoraAdapterList>();
+  for (const auto& e : engines_)
+    if (const auto list = e->lora_adapters())
+      for (const auto& adapter : *list)
+        if (std::none_of(all->begin(), all->end(),
+                         [&](const auto& a) { return a.first == adapter.first; }))
+          all->push_back(adapter);
+  return all;
 }
 
 }  // namespace sightline::api

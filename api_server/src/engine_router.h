@@ -91,12 +91,16 @@ class EngineRouter {
   // `prompt_blocks` (its block hashes' first 64 bits, in order) within the
   // affinity bound, else the least loaded. Null when no engine is alive (or
   // the named one is gone).
+  // A request for LoRA adapter `lora` goes only to an engine that serves it
+  // (a restarted engine has only its --lora-modules).
   EngineClient* Pick(std::optional<std::uint32_t> place,
-                     std::span<const std::uint64_t> prompt_blocks = {});
+                     std::span<const std::uint64_t> prompt_blocks = {},
+                     const std::string& lora = "");
   bool prefix_affinity() const { return prefix_affinity_ && engines_.size() > 1; }
 
-  // The LoRA adapters served (engine 0's list: every engine gets every load
-  // and unload, see lora_routes.h).
+  // The LoRA adapters served: every one some engine serves (each engine
+  // gets every load and unload, see lora_routes.h, but a restarted one has
+  // only its --lora-modules), in the engines' order.
   std::shared_ptr<const LoraAdapterList> lora_adapters() const;
 
  private:

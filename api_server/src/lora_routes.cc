@@ -82,8 +82,12 @@ void Call(EngineRouter* engines, ipc::UtilityKind kind, UtilityArgs args,
             fan->outcomes[rank] = outcome;
             if (--fan->waiting > 0) return;
           }
+          // An unload that some engine did not know (one restarted since the
+          // load) succeeds where the others did.
+          const bool some_ok = std::any_of(fan->outcomes.begin(), fan->outcomes.end(),
+                                           [](const auto& o) { return o->ok; });
           for (const auto& o : fan->outcomes) {
-            if (o->ok) continue;
+            if (o->ok || (!load && o->not_found && some_ok)) continue;
             if (o->engine_gone)
               return out->Send(ErrorResponse(503, o->message, "ServiceUnavailableError"));
             return out->Send(o->not_found ? ErrorResponse(404, o->message, "NotFoundError")

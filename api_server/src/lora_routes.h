@@ -6,8 +6,10 @@
 //
 // Each is one utility call to every engine (data parallelism: each engine
 // owns its adapter list, and the answer waits for all of them; the first
-// failure, by rank, is the answer). An engine
-// reads and checks the adapter (every refusal of --lora-modules, as a 400;
+// failure, by rank, is the answer, except that an unload some engine did not
+// know, one restarted since the load, succeeds where the others did: unload
+// and load again to give a restarted engine the adapter). An engine reads
+// and checks the adapter (every refusal of --lora-modules, as a 400;
 // a path with no adapter, a 404), and tells every API server the new list
 // before this one answers, so the adapter can be named by the next request
 // to any of them. An unload takes the name away at once (a request naming it

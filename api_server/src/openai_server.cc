@@ -216,9 +216,14 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   std::vector<std::uint64_t> blocks;
   if (!place && engines_->prefix_affinity() && params.lora_name.empty() && !params.prompts.empty())
     blocks = PromptBlocks(params.prompts[0], options_.engine.block_size, params.cache_salt);
-  EngineClient* engine = engines_->Pick(place, blocks);
+  EngineClient* engine = engines_->Pick(place, blocks, params.lora_name);
   if (!engine)
-    return answer(ErrorResponse(503, "the engine is not running", "ServiceUnavailableError"));
+    return answer(ErrorResponse(503,
+                                params.lora_name.empty()
+                                    ? "the engine is not running"
+                                    : "no engine serving LoRA adapter '" + params.lora_name +
+                                          "' is running",
+                                "ServiceUnavailableError"));
   // vLLM's ORCA load report, on non-streamed chat and completions answers.
   if (const LoadReportFormat format = RequestedLoadReport(request);
       format != LoadReportFormat::kNone && !params.stream && api != Api::kResponses &&

@@ -233,5 +233,25 @@ TEST_F(TwoEngines, WithoutAffinityTheLoadAloneDecides) {
   EXPECT_EQ(router.Pick(std::nullopt, prompt), router.engine(0));
 }
 
+// A LoRA adapter's requests go only to engines that serve it (a restarted
+// engine has only its --lora-modules); the adapters listed are every one
+// some engine serves.
+TEST_F(TwoEngines, AnAdaptersRequestsGoOnlyWhereItIsServed) {
+  const auto a = Fake(0), b = Fake(1);
+  FakeEngine e0(a), e1(b);
+  EngineRouter router(Router({a, b}));
+  EngineInfo info;
+  ASSERT_TRUE(router.Start(&info).ok());
+  e1.PublishLoras({"sql"});
+  for (int i = 0; i < 3000 && router.lora_adapters()->empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(router.lora_adapters()->size(), 1u);
+  EXPECT_EQ(router.lora_adapters()->at(0).first, "sql");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(router.Pick(std::nullopt, {}, "sql"), router.engine(1));
+  EXPECT_EQ(router.Pick(0, {}, "sql"), nullptr);  // pinned to an engine without it
+  EXPECT_EQ(router.Pick(std::nullopt, {}, "other"), nullptr);
+  EXPECT_NE(router.Pick(std::nullopt, {}, ""), nullptr);  // the base model: anywhere
+}
+
 }  // namespace
 }  // namespace sightline::api

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -415,6 +416,67 @@ TEST_F(LoraServeTest, AnAdapterTheRunnerCannotRunIsRefusedAtStartByName) {
   ServeInstance dora({"--enable-lora", "--lora-modules", "a=" + (dir_ / "a").string()});
   ASSERT_TRUE(dora.WaitExit(20).has_value());
   EXPECT_NE(dora.Log().find("DoRA"), std::string::npos) << dora.Log();
+}
+
+// Data parallelism: a run-time load goes to every engine (the same greedy
+// text on each); an engine restarted since has only its --lora-modules, so
+// the adapter's requests go to the others (pinned to it: 503), and an unload
+// then load gives it back everywhere.
+TEST_F(LoraServeTest, UnderDataParallelismAnAdapterIsServedWhereItIsLoaded) {
+  ServeInstance serve({"--enable-lora", "--data-parallel-size", "2", "--api-server-count", "2",
+                       "--allow-runtime-lora-updating", "--api-key", kKey});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  const int port = serve.port();
+  const std::string a = (dir_ / "a").string();
+  auto on_rank = [&](const std::string& model, const char* rank, int* status) {
+    const json body = {{"model", model},
+                       {"prompt", "Hello, adapters"},
+                       {"max_tokens", 8},
+                       {"temperature", 0},
+                       {"ignore_eos", true}};
+    const auto r = HttpClient(port).Request("POST", "/v1/completions",
+                                            {{"Content-Type", "application/json"},
+                                             {"Authorization", std::string("Bearer ") + kKey},
+                                             {"X-data-parallel-rank", rank}},
+                                            body.dump());
+    *status = r.result_int();
+    return json::parse(r.body(), nullptr, false);
+  };
+  auto r = AdminPost(port, "/v1/load_lora_adapter", {{"lora_name", "a"}, {"lora_path", a}});
+  ASSERT_EQ(r.result_int(), 200) << r.body();
+  ExpectEveryApiServer(port, "a", 200);
+  int s0 = 0, s1 = 0;
+  const json on0 = on_rank("a", "0", &s0), on1 = on_rank("a", "1", &s1);
+  ASSERT_EQ(s0, 200) << on0.dump();
+  ASSERT_EQ(s1, 200) << on1.dump();
+  EXPECT_EQ(on0["choices"][0]["text"], on1["choices"][0]["text"]);
+
+  // Engine 1 dies and comes back without the adapter.
+  const pid_t victim = serve.Child("--engine-index 1");
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  int base = 0;
+  for (int i = 0; i < 600 && base != 200; ++i) {
+    on_rank("sightline-tiny", "1", &base);
+    if (base != 200) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(base, 200) << serve.Log();
+  ExpectEveryApiServer(port, "a", 200);  // engine 0 serves it
+  int pinned = 0;
+  const json refused = on_rank("a", "1", &pinned);
+  EXPECT_EQ(pinned, 503) << refused.dump();
+  // Unload (engine 1 does not know it: still a success) and load again.
+  r = AdminPost(port, "/v1/unload_lora_adapter", {{"lora_name", "a"}});
+  ASSERT_EQ(r.result_int(), 200) << r.body();
+  ExpectEveryApiServer(port, "a", 404);
+  r = AdminPost(port, "/v1/load_lora_adapter", {{"lora_name", "a"}, {"lora_path", a}});
+  ASSERT_EQ(r.result_int(), 200) << r.body();
+  ExpectEveryApiServer(port, "a", 200);
+  for (int i = 0; i < 100 && pinned != 200; ++i) {
+    on_rank("a", "1", &pinned);
+    if (pinned != 200) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(pinned, 200);
 }
 
 }  // namespace

@@ -74,6 +74,11 @@ class FakeEngine {
     std::lock_guard<std::mutex> g(load_mu_);
     load_ = {waiting, running};
   }
+  // Sends every API server a LoraAdapters naming these (from its thread).
+  void PublishLoras(std::vector<std::string> names) {
+    std::lock_guard<std::mutex> g(load_mu_);
+    loras_ = std::move(names);
+  }
   // Sends every API server one CacheUpdate (from its thread, soon after).
   void PublishCache(bool cleared, std::vector<std::uint64_t> stored,
                     std::vector<std::uint64_t> removed = {}) {
@@ -244,11 +249,23 @@ class FakeEngine {
   void SendLoad() {
     std::optional<std::pair<std::uint32_t, std::uint32_t>> load;
     std::vector<CacheChange> cache;
+    std::optional<std::vector<std::string>> loras;
     {
       std::lock_guard<std::mutex> g(load_mu_);
       load.swap(load_);
       cache.swap(cache_);
+      loras.swap(loras_);
     }
+    if (loras)
+      for (const auto& [identity, client] : clients_) {
+        flatbuffers::FlatBufferBuilder b;
+        std::vector<flatbuffers::Offset<ipc::LoraAdapterInfo>> list;
+        for (const std::string& name : *loras)
+          list.push_back(ipc::CreateLoraAdapterInfoDirect(b, name.c_str(), "/fake"));
+        Send(identity, ipc::Seal(b, ipc::Body::LoraAdapters,
+                                 ipc::CreateLoraAdaptersDirect(b, options_.engine_index, &list)
+                                     .Union()));
+      }
     for (const CacheChange& c : cache)
       for (const auto& [identity, client] : clients_) {
         flatbuffers::FlatBufferBuilder b;
@@ -307,6 +324,7 @@ class FakeEngine {
   std::mutex load_mu_;
   std::optional<std::pair<std::uint32_t, std::uint32_t>> load_;  // guarded by load_mu_
   std::vector<CacheChange> cache_;                               // guarded by load_mu_
+  std::optional<std::vector<std::string>> loras_;                // guarded by load_mu_
   mutable std::mutex prompts_mu_;
   std::map<std::string, std::vector<std::int32_t>> prompts_;  // guarded by prompts_mu_
   std::atomic<std::uint64_t> added_{0}, rejected_{0}, finished_{0}, aborted_{0}, running_count_{0};
