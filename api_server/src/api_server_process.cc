@@ -234,6 +234,11 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
         std::make_unique<OpenAiServer>(pinned, &engines, tokenizer.get(), request_metrics.get());
     HttpServerOptions rho = ho;
     rho.port = o.rank_fds.empty() ? o.rank_port + static_cast<int>(rank) : 0;
+    if (o.rank_fds.empty() &&
+        (rank > 65535u - static_cast<unsigned>(o.rank_port) || (o.port > 0 && rho.port == o.port)))
+      return Status::InvalidArgument("--data-parallel-rank-port " + std::to_string(o.rank_port) +
+                                     " + rank " + std::to_string(rank) +
+                                     " is not a port of its own");
     rho.inherited_fd = o.rank_fds.empty() ? -1 : o.rank_fds[place];
     rp.http = std::make_unique<HttpServer>(rho);
     AdminRoutesOptions ao;
@@ -248,13 +253,24 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   // sent once a client is being served drains rather than kills (installed
   // after http.Start(), a signal in between took the default action).
   const std::atomic<bool>* stop = hooks.stop ? hooks.stop() : nullptr;
-  if (Status s = http.Start(); !s.ok()) return s;
+  // The rank ports first: one that cannot start fails the process before
+  // the main port serves. What started stops before the servers it calls
+  // are destroyed.
   std::string rank_list;
   for (std::size_t place = 0; place < rank_ports.size(); ++place) {
-    if (Status s = rank_ports[place].http->Start(); !s.ok()) return s;
+    if (Status s = rank_ports[place].http->Start(); !s.ok()) {
+      for (RankPort& rp : rank_ports) rp.http->Stop();
+      engines.Stop();
+      return s;
+    }
     rank_list += (rank_list.empty() ? "; rank ports " : ", ") +
                  std::to_string(rank_ports[place].http->port()) + " (rank " +
                  std::to_string(engines.ranks()[place]) + ")";
+  }
+  if (Status s = http.Start(); !s.ok()) {
+    for (RankPort& rp : rank_ports) rp.http->Stop();
+    engines.Stop();
+    return s;
   }
   // One write: several API servers log at once.
   std::cerr << "INFO api-server " + std::to_string(o.index) + ": serving " + so.served_model_name +

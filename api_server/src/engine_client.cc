@@ -14,7 +14,6 @@
 #include <random>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <zmq.hpp>
 
 #include "sightline/clock.h"
@@ -72,8 +71,10 @@ struct EngineClient::Impl {
   std::deque<std::vector<std::uint8_t>> outbox;
   // The engine's cached blocks (CacheUpdate), under their own lock: the
   // handler thread writes each step, routing reads per request.
+  // Counted: several blocks may hold one hash (requests that computed the
+  // same prefix at once), each stored and removed on its own.
   mutable std::mutex cache_mu;
-  std::unordered_set<std::uint64_t> cached;
+  std::unordered_map<std::uint64_t, std::uint32_t> cached;
   // Shared, so the handler thread copies a pointer (not the handler's
   // captures) before calling it outside the lock. Looked up by string_view:
   // no std::string per output.
@@ -254,8 +255,10 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
       std::lock_guard<std::mutex> g(cache_mu);
       if (c->cleared()) cached.clear();
       if (c->removed())
-        for (std::uint64_t h : *c->removed()) cached.erase(h);
-      if (c->stored()) cached.insert(c->stored()->begin(), c->stored()->end());
+        for (std::uint64_t h : *c->removed())
+          if (auto it = cached.find(h); it != cached.end() && --it->second == 0) cached.erase(it);
+      if (c->stored())
+        for (std::uint64_t h : *c->stored()) ++cached[h];
       break;
     }
     case ipc::Body::EngineLoad: {

@@ -132,12 +132,15 @@ EngineClient* EngineRouter::Pick(std::optional<std::uint32_t> place,
   // Healthy engines first: a frozen one (alive, not heard from) would hold
   // a request until it resumes. Only when none is healthy, any alive one.
   std::vector<char> healthy(n), alive(n);
+  std::vector<std::size_t> cached(n);  // each engine's cached prefix, in blocks
   bool any_healthy = false;
   for (std::size_t i = 0; i < n; ++i) {
     const bool serves = Serves(*engines_[i], lora);
     healthy[i] = serves && engines_[i]->healthy();
     alive[i] = serves && engines_[i]->alive();
     any_healthy |= healthy[i] != 0;
+    if (prefix_affinity_ && !prompt_blocks.empty())
+      cached[i] = engines_[i]->CachedPrefix(prompt_blocks);
   }
   std::lock_guard<std::mutex> g(mu_);
   for (std::size_t i = 0; i < n; ++i) {
@@ -153,7 +156,7 @@ EngineClient* EngineRouter::Pick(std::optional<std::uint32_t> place,
     std::size_t most = 0, holder = n;  // the longest cached prefix; ties: the lower score
     for (std::size_t i = 0; i < n; ++i) {
       if (!scores[i]) continue;
-      const std::size_t m = engines_[i]->CachedPrefix(prompt_blocks);
+      const std::size_t m = cached[i];
       if (m > most || (m == most && m > 0 && *scores[i] < *scores[holder])) {
         most = m;
         holder = i;

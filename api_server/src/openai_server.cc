@@ -219,10 +219,9 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   EngineClient* engine = engines_->Pick(place, blocks, params.lora_name);
   if (!engine)
     return answer(ErrorResponse(503,
-                                params.lora_name.empty()
-                                    ? "the engine is not running"
-                                    : "no engine serving LoRA adapter '" + params.lora_name +
-                                          "' is running",
+                                params.lora_name.empty() ? "the engine is not running"
+                                                         : "no engine serving LoRA adapter '" +
+                                                               params.lora_name + "' is running",
                                 "ServiceUnavailableError"));
   // vLLM's ORCA load report, on non-streamed chat and completions answers.
   if (const LoadReportFormat format = RequestedLoadReport(request);

@@ -131,6 +131,7 @@ struct EngineServer::State {
   void CheckHeartbeats();
   void PublishClients();
   void SendReady(ipc::ClientId client);
+  void SendCacheSnapshot(ipc::ClientId client);
   void BroadcastLoras();
   // What the loop's steps, aborts and resets did to the prefix cache, to the
   // publisher (its thread encodes and sends: never this one).
@@ -258,7 +259,19 @@ void EngineServer::State::OutputLoop(zmq::socket_t& sock) {
 }
 
 void EngineServer::State::SendReady(ipc::ClientId client) {
-  if (options.cache_updates) {  // what is cached now; then each step's changes
+  SendCacheSnapshot(client);
+  Outgoing o;
+  o.kind = Outgoing::Kind::kReady;
+  o.client = client;
+  o.loras = core->lora_adapters();
+  output.Push(std::move(o));
+}
+
+// What is cached now; then each step's changes. Events not yet taken go out
+// first (they are already in the snapshot: counted twice otherwise).
+void EngineServer::State::SendCacheSnapshot(ipc::ClientId client) {
+  if (options.cache_updates) {
+    PublishKvEvents();
     Outgoing snapshot;
     snapshot.kind = Outgoing::Kind::kCache;
     snapshot.client = client;
@@ -266,11 +279,6 @@ void EngineServer::State::SendReady(ipc::ClientId client) {
     snapshot.stored = core->CachedBlockHashes();
     output.Push(std::move(snapshot));
   }
-  Outgoing o;
-  o.kind = Outgoing::Kind::kReady;
-  o.client = client;
-  o.loras = core->lora_adapters();
-  output.Push(std::move(o));
 }
 
 // Every API server hears of a run-time load or unload, the caller before its
@@ -353,6 +361,7 @@ EngineServer::State::Client* EngineServer::State::Admit(const InputEvent& e) {
     // It stalled and resumed: the abort outputs sent meanwhile wait in its
     // pipe, so it ends those requests (and counts them) itself.
     Log("INFO", Describe(e.client) + " is back");
+    SendCacheSnapshot(e.client);  // it was sent no CacheUpdate while silent
     c.silent = false;
     c.silent_aborts = 0;
     changed = true;
@@ -434,8 +443,10 @@ void EngineServer::State::PublishKvEvents() {
           e.kind == KvEvent::Kind::kBlockStored ? updates.back().stored : updates.back().removed;
       list.insert(list.end(), e.block_hashes.begin(), e.block_hashes.end());
     }
+    // Not to a silent API server (stalled): unbounded otherwise; it gets a
+    // snapshot when it is back.
     for (const auto& [index, c] : clients)
-      for (const Outgoing& u : updates) {
+      for (const Outgoing& u : c.silent ? std::vector<Outgoing>() : updates) {
         Outgoing copy = u;
         copy.client = {index, c.incarnation};
         output.Push(std::move(copy));
@@ -581,6 +592,9 @@ int EngineServer::Run() {
       if (s.core->HasWork()) {
         StepOutputs step = s.core->Step();
         stalled = !step.ran_model;
+        // The cache's changes before the outputs: a request answered in
+        // this step is followed at once by one that may find its prefix.
+        s.PublishKvEvents();
         s.Emit(step);
       }
       s.PublishKvEvents();

@@ -480,7 +480,7 @@ TEST(DataParallel, APromptGoesToTheEngineThatCachesItsPrefix) {
 int DpFreePorts(int count) {
   std::mt19937 rng(static_cast<unsigned>(getpid()));
   for (int attempt = 0; attempt < 200; ++attempt) {
-    const int base = 20000 + static_cast<int>(rng() % 30000);
+    const int base = 10000 + static_cast<int>(rng() % 20000);  // below the ephemeral range
     std::vector<int> fds;
     bool free = true;
     for (int i = 0; i < count && free; ++i) {

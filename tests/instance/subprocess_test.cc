@@ -3,6 +3,7 @@
 // inherited at fixed numbers, and no child outliving its Subprocess.
 #include "instance/subprocess.h"
 
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,6 +77,49 @@ TEST(Subprocess, InheritedDescriptorsComeFirstThenTheReadinessPipe) {
   EXPECT_EQ(std::string(buf, 2), "hi");
   EXPECT_TRUE(WaitUntil([&] { return p.PollReady(); }));
   close(fds[0]);
+}
+
+// A supervisor of 64 engines hands each API server 65 sockets: every one
+// arrives at its number, each its own (the k-th writes its number), and the
+// readiness pipe comes after them; the child's environment and CPUs are
+// those asked for.
+TEST(Subprocess, ManyInheritedDescriptorsEnvironmentAndCpus) {
+  constexpr int kFds = 66;
+  std::vector<int> reads, writes;
+  for (int i = 0; i < kFds; ++i) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    reads.push_back(fds[0]);
+    writes.push_back(fds[1]);
+  }
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &allowed)) ++cpu;
+  ChildSetup setup;
+  setup.env = {"SIGHTLINE_TEST_VAR=yes", "HOME=/nowhere"};
+  setup.cpus = {cpu};
+  const std::string script =
+      "i=3; while [ $i -lt " + std::to_string(3 + kFds) +
+      " ]; do printf \"$i\" >&$i || exit 1; i=$((i+1)); done; "
+      "[ \"$SIGHTLINE_TEST_VAR\" = yes ] && [ \"$HOME\" = /nowhere ] || exit 2; "
+      "grep -q \"^Cpus_allowed_list:[[:space:]]*" +
+      std::to_string(cpu) + "$\" /proc/self/status || exit 3; printf x >&" +
+      std::to_string(Subprocess::ReadyFd(kFds));
+  Subprocess p;
+  // bash: dash redirects only descriptors 0-9.
+  ASSERT_TRUE(Subprocess::Start("child", {"/bin/bash", "-c", script}, writes, &p, setup).ok());
+  for (int fd : writes) close(fd);
+  EXPECT_TRUE(WaitUntil([&] { return p.PollReady(); }));
+  const int status = ExitOf(&p);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  for (int i = 0; i < kFds; ++i) {
+    char buf[8] = {};
+    EXPECT_EQ(read(reads[i], buf, sizeof buf), static_cast<ssize_t>(std::to_string(3 + i).size()));
+    EXPECT_EQ(std::string(buf), std::to_string(3 + i));
+    close(reads[i]);
+  }
 }
 
 TEST(Subprocess, OtherDescriptorsAreNotInherited) {

@@ -48,10 +48,11 @@ struct ServeOptions {
 // gets the i-th T of them (its BLAS threads then never compete with another
 // engine's); otherwise none is pinned. Device: engine i sees the i-th CUDA
 // device (of CUDA_VISIBLE_DEVICES when set), as vLLM gives each rank its own.
-std::vector<ChildSetup> EngineSetups(std::uint32_t engines, int threads, const std::string& device,
-                                     std::vector<std::string>* notes) {
-  std::vector<ChildSetup> setups(engines);
-  if (engines < 2) return setups;
+Status EngineSetups(std::uint32_t engines, int threads, bool cuda, std::vector<std::string>* notes,
+                    std::vector<ChildSetup>* out) {
+  std::vector<ChildSetup>& setups = *out;
+  setups.assign(engines, ChildSetup{});
+  if (engines < 2) return Status::Ok();
   cpu_set_t allowed;
   std::vector<int> cpus;
   if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
@@ -65,21 +66,26 @@ std::vector<ChildSetup> EngineSetups(std::uint32_t engines, int threads, const s
     notes->push_back("engines not pinned to CPUs (--engine-threads " + std::to_string(threads) +
                      " x " + std::to_string(engines) + " engines, " + std::to_string(cpus.size()) +
                      " CPUs)");
-  if (device != "cpu") {
+  if (cuda) {
     std::vector<std::string> visible;
-    if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && *v) {
-      std::string list(v);
-      for (std::size_t at = 0; at <= list.size();) {
+    const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (v) {
+      const std::string list(v);
+      for (std::size_t at = 0; !list.empty() && at <= list.size();) {
         const std::size_t comma = std::min(list.find(',', at), list.size());
         visible.push_back(list.substr(at, comma - at));
         at = comma + 1;
       }
+      if (visible.size() < engines)
+        return Status::InvalidArgument("--data-parallel-size " + std::to_string(engines) +
+                                       " needs a CUDA device per engine; "
+                                       "CUDA_VISIBLE_DEVICES names " +
+                                       std::to_string(visible.size()));
     }
     for (std::uint32_t i = 0; i < engines; ++i)
-      setups[i].env.push_back("CUDA_VISIBLE_DEVICES=" +
-                              (visible.empty() ? std::to_string(i) : visible[i % visible.size()]));
+      setups[i].env.push_back("CUDA_VISIBLE_DEVICES=" + (v ? visible[i] : std::to_string(i)));
   }
-  return setups;
+  return Status::Ok();
 }
 
 // MODEL's tokenizer when --tokenizer is left at auto: a Hugging Face
@@ -201,7 +207,10 @@ int RunServe(ServeOptions o) {
   SupervisorOptions so;
   so.engine_argvs = std::move(engine_argvs);
   std::vector<std::string> notes;
-  so.engine_setups = EngineSetups(o.data_parallel_size, o.engine_threads, o.engine.device, &notes);
+  if (Status s = EngineSetups(o.data_parallel_size, o.engine_threads,
+                              engine::ResolveDevice(o.engine) == "cuda", &notes, &so.engine_setups);
+      !s.ok())
+    return Fail(s.message());
   for (std::uint32_t i = 0; i < so.engine_setups.size(); ++i) {
     const ChildSetup& s = so.engine_setups[i];
     std::string what;

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -62,6 +63,7 @@ Status Subprocess::Start(const std::string& name, const std::vector<std::string>
   std::vector<char*> envp;
   for (auto& e : env_storage) envp.push_back(e.data());
   envp.push_back(nullptr);
+  std::vector<int> moved(sources.size());  // written by the child only
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   for (int c : setup.cpus) CPU_SET(c, &cpus);
@@ -78,11 +80,11 @@ Status Subprocess::Start(const std::string& name, const std::vector<std::string>
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    // Move the sources out of the way first, so placing them at 3, 4, ...
-    // cannot overwrite one not yet placed.
-    int moved[16];
-    const std::size_t n = sources.size() < 16 ? sources.size() : 16;
-    for (std::size_t i = 0; i < n; ++i) moved[i] = fcntl(sources[i], F_DUPFD, 64);
+    // Move the sources out of the way first, above every target, so placing
+    // them at 3, 4, ... cannot overwrite one not yet placed.
+    const std::size_t n = sources.size();
+    for (std::size_t i = 0; i < n; ++i)
+      moved[i] = fcntl(sources[i], F_DUPFD, static_cast<int>(std::max<std::size_t>(64, 3 + n)));
     for (std::size_t i = 0; i < n; ++i) {
       if (moved[i] < 0 || dup2(moved[i], 3 + static_cast<int>(i)) < 0) _exit(126);
     }

@@ -43,8 +43,8 @@ struct SupervisorOptions {
   std::vector<std::vector<std::string>> engine_argvs;
   // Engine i's environment and CPUs, at place i (missing: none).
   std::vector<ChildSetup> engine_setups;
-  // argv of API server `index`; it inherits the listening socket as fd 3 and
-  // its readiness pipe as fd 4.
+  // argv of API server `index`; it inherits the listening socket as fd 3,
+  // the rank listeners' as 4, 5, ..., and its readiness pipe after them.
   std::function<std::vector<std::string>(std::uint32_t index)> api_server_argv;
   std::uint32_t api_server_count = 1;
   ListeningSocket* listener = nullptr;  // closed when draining starts
