@@ -5,6 +5,7 @@
 // silent.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -15,6 +16,7 @@
 
 #include "engine_core/fake_api_server.h"
 #include "engine_server.h"
+#include "sightline/ipc/block_hash.h"
 #include "support/scrape.h"
 
 namespace sightline::engine {
@@ -26,11 +28,14 @@ using sightline::testing::UniqueInstance;
 // until destroyed (stop, join, sockets removed).
 class InProcessEngine {
  public:
-  InProcessEngine(std::unique_ptr<ModelRunner> runner, double heartbeat_timeout_s = 2.0) {
+  InProcessEngine(std::unique_ptr<ModelRunner> runner, double heartbeat_timeout_s = 2.0,
+                  bool cache_updates = false) {
     EngineCoreConfig c;
     c.block_size = 16;
     c.num_blocks = 200;
     c.scheduler.max_model_len = 2048;
+    c.kv_events = cache_updates;
+    options_.cache_updates = cache_updates;
     core_ = std::make_unique<EngineCore>(c, std::move(runner), nullptr, [] { return 0.0; });
     const std::string base = "ipc:///tmp/" + UniqueInstance();
     options_.input_address = base + ".in";
@@ -170,6 +175,60 @@ TEST(EngineServer, EveryApiServerHearsTheSchedulersLoad) {
   const int before = b.engine_loads();
   (void)b.Recv(Ms(2000));
   EXPECT_GE(b.engine_loads() - before, 3);
+}
+
+// Under data parallelism the engine tells every API server what its prefix
+// cache holds: a snapshot before EngineReady, then each step's stored blocks
+// before that step's outputs, as the hashes the API server computes itself
+// (sightline/ipc/block_hash.h); an API server that connects later gets the
+// whole cache in its snapshot.
+TEST(EngineServer, ApiServersHearWhatThePrefixCacheHolds) {
+  InProcessEngine engine(std::make_unique<SlowRunner>(Ms(5)), 2.0, /*cache_updates=*/true);
+  zmq::context_t ctx(1);
+  FakeApiServer a = engine.Client(ctx, 0);
+  auto first = a.Recv();
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->body.type, ipc::Body::CacheUpdate);
+  EXPECT_TRUE(first->body.AsCacheUpdate()->cleared);
+  EXPECT_TRUE(first->body.AsCacheUpdate()->stored.empty());
+  auto ready = a.Recv();
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->body.type, ipc::Body::EngineReady);
+  const std::vector<std::int32_t> prompt = PatternPrompt(50, 3);  // 3 full blocks of 16
+  std::vector<ipc::BlockHash> hashes;
+  ipc::ExtendBlockHashes(prompt, 16, "", &hashes);
+  ASSERT_EQ(hashes.size(), 3u);
+  const std::vector<std::uint64_t> want = {hashes[0].lo, hashes[1].lo, hashes[2].lo};
+  a.Add("p", prompt, 1);
+  std::vector<std::uint64_t> stored;
+  bool finished = false;
+  while (!finished) {
+    auto m = a.Recv();
+    ASSERT_TRUE(m) << "no output";
+    if (m->body.type == ipc::Body::CacheUpdate) {
+      // A later snapshot (READY asked for again before the first came back)
+      // replaces what came before, as the API server applies it.
+      const auto& u = *m->body.AsCacheUpdate();
+      if (u.cleared) stored.clear();
+      EXPECT_TRUE(u.removed.empty());
+      stored.insert(stored.end(), u.stored.begin(), u.stored.end());
+    } else if (m->body.type == ipc::Body::EngineOutputs) {
+      for (const auto& o : m->body.AsEngineOutputs()->outputs)
+        finished |= o->finish_reason != ipc::FinishReason::None;
+      EXPECT_EQ(stored, want) << "the cache's update comes before the step's outputs";
+    }
+  }
+  EXPECT_EQ(stored, want);
+  FakeApiServer b = engine.Client(ctx, 1);
+  auto snapshot = b.Recv();
+  ASSERT_TRUE(snapshot);
+  ASSERT_EQ(snapshot->body.type, ipc::Body::CacheUpdate);
+  EXPECT_TRUE(snapshot->body.AsCacheUpdate()->cleared);
+  std::vector<std::uint64_t> all = snapshot->body.AsCacheUpdate()->stored;
+  std::sort(all.begin(), all.end());
+  std::vector<std::uint64_t> sorted = want;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(all, sorted);
 }
 
 // The other side of not judging silence across the engine's own gaps: steps
