@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "e2e/bench_run.h"
 #include "e2e/load.h"
 #include "e2e/serve_instance.h"
 #include "support/http_client.h"
@@ -95,48 +96,6 @@ nlohmann::json DpGreedyBody() {
           {"logprobs", 1}};
 }
 
-// bench_test.cc's Bench() and ExpectExactCounts(), under names of their own.
-struct DpBenchRun {
-  int code = -1;
-  std::string output;
-  nlohmann::json json;
-};
-
-DpBenchRun DpBench(const std::vector<std::string>& args) {
-  const std::string out = "/tmp/" + UniqueInstance() + ".bench";
-  std::vector<std::string> argv = {SIGHTLINE_CLI,   "bench",         "serve",
-                                   "--no-progress", "--output-json", out + ".json"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  ChildProcess p = ChildProcess::ExecLogged(argv, out + ".log");
-  DpBenchRun r;
-  const auto code = p.WaitFor(180);
-  r.code = code ? *code : -1;
-  std::ifstream log(out + ".log");
-  r.output.assign(std::istreambuf_iterator<char>(log), std::istreambuf_iterator<char>());
-  std::ifstream json(out + ".json");
-  if (json) r.json = nlohmann::json::parse(json, nullptr, false);
-  std::filesystem::remove(out + ".log");
-  std::filesystem::remove(out + ".json");
-  return r;
-}
-
-void DpExpectExactCounts(const DpBenchRun& r, std::size_t n) {
-  ASSERT_EQ(r.code, 0) << r.output;
-  ASSERT_TRUE(r.json.is_object()) << r.output;
-  EXPECT_EQ(r.json["completed"], n);
-  EXPECT_EQ(r.json["failed"], 0);
-  const auto& cmp = r.json["compare_metrics"];
-  EXPECT_EQ(cmp["counts_match"], true) << r.output;
-  int exact = 0;
-  for (const auto& row : cmp["rows"])
-    if (row["exact"] == true) {
-      ++exact;
-      EXPECT_EQ(row["server"], row["client"]) << row["what"];
-    }
-  EXPECT_EQ(exact, 11);
-  EXPECT_NE(r.output.find("Counts: all match exactly."), std::string::npos) << r.output;
-}
-
 TEST(DataParallel, CountsAreExactAcrossEnginesAndApiServers) {
   ServeInstance serve({"--data-parallel-size", "2", "--api-server-count", "3"});
   ASSERT_GT(serve.port(), 0) << serve.Log();
@@ -155,11 +114,11 @@ TEST(DataParallel, CountsAreExactAcrossEnginesAndApiServers) {
 
   constexpr int kN = 40;
   const std::string url = "http://127.0.0.1:" + std::to_string(serve.port());
-  const DpBenchRun r =
-      DpBench({"--base-url", url, "--num-prompts", std::to_string(kN), "--max-concurrency", "8",
-               "--random-input-len", "24", "--random-output-len", "16", "--random-range-ratio",
-               "0.5", "--ignore-eos", "--compare-metrics"});
-  DpExpectExactCounts(r, kN);
+  const BenchRun r =
+      Bench({"--base-url", url, "--num-prompts", std::to_string(kN), "--max-concurrency", "8",
+             "--random-input-len", "24", "--random-output-len", "16", "--random-range-ratio", "0.5",
+             "--ignore-eos", "--compare-metrics"});
+  ExpectExactCounts(r, kN);
   ASSERT_TRUE(r.json.is_object());
   const double input = r.json["total_input_tokens"].get<double>();
   const double output = r.json["total_output_tokens"].get<double>();
