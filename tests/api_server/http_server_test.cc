@@ -8,9 +8,11 @@
 
 #include <atomic>
 #include <future>
+#include <random>
 #include <thread>
 
 #include "admin_routes.h"
+#include "http/http_protocol.h"
 #include "http/http_server.h"
 #include "support/http_client.h"
 #include "support/loopback.h"
@@ -164,6 +166,45 @@ TEST(HttpServer, AsyncAnswersStreamsAndHangups) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }  // the client hangs up while the handler still owes an answer
   EXPECT_EQ(hung_up.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  for (auto& w : workers) w.join();
+}
+
+// Chunks queued while a write is under way go out together in one gathered
+// write: the byte stream is exactly the chunks in order, then the last
+// chunk. The client reads nothing for a while first, so that the kernel's
+// buffers fill and thousands of chunks of generated sizes queue; the same
+// holds for a stream read at once and for one whose last data comes with End.
+TEST(HttpServer, GatheredWritesKeepTheByteStream) {
+  HttpServerOptions o;
+  o.port = 0;
+  HttpServer server(o);
+  std::vector<std::string> chunks;
+  std::mt19937 rng(11);
+  for (int i = 0; i < 3000; ++i)
+    chunks.push_back("data: " + std::to_string(i) + std::string(rng() % 4000, 'a' + i % 26) +
+                     "\n\n");
+  std::vector<std::thread> workers;
+  server.RouteAsync("GET", "/stream", [&](const HttpRequest&, std::shared_ptr<Responder> out) {
+    out->StartStream(200, "text/event-stream");
+    workers.emplace_back([out, &chunks] {
+      for (const std::string& c : chunks) out->Write(c);
+      out->End("data: [DONE]\n\n");
+    });
+  });
+  ASSERT_TRUE(server.Start().ok());
+  std::string want;
+  for (const std::string& c : chunks) want += http_internal::ChunkWire(c);
+  want += http_internal::ChunkWire("data: [DONE]\n\n") + "0\r\n\r\n";
+  for (const double pause_s : {0.5, 0.0}) {
+    sightline::testing::RawSocket s(server.port());
+    ASSERT_TRUE(s.Send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n"));
+    std::this_thread::sleep_for(std::chrono::duration<double>(pause_s));
+    const std::string got = s.ReadUntil(60);  // until the server closes
+    const std::size_t body = got.find("\r\n\r\n");
+    ASSERT_NE(body, std::string::npos) << got.substr(0, 200);
+    EXPECT_TRUE(got.substr(body + 4) == want)
+        << "pause " << pause_s << ": " << got.size() - body - 4 << " bytes against " << want.size();
+  }
   for (auto& w : workers) w.join();
 }
 

@@ -7,7 +7,7 @@ and /metrics latency percentiles during the load.
 
 Usage: tools/bench/api_load.py [--cli build/tools/sightline] [--streams 256]
        [--tokens 64] [--rounds 2] [--per-request-metrics] [--stream-interval N]
-       [--syscalls]
+       [--syscalls] [--n N]
 With --syscalls, `perf stat` counts the API server's system calls during each round
 (tracepoints; needs perf and root) and prints them per streamed token, the busiest by name.
 Python standard library only besides that; starts and stops every process it uses.
@@ -44,9 +44,9 @@ async def scraper(port, stop, latencies):
         await asyncio.sleep(0.05)
 
 
-async def round_(port, streams, tokens):
+async def round_(port, streams, tokens, n):
     body = json.dumps({"prompt": "Hello, Sightline", "max_tokens": tokens, "ignore_eos": True,
-                       "temperature": 0, "stream": True}).encode()
+                       "temperature": 0, "stream": True, "n": n}).encode()
     chunks = await asyncio.gather(*[http(port, "POST", "/v1/completions", body, True)
                                     for _ in range(streams)])
     return sum(chunks)
@@ -90,11 +90,11 @@ async def main(a, port, api_pid):
         counter = start_syscall_count(api_pid) if a.syscalls else None
         scrape = asyncio.create_task(scraper(port, stop, lat))
         cpu0, t0 = cpu_seconds(api_pid), time.perf_counter()
-        chunks = await round_(port, a.streams, a.tokens)
+        chunks = await round_(port, a.streams, a.tokens, a.n)
         wall, cpu = time.perf_counter() - t0, cpu_seconds(api_pid) - cpu0
         stop.set()
         await scrape
-        tokens = a.streams * a.tokens
+        tokens = a.streams * a.tokens * a.n
         if counter:
             print(stop_syscall_count(counter, tokens))
         lat.sort()
@@ -116,6 +116,8 @@ if __name__ == "__main__":
     p.add_argument("--api-threads", type=int, default=1, help="the API server's HTTP threads")
     p.add_argument("--stream-interval", type=int, default=1, help="the API server's --stream-interval")
     p.add_argument("--syscalls", action="store_true", help="count the API server's syscalls (perf)")
+    p.add_argument("--n", type=int, default=1, help="choices per request (each engine step "
+                   "then gives a stream n chunks)")
     a = p.parse_args()
     name = f"apiload{os.getpid()}"
     base = f"ipc:///tmp/{name}"

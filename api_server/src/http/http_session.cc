@@ -51,6 +51,7 @@ void Session::Read() {
   handler_ = nullptr;
   head_ = writing_ = ending_ = answered_ = complete_ = false;
   pending_.clear();
+  in_flight_ = 0;
   serializer_.reset();
   stream_header_.reset();
   whole_.reset();
@@ -216,8 +217,9 @@ void Session::Hangup() {
   gone_ = true;
   AnswerDone();
   // Chunks queued behind the write under way are freed now, not when the
-  // handler lets go of its responder.
-  if (pending_.size() > 1) pending_.erase(pending_.begin() + 1, pending_.end());
+  // handler lets go of its responder (those it is writing stay until it ends).
+  if (pending_.size() > in_flight_)
+    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(in_flight_), pending_.end());
   Close();  // before the callback: a throwing one must not leave the socket open
   if (on_disconnect_) std::exchange(on_disconnect_, nullptr)();
 }
@@ -293,26 +295,50 @@ void Session::StreamHeader(int status, std::string type,
                            });
 }
 
+namespace {
+
+// A view of gather buffers as Asio's ConstBufferSequence: copied by the
+// write operation without copying (or allocating) the buffers themselves.
+struct BufferRange {
+  const asio::const_buffer* first;
+  const asio::const_buffer* last;
+  const asio::const_buffer* begin() const { return first; }
+  const asio::const_buffer* end() const { return last; }
+};
+
+// At most this many chunks in one write: Asio's reactive sockets hand the
+// kernel at most 64 buffers per sendmsg.
+constexpr std::size_t kMaxGather = 64;
+
+}  // namespace
+
 void Session::Pump() {
   if (writing_ || gone_ || closing_ || !serializer_) return;
-  bool last = false;
-  if (pending_.empty()) {
-    if (!ending_) return;
+  if (pending_.empty() && !ending_) return;
+  if (pending_.empty() && (version_ < 11 || head_)) {  // no last chunk: the close ends the body
     ending_ = false;
-    if (version_ < 11 || head_) {  // no last chunk: the close ends the body
-      Completed();
-      return Linger();
-    }
-    pending_.push_back(kLastChunk);
-    last = true;
+    Completed();
+    return Linger();
   }
-  BeginTimedWrite();  // one clock read per chunk
-  // The raw socket: no Beast timer or rate policy per chunk.
-  asio::async_write(stream_.socket(), asio::buffer(pending_.front()),
+  in_flight_ = std::min(pending_.size(), kMaxGather);
+  // The last chunk goes in the write that takes everything still queued.
+  const bool last = ending_ && version_ >= 11 && !head_ && in_flight_ == pending_.size();
+  gather_.clear();
+  for (std::size_t i = 0; i < in_flight_; ++i) gather_.push_back(asio::buffer(pending_[i]));
+  if (last) {
+    ending_ = false;
+    gather_.push_back(asio::buffer(kLastChunk));
+  }
+  BeginTimedWrite();  // one clock read per write
+  // The raw socket: no Beast timer or rate policy per write.
+  asio::async_write(stream_.socket(), BufferRange{gather_.data(), gather_.data() + gather_.size()},
                     [self = shared_from_this(), last](beast::error_code ec, std::size_t) {
                       self->writing_ = false;
+                      const auto written = static_cast<std::ptrdiff_t>(self->in_flight_);
+                      self->in_flight_ = 0;
                       if (ec) return self->Hangup();
-                      self->pending_.pop_front();
+                      self->pending_.erase(self->pending_.begin(),
+                                           self->pending_.begin() + written);
                       if (last) {
                         self->Completed();
                         return self->Linger();

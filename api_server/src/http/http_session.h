@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "http/http_core.h"
 #include "sightline/clock.h"
@@ -93,7 +94,8 @@ class Session : public std::enable_shared_from_this<Session> {
       if (!head_) exchange_.response_bytes += payload;
       EndExchange(0);  // before the last bytes can reach the client
     }
-    if (!last_wire.empty()) Queue(std::move(last_wire), 0);
+    // Queued, not written: it goes out in one write with the last chunk.
+    if (!last_wire.empty() && !head_) pending_.push_back(std::move(last_wire));
     ending_ = true;
     Pump();
   }
@@ -162,11 +164,18 @@ class Session : public std::enable_shared_from_this<Session> {
   const AsyncHandler* handler_ = nullptr;
   http::response<http::string_body> res_;
   std::unique_ptr<http::response_serializer<http::string_body>> whole_;  // res_ being written
-  // Streaming: the header, then chunks (in wire form) written one at a time.
+  // Streaming: the header, then chunks (in wire form). Every chunk queued
+  // when a write can start goes in that one write (a gathered sendmsg), so
+  // the chunks of one engine step for this connection cost one system call;
+  // the byte stream is the same as one write per chunk. The first
+  // `in_flight_` of pending_ are being written (std::deque keeps them in
+  // place while more are queued behind).
   std::unique_ptr<http::response<http::empty_body>> stream_header_;
   std::unique_ptr<http::response_serializer<http::empty_body>> serializer_;
   std::deque<std::string> pending_;
-  std::uint64_t seq_ = 0;  // the request being answered
+  std::size_t in_flight_ = 0;
+  std::vector<asio::const_buffer> gather_;  // the write under way's buffers
+  std::uint64_t seq_ = 0;                   // the request being answered
   unsigned version_ = 11;
   bool keep_alive_ = false, head_ = false;
   bool writing_ = false, ending_ = false, answered_ = false, complete_ = false;
