@@ -19,6 +19,15 @@ namespace {
 
 using sightline::testing::FakeEngine;
 
+// Polls `done` every 10 ms for up to 30 s (what a fake engine sends arrives
+// on the client's thread a moment later); whether it came true.
+template <typename F>
+bool Eventually(F done) {
+  for (int i = 0; i < 3000 && !done(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return done();
+}
+
 TEST(LeastLoaded, TakesTheLowestScoreFirstFromTheStartAndSkipsEnginesWithout) {
   using S = std::optional<std::uint64_t>;
   const std::vector<S> scores = {S(4), S(1), S(1), std::nullopt};
@@ -95,9 +104,7 @@ class TwoEngines : public ::testing::Test {
   }
   // Waits (at most 30 s) for `engine`'s EngineLoad number `version`.
   static bool LoadArrives(EngineClient* engine, std::uint64_t version) {
-    for (int i = 0; i < 3000 && engine->load().version < version; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    return engine->load().version >= version;
+    return Eventually([&] { return engine->load().version >= version; });
   }
   static std::vector<std::size_t> Picks(EngineRouter& r, int n) {
     std::vector<std::size_t> out;
@@ -185,10 +192,10 @@ TEST_F(TwoEngines, APromptGoesWhereItsPrefixIsCachedWithinTheBound) {
   e0.PublishCache(false, {7});
   e1.PublishCache(false, {1, 2});
   const std::vector<std::uint64_t> prompt = {1, 2, 3};
-  for (int i = 0; i < 3000 && (router.engine(1)->CachedPrefix(prompt) != 2 ||
-                               router.engine(0)->CachedPrefix(std::vector<std::uint64_t>{7}) != 1);
-       ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(Eventually([&] {
+    return router.engine(1)->CachedPrefix(prompt) == 2 &&
+           router.engine(0)->CachedPrefix(std::vector<std::uint64_t>{7}) == 1;
+  }));
   ASSERT_EQ(router.engine(1)->CachedPrefix(prompt), 2u);
   EXPECT_EQ(router.engine(1)->CachedPrefix(std::vector<std::uint64_t>{3, 1}), 0u);  // leading only
   // Both idle: the cached prefix decides, not the scan's start (engine 0).
@@ -206,12 +213,10 @@ TEST_F(TwoEngines, APromptGoesWhereItsPrefixIsCachedWithinTheBound) {
   EXPECT_EQ(router.Pick(std::nullopt, prompt), router.engine(0));  // 24 > 20
   // A removed block, then a cleared cache, stop counting.
   e1.PublishCache(false, {}, {2});
-  for (int i = 0; i < 3000 && router.engine(1)->CachedPrefix(prompt) != 1; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(Eventually([&] { return router.engine(1)->CachedPrefix(prompt) == 1; }));
   EXPECT_EQ(router.engine(1)->CachedPrefix(prompt), 1u);
   e1.PublishCache(true, {5});
-  for (int i = 0; i < 3000 && router.engine(1)->CachedPrefix(prompt) != 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(Eventually([&] { return router.engine(1)->CachedPrefix(prompt) == 0; }));
   EXPECT_EQ(router.engine(1)->CachedPrefix(prompt), 0u);
   EXPECT_EQ(router.engine(1)->CachedPrefix(std::vector<std::uint64_t>{5}), 1u);
 }
@@ -227,8 +232,7 @@ TEST_F(TwoEngines, WithoutAffinityTheLoadAloneDecides) {
   EXPECT_FALSE(router.prefix_affinity());
   e1.PublishCache(false, {1, 2});
   const std::vector<std::uint64_t> prompt = {1, 2};
-  for (int i = 0; i < 3000 && router.engine(1)->CachedPrefix(prompt) != 2; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(Eventually([&] { return router.engine(1)->CachedPrefix(prompt) == 2; }));
   ASSERT_EQ(router.engine(1)->CachedPrefix(prompt), 2u);
   EXPECT_EQ(router.Pick(std::nullopt, prompt), router.engine(0));
 }
@@ -243,8 +247,7 @@ TEST_F(TwoEngines, AnAdaptersRequestsGoOnlyWhereItIsServed) {
   EngineInfo info;
   ASSERT_TRUE(router.Start(&info).ok());
   e1.PublishLoras({"sql"});
-  for (int i = 0; i < 3000 && router.lora_adapters()->empty(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(Eventually([&] { return !router.lora_adapters()->empty(); }));
   ASSERT_EQ(router.lora_adapters()->size(), 1u);
   EXPECT_EQ(router.lora_adapters()->at(0).first, "sql");
   for (int i = 0; i < 4; ++i) EXPECT_EQ(router.Pick(std::nullopt, {}, "sql"), router.engine(1));

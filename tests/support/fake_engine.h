@@ -262,9 +262,9 @@ class FakeEngine {
         std::vector<flatbuffers::Offset<ipc::LoraAdapterInfo>> list;
         for (const std::string& name : *loras)
           list.push_back(ipc::CreateLoraAdapterInfoDirect(b, name.c_str(), "/fake"));
-        Send(identity, ipc::Seal(b, ipc::Body::LoraAdapters,
-                                 ipc::CreateLoraAdaptersDirect(b, options_.engine_index, &list)
-                                     .Union()));
+        Send(identity,
+             ipc::Seal(b, ipc::Body::LoraAdapters,
+                       ipc::CreateLoraAdaptersDirect(b, options_.engine_index, &list).Union()));
       }
     for (const CacheChange& c : cache)
       for (const auto& [identity, client] : clients_) {

@@ -83,11 +83,11 @@ class RequestMetrics {
 
   bool enabled_ = true;
   std::string model_name_;
-  RequestFamilies families_;         // unregistered under --disable-log-stats
+  RequestFamilies families_;  // unregistered under --disable-log-stats
   static constexpr std::uint32_t kEngineZero[] = {0};
   // By index, those Create made (read without a lock; null: not made).
   std::vector<std::unique_ptr<Engine>> engines_;
-  std::mutex mu_;                                 // guards others_
+  std::mutex mu_;  // guards others_
   std::map<std::uint32_t, std::unique_ptr<Engine>> others_;
   HttpFamilies http_;
   metrics::Histogram http_highr_;
