@@ -224,8 +224,8 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   // serves a rank under an external balancer, so that the llm-d picker
   // reads every engine (one endpoint per rank: InferencePool targetPorts).
   std::vector<RankPort> rank_ports;
-  for (std::uint32_t place = 0; o.rank_port > 0 || !o.rank_fds.empty(); ++place) {
-    if (place >= engines.size()) break;
+  const bool per_rank = o.rank_port > 0 || !o.rank_fds.empty();
+  for (std::uint32_t place = 0; per_rank && place < engines.size(); ++place) {
     RankPort& rp = rank_ports.emplace_back();
     const std::uint32_t rank = engines.ranks()[place];
     OpenAiServerOptions pinned = so;

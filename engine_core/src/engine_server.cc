@@ -12,7 +12,9 @@
 #include <unordered_map>
 #include <zmq.hpp>
 
+#include "blocking_queue.h"
 #include "engine_wire.h"
+#include "kv_events/cache_update.h"
 #include "sightline/clock.h"
 #include "sightline/ipc/client_identity.h"
 #include "sightline/ipc/codec.h"
@@ -30,33 +32,6 @@ constexpr auto kEngineLoadInterval = std::chrono::milliseconds(100);
 // late messages are refused instead of being taken for yet another restart.
 constexpr std::size_t kRetiredIncarnations = 8;
 
-// A mutex/condvar queue between two threads (one producer, one consumer each way).
-template <typename T>
-class Queue {
- public:
-  void Push(T item) {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      items_.push_back(std::move(item));
-    }
-    cv_.notify_one();
-  }
-  // Waits up to `timeout` for at least one item; returns everything queued.
-  std::deque<T> Drain(std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (timeout.count() > 0) cv_.wait_for(lock, timeout, [&] { return !items_.empty(); });
-    std::deque<T> out;
-    out.swap(items_);
-    return out;
-  }
-  void Wake() { cv_.notify_all(); }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<T> items_;
-};
-
 struct Outgoing {
   enum class Kind { kOutputs, kReady, kUtility, kLoras, kDead, kCache } kind;
   ipc::ClientId client;  // the exact process it goes to
@@ -67,8 +42,7 @@ struct Outgoing {
   bool not_found = false;
   std::string message;
   LoraAdapterList loras;  // kReady, kLoras: the main thread's snapshot
-  bool cleared = false;   // kCache
-  std::vector<std::uint64_t> stored, removed;
+  CacheUpdate cache;      // kCache
 };
 
 void Log(const char* level, const std::string& message) {
@@ -92,8 +66,8 @@ struct EngineServer::State {
   EngineCore* core;
   EngineMetrics* metrics;
   zmq::context_t context{1};
-  Queue<InputEvent> input;
-  Queue<Outgoing> output;
+  BlockingQueue<InputEvent> input;
+  BlockingQueue<Outgoing> output;
   std::atomic<bool> done{false};
   std::atomic<std::uint64_t> rejected{0};
   // One per API-server index: its current incarnation. Every request in the
@@ -233,7 +207,7 @@ void EngineServer::State::OutputLoop(zmq::socket_t& sock) {
           send(o.client, SealDead(b, options.engine_index, o.message));
           break;
         case Outgoing::Kind::kCache:
-          send(o.client, SealCacheUpdate(b, options.engine_index, o.cleared, o.stored, o.removed));
+          send(o.client, SealCacheUpdate(b, options.engine_index, o.cache));
           break;
       }
     }
@@ -275,8 +249,8 @@ void EngineServer::State::SendCacheSnapshot(ipc::ClientId client) {
     Outgoing snapshot;
     snapshot.kind = Outgoing::Kind::kCache;
     snapshot.client = client;
-    snapshot.cleared = true;
-    snapshot.stored = core->CachedBlockHashes();
+    snapshot.cache.cleared = true;
+    snapshot.cache.stored = core->CachedBlockHashes();
     output.Push(std::move(snapshot));
   }
 }
@@ -428,29 +402,19 @@ void EngineServer::State::PublishKvEvents() {
   std::vector<KvEvent> events = core->TakeKvEvents();
   if (events.empty()) return;
   if (options.cache_updates) {
-    // One CacheUpdate per run of events of one kind, so that the receiver
-    // applies them in the engine's order (a block removed and stored again
-    // in one step stays cached).
-    std::vector<Outgoing> updates;
-    KvEvent::Kind last = KvEvent::Kind::kAllBlocksCleared;
-    for (const KvEvent& e : events) {
-      if (updates.empty() || e.kind != last || e.kind == KvEvent::Kind::kAllBlocksCleared) {
-        updates.emplace_back().kind = Outgoing::Kind::kCache;
-        updates.back().cleared = e.kind == KvEvent::Kind::kAllBlocksCleared;
-      }
-      last = e.kind;
-      auto& list =
-          e.kind == KvEvent::Kind::kBlockStored ? updates.back().stored : updates.back().removed;
-      list.insert(list.end(), e.block_hashes.begin(), e.block_hashes.end());
-    }
+    const std::vector<CacheUpdate> runs = CacheUpdateRuns(events);
     // Not to a silent API server (stalled): unbounded otherwise; it gets a
     // snapshot when it is back.
-    for (const auto& [index, c] : clients)
-      for (const Outgoing& u : c.silent ? std::vector<Outgoing>() : updates) {
-        Outgoing copy = u;
-        copy.client = {index, c.incarnation};
-        output.Push(std::move(copy));
+    for (const auto& [index, c] : clients) {
+      if (c.silent) continue;
+      for (const CacheUpdate& run : runs) {
+        Outgoing o;
+        o.kind = Outgoing::Kind::kCache;
+        o.client = {index, c.incarnation};
+        o.cache = run;
+        output.Push(std::move(o));
       }
+    }
   }
   if (!options.kv_events) return;
   KvEventBatch batch;

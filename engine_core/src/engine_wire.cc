@@ -203,13 +203,13 @@ std::span<const std::uint8_t> SealHeartbeat(flatbuffers::FlatBufferBuilder& b, i
 }
 
 std::span<const std::uint8_t> SealCacheUpdate(flatbuffers::FlatBufferBuilder& b,
-                                              std::uint32_t engine_index, bool cleared,
-                                              const std::vector<std::uint64_t>& stored,
-                                              const std::vector<std::uint64_t>& removed) {
+                                              std::uint32_t engine_index,
+                                              const CacheUpdate& update) {
   b.Clear();
   return ipc::Seal(
       b, ipc::Body::CacheUpdate,
-      ipc::CreateCacheUpdateDirect(b, engine_index, cleared, &stored, &removed).Union());
+      ipc::CreateCacheUpdateDirect(b, engine_index, update.cleared, &update.stored, &update.removed)
+          .Union());
 }
 
 std::span<const std::uint8_t> SealLoad(flatbuffers::FlatBufferBuilder& b,

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "engine_core.h"
+#include "kv_events/cache_update.h"
 #include "sightline/ipc/client_identity.h"
 #include "sightline/ipc/codec.h"
 
@@ -74,9 +75,8 @@ std::span<const std::uint8_t> SealDead(flatbuffers::FlatBufferBuilder& b,
                                        std::uint32_t engine_index, const std::string& reason);
 std::span<const std::uint8_t> SealHeartbeat(flatbuffers::FlatBufferBuilder& b, ipc::ClientId to);
 std::span<const std::uint8_t> SealCacheUpdate(flatbuffers::FlatBufferBuilder& b,
-                                              std::uint32_t engine_index, bool cleared,
-                                              const std::vector<std::uint64_t>& stored,
-                                              const std::vector<std::uint64_t>& removed);
+                                              std::uint32_t engine_index,
+                                              const CacheUpdate& update);
 std::span<const std::uint8_t> SealLoad(flatbuffers::FlatBufferBuilder& b,
                                        std::uint32_t engine_index, double timestamp,
                                        std::uint32_t num_waiting, std::uint32_t num_running);
