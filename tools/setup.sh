@@ -29,6 +29,7 @@ packages=(
   prometheus-cpp-dev zlib1g-dev               # Prometheus data model
   libgtest-dev libgmock-dev libbenchmark-dev  # tests, benchmarks
   libcli11-dev nlohmann-json3-dev
+  libprotobuf-dev protobuf-compiler           # OTLP traces (tracing/proto)
   libdnnl-dev ocl-icd-opencl-dev             # oneDNN (its CMake config wants OpenCL's dev files)
   libopenblas-dev libsentencepiece-dev libxxhash-dev
   libonig-dev libutf8proc-dev                 # tokenizer.json: HF's regex engine, Unicode normalization
@@ -75,7 +76,7 @@ sanitize_test() {
     -DSIGHTLINE_SANITIZE=ON -DSIGHTLINE_WERROR=OFF -DSIGHTLINE_CUDA=OFF \
     -DSIGHTLINE_BUILD_BENCHMARKS=OFF >/dev/null
   cmake --build "$dir" -j"$(nproc)" --target sightline shm_registry_tests ipc_schema_tests \
-    api_server_tests jinja_tests http_fuzzer sightline_envelope_fuzzer
+    api_server_tests jinja_tests tracing_tests http_fuzzer sightline_envelope_fuzzer
   cd "$dir"
   # Left to the GCC tree: a test that runs 32 x 1,900 tokens to the end through
   # an ASan-built engine (minutes here, seconds there) and checks only timing.
