@@ -1,6 +1,8 @@
 #include "sightline/api_server/api_server_process.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -15,6 +17,7 @@
 #include "load_report.h"
 #include "lora_routes.h"
 #include "metrics/request_metrics.h"
+#include "metrics/request_tracer.h"
 #include "openai/chat_template.h"
 #include "openai_server.h"
 #include "sightline/clock.h"
@@ -89,6 +92,12 @@ struct RankPort {
   std::unique_ptr<HttpServer> http;
 };
 
+// OTEL_SDK_DISABLED=true turns tracing off, as in every OpenTelemetry SDK.
+bool TracingDisabledByEnvironment() {
+  const char* v = std::getenv("OTEL_SDK_DISABLED");
+  return v && std::string_view(v) == "true";
+}
+
 }  // namespace
 
 Status CheckApiOptions(const ApiServerProcessOptions& o) {
@@ -130,6 +139,9 @@ Status CheckApiOptions(const ApiServerProcessOptions& o) {
                                    std::to_string(65536 - kMaxDataParallelSize) + "]");
   if (o.count != 0 && o.index >= o.count)
     return Status::InvalidArgument("--api-server-index must be below --api-server-count");
+  if (!o.otlp_traces_endpoint.empty())
+    if (Status s = RequestTracer::Check(o.otlp_traces_endpoint); !s.ok())
+      return Status::InvalidArgument("--otlp-traces-endpoint: " + s.message());
   return Status::Ok();
 }
 
@@ -202,6 +214,16 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
                                  o.disable_log_stats, &request_metrics, engines.ranks());
       !s.ok())
     return s;
+
+  // Declared before the servers that use it: it outlives them, and its
+  // thread's counters need the registry (declared before it).
+  std::unique_ptr<RequestTracer> tracer;
+  if (!o.otlp_traces_endpoint.empty() && !TracingDisabledByEnvironment()) {
+    if (Status s = RequestTracer::Create(o.otlp_traces_endpoint, registry.registry.get(), &tracer);
+        !s.ok())
+      return s;
+    so.tracer = tracer.get();
+  }
 
   HttpServerOptions ho;
   ho.host = o.host;
@@ -321,6 +343,10 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
     http.Drain(1.0);
     for (RankPort& rp : rank_ports) rp.http->Drain(1.0);
   }
+  // Every response has completed, so every span is queued: send them,
+  // within what is left of the timeout (at least 2 s; the supervisor waits
+  // 5 s past it).
+  if (tracer) tracer->Shutdown(std::max(left(), 2.0));
   // Order matters: no HTTP handler and no engine output may reach the
   // OpenAI server once it is being destroyed.
   http.Stop();

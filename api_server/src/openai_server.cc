@@ -251,6 +251,10 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   o.num_speculative_tokens = options_.engine.num_speculative_tokens;
   o.force_usage = options_.force_include_usage;
   o.stream_interval = options_.stream_interval;
+  if (options_.tracer) {
+    o.tracer = options_.tracer;
+    o.trace = options_.tracer->Begin(request);
+  }
   const std::uint64_t number = next_id_++;  // this process's key for live_, not an id
   auto processor =
       std::make_shared<OutputProcessor>(std::move(o), std::move(params), tokenizer_, engine,

@@ -21,6 +21,7 @@
 #include "engine_router.h"
 #include "http/http_server.h"
 #include "metrics/request_metrics.h"
+#include "metrics/request_tracer.h"
 #include "openai/chat_template.h"
 #include "openai/completion_request.h"
 #include "sightline/tokenizer/tokenizer.h"
@@ -42,6 +43,8 @@ struct OpenAiServerOptions {
   bool load_tracking = false;  // --enable-server-load-tracking: GET /load
   // The ORCA load report's two values (load_report.h); null: no report.
   std::function<void(double* kv_cache_usage_perc, double* num_requests_waiting)> read_load;
+  // --otlp-traces-endpoint: a span per finished choice; null: no tracing.
+  RequestTracer* tracer = nullptr;
 };
 
 class OutputProcessor;

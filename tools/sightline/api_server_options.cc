@@ -40,6 +40,10 @@ void AddApiServingFlags(CLI::App* cmd, api::ApiServerProcessOptions* o) {
   cmd->add_flag("--no-prefix-affinity", o->no_prefix_affinity,
                 "Data-parallel routing by load alone (vLLM's balancer), without sending a "
                 "request to the engine that caches its prompt's prefix");
+  cmd->add_option("--otlp-traces-endpoint", o->otlp_traces_endpoint,
+                  "Send OpenTelemetry traces (a span per request, vLLM's) to this OTLP/HTTP "
+                  "collector URL, e.g. http://localhost:4318/v1/traces (OTEL_* variables "
+                  "configure the rest)");
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body")
       ->capture_default_str();
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout,
@@ -81,6 +85,7 @@ std::vector<std::string> ApiServerArgs(const api::ApiServerProcessOptions& o) {
   if (o.stream_interval != 1) a.Add("--stream-interval", o.stream_interval);
   if (o.allow_runtime_lora_updating) a.Flag("--allow-runtime-lora-updating");
   if (o.no_prefix_affinity) a.Flag("--no-prefix-affinity");
+  if (!o.otlp_traces_endpoint.empty()) a.Add("--otlp-traces-endpoint", o.otlp_traces_endpoint);
   for (int fd : o.rank_fds) a.Add("--data-parallel-rank-fd", fd);
   if (o.rank_fds.empty() && o.rank_port > 0) a.Add("--data-parallel-rank-port", o.rank_port);
   return a.Take();

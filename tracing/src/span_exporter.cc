@@ -198,12 +198,19 @@ class SpanExporter::Impl {
   std::thread thread_;  // last: started once the rest is built
 };
 
-Status SpanExporter::Create(ExporterOptions options, Counters counters,
-                            std::unique_ptr<SpanExporter>* out) {
+Status SpanExporter::Check(const ExporterOptions& options) {
   HttpUrl url;
   if (Status s = HttpUrl::Parse(options.endpoint, &url); !s.ok()) return s;
   if (options.max_queue == 0 || options.max_batch == 0)
     return Status::InvalidArgument("the span queue and batch must hold at least one span");
+  return Status::Ok();
+}
+
+Status SpanExporter::Create(ExporterOptions options, Counters counters,
+                            std::unique_ptr<SpanExporter>* out) {
+  if (Status s = Check(options); !s.ok()) return s;
+  HttpUrl url;
+  (void)HttpUrl::Parse(options.endpoint, &url);
   options.max_batch = std::min(options.max_batch, options.max_queue);
   out->reset(new SpanExporter(
       std::make_unique<Impl>(std::move(options), std::move(url), std::move(counters))));

@@ -13,6 +13,24 @@ struct RequestMetrics::Engine {
   std::string label;  // the `engine` label value
 };
 
+RequestIntervals IntervalsOf(const FinishedRequest& r) {
+  RequestIntervals i;
+  // The TTFT histogram is observed at the first token (OnTimeToFirstToken,
+  // the same subtraction).
+  if (r.first_token >= 0) i.ttft = r.first_token - r.arrival;
+  if (r.last_output >= 0) i.e2e = r.last_output - r.arrival;
+  if (r.queued >= 0 && r.first_scheduled >= 0) i.queue = r.first_scheduled - r.queued;
+  if (r.first_scheduled >= 0 && r.engine_first_token >= 0)
+    i.prefill = r.engine_first_token - r.first_scheduled;
+  if (r.engine_first_token >= 0 && r.engine_last_token >= 0) {
+    i.decode = r.engine_last_token - r.engine_first_token;
+    i.tpot = r.generation_tokens > 1 ? *i.decode / (r.generation_tokens - 1) : 0.0;
+  }
+  if (r.first_scheduled >= 0 && r.engine_last_token >= 0)
+    i.inference = r.engine_last_token - r.first_scheduled;
+  return i;
+}
+
 RequestMetrics::RequestMetrics() = default;
 RequestMetrics::~RequestMetrics() = default;
 
@@ -138,17 +156,13 @@ void RequestMetrics::OnFinished(const FinishedRequest& r) {
   if (r.max_tokens_set) e.params_max_tokens.Observe(r.max_tokens);
   e.prefill_kv.Observe(r.prompt_tokens - r.cached_tokens);
   e.preemptions.Observe(r.num_preemptions);
-  if (r.last_output >= 0) e.e2e.Observe(r.last_output - r.arrival);
-  if (r.queued >= 0 && r.first_scheduled >= 0) e.queue.Observe(r.first_scheduled - r.queued);
-  if (r.first_scheduled >= 0 && r.engine_first_token >= 0)
-    e.prefill.Observe(r.engine_first_token - r.first_scheduled);
-  if (r.engine_first_token >= 0 && r.engine_last_token >= 0) {
-    const double decode = r.engine_last_token - r.engine_first_token;
-    e.decode.Observe(decode);
-    e.tpot.Observe(r.generation_tokens > 1 ? decode / (r.generation_tokens - 1) : 0.0);
-  }
-  if (r.first_scheduled >= 0 && r.engine_last_token >= 0)
-    e.inference.Observe(r.engine_last_token - r.first_scheduled);
+  const RequestIntervals i = IntervalsOf(r);
+  if (i.e2e) e.e2e.Observe(*i.e2e);
+  if (i.queue) e.queue.Observe(*i.queue);
+  if (i.prefill) e.prefill.Observe(*i.prefill);
+  if (i.decode) e.decode.Observe(*i.decode);
+  if (i.tpot) e.tpot.Observe(*i.tpot);
+  if (i.inference) e.inference.Observe(*i.inference);
 }
 
 void RequestMetrics::OnParentFinished(std::uint32_t engine, std::uint32_t n,

@@ -41,6 +41,17 @@ struct FinishedRequest {
   std::optional<RequestSpecDecodeMetrics> spec;
 };
 
+// The intervals of METRICS.md §5 one finished request gives, in seconds
+// (absent: it never reached one of the two events), each from two stamps of
+// one clock. The histograms and the request's span (request_tracer.h) both
+// take them from here, so they agree.
+struct RequestIntervals {
+  std::optional<double> ttft, e2e;                          // API-server clock
+  std::optional<double> queue, prefill, decode, inference;  // engine clock
+  std::optional<double> tpot;  // decode over the tokens after the first
+};
+RequestIntervals IntervalsOf(const FinishedRequest& r);
+
 class RequestMetrics {
  public:
   // Registers the families it writes (request_families.h, http_families.h;

@@ -290,7 +290,15 @@ void OutputProcessor::FinishChoice(Choice& c, const char* reason, bool client_go
     renderer_.EndChoice(c.index, c.stats.finished_reason);
   }
   metrics_->OnFinished(c.stats);
+  Trace(c);
   if (--remaining_ == 0) Complete(client_gone, false);
+}
+
+void OutputProcessor::Trace(const Choice& c) {
+  if (!options_.tracer || !options_.trace) return;
+  options_.tracer->Finished(
+      *options_.trace, {options_.id, options_.model, params_.temperature, params_.top_p, params_.n},
+      c.stats);
 }
 
 std::vector<std::string> OutputProcessor::FailRunning(std::size_t submitted, const char* reason) {
@@ -301,6 +309,7 @@ std::vector<std::string> OutputProcessor::FailRunning(std::size_t submitted, con
     c->done = true;
     c->stats.finished_reason = reason;
     metrics_->OnFinished(c->stats);
+    Trace(*c);
   }
   return running;
 }

@@ -25,12 +25,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine_client.h"
 #include "http/http_server.h"
 #include "metrics/request_metrics.h"
+#include "metrics/request_tracer.h"
 #include "openai/completion_request.h"
 #include "output/openai_render.h"
 #include "sightline/clock.h"
@@ -57,6 +59,10 @@ class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
     // once, then every stream_interval tokens, and what is held at its end.
     // Metrics see every engine output as it comes (ITL per engine step).
     int stream_interval = 1;
+    // --otlp-traces-endpoint: each choice's span when it finishes, in this
+    // trace (none: the request is not traced).
+    RequestTracer* tracer = nullptr;
+    std::optional<RequestTrace> trace;
   };
 
   // `on_complete` runs once, when the request completes (under the
@@ -113,6 +119,8 @@ class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
   // Finishes choice `c` once with `reason`; the last one completes the
   // request. `client_gone` when nothing more can be sent.
   void FinishChoice(Choice& c, const char* reason, bool client_gone);
+  // The finished choice's span, when the request is traced.
+  void Trace(const Choice& c);
   // Every choice still running fails with `reason` (counted): "abort" when
   // the engine died, "error" for a defect; returns the engine ids of those
   // among the first `submitted`.

@@ -37,6 +37,9 @@ struct ApiServerProcessOptions {
   // --stream-interval (vLLM's): a stream sends its text every this many
   // tokens (and its first token and its end at once); 1: every token.
   int stream_interval = 1;
+  // OpenTelemetry traces to this OTLP/HTTP collector URL (vLLM's
+  // --otlp-traces-endpoint; the OTEL_* variables configure the rest); empty: off.
+  std::string otlp_traces_endpoint;
   int ready_fd = -1;  // --ready-fd: read by the CLI's on_ready hook, not by the process
   std::uint32_t index = 0;
   // The instance's API servers (index < count); 0: not said (taken as

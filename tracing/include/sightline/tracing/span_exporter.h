@@ -73,6 +73,8 @@ class SpanExporter {
   // not an http:// URL.
   static Status Create(ExporterOptions options, Counters counters,
                        std::unique_ptr<SpanExporter>* out);
+  // What Create would refuse, without starting anything.
+  static Status Check(const ExporterOptions& options);
   // Shutdown(0) if not done.
   ~SpanExporter();
   SpanExporter(const SpanExporter&) = delete;
