@@ -7,12 +7,16 @@ and /metrics latency percentiles during the load.
 
 Usage: tools/bench/api_load.py [--cli build/tools/sightline] [--streams 256]
        [--tokens 64] [--rounds 2] [--per-request-metrics] [--stream-interval N]
-       [--syscalls] [--n N]
+       [--syscalls] [--n N] [--otlp]
 With --syscalls, `perf stat` counts the API server's system calls during each round
 (tracepoints; needs perf and root) and prints them per streamed token, the busiest by name.
+With --otlp, the API server traces every request (--otlp-traces-endpoint) to a stand-in
+collector in this script that accepts every export; the spans it received are printed.
 Python standard library only besides that; starts and stops every process it uses.
 """
-import argparse, asyncio, json, os, signal, socket, statistics, subprocess, sys, tempfile, time
+import argparse, asyncio, json, os, signal, socket, statistics, subprocess, sys
+import tempfile, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -21,6 +25,24 @@ def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK  # utime + stime
+
+
+class Collector(BaseHTTPRequestHandler):
+    """Accepts every OTLP export (an empty ExportTraceServiceResponse: all taken)."""
+    exports = 0
+    bytes = 0
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        Collector.exports += 1
+        Collector.bytes += len(body)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
 
 
 async def http(port, method, path, body=b"", stream_tokens=False):
@@ -118,6 +140,7 @@ if __name__ == "__main__":
     p.add_argument("--syscalls", action="store_true", help="count the API server's syscalls (perf)")
     p.add_argument("--n", type=int, default=1, help="choices per request (each engine step "
                    "then gives a stream n chunks)")
+    p.add_argument("--otlp", action="store_true", help="trace every request to a collector here")
     a = p.parse_args()
     name = f"apiload{os.getpid()}"
     base = f"ipc:///tmp/{name}"
@@ -131,6 +154,14 @@ if __name__ == "__main__":
                                        "--registry", name, "--threads", "1", "--max-num-seqs", "256"]))
         extra = ["--enable-per-request-metrics"] if a.per_request_metrics else []
         extra += ["--stream-interval", str(a.stream_interval)]
+        collector = None
+        if a.otlp:
+            collector = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+            threading.Thread(target=collector.serve_forever, daemon=True).start()
+            # Batches leave within the round, so their CPU is counted in it.
+            os.environ["OTEL_BSP_SCHEDULE_DELAY"] = "100"
+            extra += ["--otlp-traces-endpoint",
+                      f"http://127.0.0.1:{collector.server_address[1]}/v1/traces"]
         procs.append(subprocess.Popen([a.cli, "api-server", "--engine-input", base + ".in",
                                        "--engine-output", base + ".out", "--registry", name,
                                        "--port", str(port), "--threads", str(a.api_threads)] + extra))
@@ -141,6 +172,8 @@ if __name__ == "__main__":
             except Exception:
                 time.sleep(0.1)
         asyncio.run(main(a, port, procs[1].pid))
+        if collector:
+            print(f"collector: {Collector.exports} exports, {Collector.bytes} bytes so far")
     finally:
         for proc in reversed(procs):
             proc.send_signal(signal.SIGTERM)
