@@ -139,7 +139,7 @@ Status CheckApiOptions(const ApiServerProcessOptions& o) {
                                    std::to_string(65536 - kMaxDataParallelSize) + "]");
   if (o.count != 0 && o.index >= o.count)
     return Status::InvalidArgument("--api-server-index must be below --api-server-count");
-  if (!o.otlp_traces_endpoint.empty())
+  if (!o.otlp_traces_endpoint.empty() && !TracingDisabledByEnvironment())
     if (Status s = RequestTracer::Check(o.otlp_traces_endpoint); !s.ok())
       return Status::InvalidArgument("--otlp-traces-endpoint: " + s.message());
   return Status::Ok();

@@ -19,12 +19,31 @@
 #include "e2e/load.h"
 #include "e2e/serve_instance.h"
 #include "support/otlp_receiver.h"
+#include "support/raw_http.h"
 
 namespace sightline::testing::tracing_e2e {
 namespace {
 
 using nlohmann::json;
 using TraceSpan = OtlpReceiver::Span;
+
+// Environment variables for the instance a test starts (inherited by its
+// processes), unset again when the test ends.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const auto& [name, value] : vars) {
+      setenv(name, value, 1);
+      names_.push_back(name);
+    }
+  }
+  ~ScopedEnv() {
+    for (const char* name : names_) unsetenv(name);
+  }
+
+ private:
+  std::vector<const char*> names_;
+};
 
 // A span's attributes by key, numbers as doubles, strings as themselves.
 struct Attributes {
@@ -124,8 +143,7 @@ Seen Send(int port, const std::string& api, bool stream,
 }
 
 TEST(Tracing, SpansMatchResponsesAndHistograms) {
-  setenv("OTEL_BSP_SCHEDULE_DELAY", "50", 1);
-  setenv("OTEL_SERVICE_NAME", "tracing-e2e", 1);
+  ScopedEnv env({{"OTEL_BSP_SCHEDULE_DELAY", "50"}, {"OTEL_SERVICE_NAME", "tracing-e2e"}});
   OtlpReceiver receiver;
   ServeInstance serve({"--api-server-count", "2", "--enable-per-request-metrics",
                        "--otlp-traces-endpoint", receiver.url()});
@@ -143,6 +161,7 @@ TEST(Tracing, SpansMatchResponsesAndHistograms) {
   ASSERT_TRUE(receiver.WaitForSpans(kSpans)) << receiver.spans().size();
   const auto spans = receiver.spans();
   ASSERT_EQ(spans.size(), kSpans);
+  EXPECT_EQ(receiver.bad_bodies(), 0u);
 
   std::map<std::string, double> sums;
   std::set<std::string> traces;
@@ -209,7 +228,7 @@ TEST(Tracing, SpansMatchResponsesAndHistograms) {
 }
 
 TEST(Tracing, CallersContextAndSampling) {
-  setenv("OTEL_BSP_SCHEDULE_DELAY", "50", 1);
+  ScopedEnv env({{"OTEL_BSP_SCHEDULE_DELAY", "50"}});
   OtlpReceiver receiver;
   ServeInstance serve({"--otlp-traces-endpoint", receiver.url()});
   ASSERT_GT(serve.port(), 0) << serve.Log();
@@ -222,15 +241,27 @@ TEST(Tracing, CallersContextAndSampling) {
   // Malformed: ignored, the request is served and starts a trace of its own.
   const Seen root = Send(serve.port(), "completions", false,
                          {{"traceparent", "00-" + trace + "-" + parent + "-01-extra"}});
-  ASSERT_TRUE(receiver.WaitForSpans(2));
+  // tracestate on two lines: one list (W3C §3.3.1.1), in their order.
+  const std::string body = R"({"prompt": "x", "max_tokens": 2})";
+  const std::string wire =
+      RawExchange(serve.port(),
+                  "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                  "Content-Type: application/json\r\nContent-Length: " +
+                      std::to_string(body.size()) + "\r\ntraceparent: 00-" + trace + "-" + parent +
+                      "-01\r\ntracestate: a=1\r\ntracestate: b=2\r\n\r\n" + body);
+  ASSERT_EQ(StatusOf(wire), 200) << wire;
+  ASSERT_TRUE(receiver.WaitForSpans(3));
   kill(serve.pid(), SIGTERM);  // flushes what is queued before exiting
   ASSERT_TRUE(serve.WaitExit(60));
   const auto spans = receiver.spans();
-  ASSERT_EQ(spans.size(), 2u);  // not the unsampled one
+  ASSERT_EQ(spans.size(), 3u);  // not the unsampled one
   for (const TraceSpan& s : spans) {
     const std::string id = Read(s).strings.at("gen_ai.request.id");
     const std::string trace_hex = Hex(s.trace_id());
-    if (id == child.id) {
+    if (id != child.id && id != root.id) {  // the raw request's
+      EXPECT_EQ(trace_hex, trace);
+      EXPECT_EQ(s.trace_state(), "a=1, b=2");
+    } else if (id == child.id) {
       EXPECT_EQ(trace_hex, trace);
       EXPECT_EQ(Hex(s.parent_span_id()), parent);
       EXPECT_EQ(s.trace_state(), "vendor=opaque");
@@ -246,8 +277,11 @@ TEST(Tracing, CallersContextAndSampling) {
 // A collector that refuses every export, then one that hangs: every
 // request is served, and every span is counted once (exported or dropped).
 TEST(Tracing, RefusingOrHangingCollectorHarmsNoRequest) {
-  setenv("OTEL_BSP_SCHEDULE_DELAY", "50", 1);
-  setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4", 1);
+  // A short export timeout: the second API server's export, queued behind
+  // the held one, times out and retries within the waits below.
+  ScopedEnv env({{"OTEL_BSP_SCHEDULE_DELAY", "50"},
+                 {"OTEL_BSP_MAX_QUEUE_SIZE", "4"},
+                 {"OTEL_EXPORTER_OTLP_TIMEOUT", "2000"}});
   OtlpReceiver receiver;
   OtlpReceiver::Answer refuse;
   refuse.status = 500;
@@ -285,11 +319,11 @@ TEST(Tracing, RefusingOrHangingCollectorHarmsNoRequest) {
 }
 
 TEST(Tracing, BadEndpointOrEnvironmentIsRefusedAtStart) {
-  for (const auto& [endpoint, var] : std::vector<std::pair<std::string, std::string>>{
-           {"localhost:4317", ""},
-           {"https://collector:4318/v1/traces", ""},
-           {"http://127.0.0.1:4318/v1/traces", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=grpc"}}) {
-    if (!var.empty()) putenv(const_cast<char*>(var.c_str()));
+  for (const auto& [endpoint, protocol] : std::vector<std::pair<std::string, std::string>>{
+           {"localhost:4317", "http/protobuf"},
+           {"https://collector:4318/v1/traces", "http/protobuf"},
+           {"http://127.0.0.1:4318/v1/traces", "grpc"}}) {
+    ScopedEnv env({{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", protocol.c_str()}});
     ServeInstance serve({"--otlp-traces-endpoint", endpoint});
     EXPECT_EQ(serve.port(), 0);
     EXPECT_EQ(serve.WaitExit(60), 1) << serve.Log();

@@ -103,11 +103,17 @@ void OtlpReceiver::Serve() {
         changed_.wait_for(lock, std::chrono::duration<double>(a.delay_seconds),
                           [&] { return stopping_; });
       if (a.status >= 200 && a.status < 300) {
-        std::string body = req.body();
-        if (req[http::field::content_encoding] == "gzip") body = Gunzip(body);
-        ExportRequest decoded;
-        if (!decoded.ParseFromString(body)) throw std::runtime_error("undecodable OTLP body");
-        accepted_.push_back(std::move(decoded));
+        // A body that does not decode is answered 400 and counted (bad_bodies()).
+        try {
+          std::string body = req.body();
+          if (req[http::field::content_encoding] == "gzip") body = Gunzip(body);
+          ExportRequest decoded;
+          if (!decoded.ParseFromString(body)) throw std::runtime_error("undecodable OTLP body");
+          accepted_.push_back(std::move(decoded));
+        } catch (const std::exception&) {
+          ++bad_bodies_;
+          a.status = 400;
+        }
       }
       changed_.notify_all();
     }
@@ -155,6 +161,11 @@ std::vector<OtlpReceiver::Span> OtlpReceiver::spans() {
 std::map<std::string, std::string> OtlpReceiver::last_headers() {
   std::lock_guard<std::mutex> lock(mu_);
   return last_headers_;
+}
+
+std::size_t OtlpReceiver::bad_bodies() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bad_bodies_;
 }
 
 bool OtlpReceiver::holding() {

@@ -3,7 +3,8 @@
 // sends them), decodes each body (gunzipped if it says so) as an
 // ExportTraceServiceRequest with the classes protoc generates from
 // tracing/proto, and answers as told: a status, after a delay, or held
-// until released (a collector that hangs).
+// until released (a collector that hangs). An export it answers 2xx is
+// recorded even if the client gave up waiting (and may send it again).
 #pragma once
 
 #include <condition_variable>
@@ -46,7 +47,8 @@ class OtlpReceiver {
   std::vector<ExportRequest> accepted();
   std::vector<Span> spans();                          // of accepted(), in order
   std::map<std::string, std::string> last_headers();  // lower-case names
-  bool holding();                                     // a POST is being held now
+  std::size_t bad_bodies();  // POSTs whose body did not decode (answered 400)
+  bool holding();            // a POST is being held now
   // Waits (up to `seconds`) until `n` spans were accepted / `n` POSTs came.
   bool WaitForSpans(std::size_t n, double seconds = 60);
   bool WaitForPosts(std::size_t n, double seconds = 60);
@@ -60,7 +62,7 @@ class OtlpReceiver {
   std::condition_variable changed_;
   Answer answer_;
   bool released_ = false, stopping_ = false, holding_ = false;
-  std::size_t posts_ = 0;
+  std::size_t posts_ = 0, bad_bodies_ = 0;
   std::vector<ExportRequest> accepted_;
   std::map<std::string, std::string> last_headers_;
   std::thread thread_;

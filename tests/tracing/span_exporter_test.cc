@@ -6,6 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <future>
@@ -149,8 +154,10 @@ TEST(SpanExporter, RefusedBatchIsDroppedAndCountedWithoutRetry) {
   OtlpReceiver receiver;
   receiver.set_answer(Answering(500));
   Tally tally;
+  ExporterOptions o = Options(receiver);
+  o.schedule_delay_seconds = 3600;  // one batch, at shutdown
   std::unique_ptr<SpanExporter> exporter;
-  ASSERT_TRUE(SpanExporter::Create(Options(receiver), tally.Counters(), &exporter).ok());
+  ASSERT_TRUE(SpanExporter::Create(o, tally.Counters(), &exporter).ok());
   for (int i = 0; i < 3; ++i) exporter->Export(MakeSpan(i));
   exporter->Shutdown(30);
   EXPECT_EQ(tally.dropped_for("export_failed"), 3u);
@@ -221,11 +228,16 @@ TEST(SpanExporter, HangingCollectorNeverBlocksExportAndQueueIsBounded) {
 }
 
 TEST(SpanExporter, AbsentCollectorDropsAndCounts) {
-  int port = 0;
-  {
-    OtlpReceiver gone;  // a port that was just free
-    port = gone.port();
-  }
+  // A port bound but never listening: connections to it are refused, and no
+  // other test can take it meanwhile.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
   Tally tally;
   ExporterOptions o;
   o.endpoint = "http://127.0.0.1:" + std::to_string(port) + "/v1/traces";
@@ -237,8 +249,11 @@ TEST(SpanExporter, AbsentCollectorDropsAndCounts) {
   ASSERT_TRUE(SpanExporter::Create(o, tally.Counters(), &exporter).ok());
   for (int i = 0; i < 5; ++i) exporter->Export(MakeSpan(i));
   exporter->Shutdown(30);
+  close(fd);
   EXPECT_EQ(tally.exported, 0u);
   EXPECT_EQ(tally.total(), 5u);
+  exporter->Export(MakeSpan(5));  // after shutdown: dropped as such
+  EXPECT_EQ(tally.dropped_for("shutdown"), 1u);
 }
 
 TEST(SpanExporter, GzipAndHeaders) {
@@ -259,9 +274,9 @@ TEST(SpanExporter, GzipAndHeaders) {
 
 TEST(SpanExporter, RefusesEndpointsItCannotUse) {
   std::unique_ptr<SpanExporter> exporter;
-  for (const char* bad :
-       {"localhost:4317", "grpc://localhost:4317", "https://collector:4318", "http://",
-        "http://host:notaport/v1/traces", "http://host:0", "http://user@host:4318"}) {
+  for (const char* bad : {"localhost:4317", "grpc://localhost:4317", "https://collector:4318",
+                          "http://", "http://host:notaport/v1/traces", "http://host:0",
+                          "http://user@host:4318", "http://[::1]x/v1/traces"}) {
     ExporterOptions o;
     o.endpoint = bad;
     EXPECT_FALSE(SpanExporter::Create(o, {}, &exporter).ok()) << bad;
@@ -277,6 +292,9 @@ TEST(SpanExporter, RefusesEndpointsItCannotUse) {
   EXPECT_EQ(u.target, "/x?y=1");
   ASSERT_TRUE(HttpUrl::Parse("http://h/v1/traces", &u).ok());
   EXPECT_EQ(u.port, "80");
+  ASSERT_TRUE(HttpUrl::Parse("http://h:4318?tenant=a#frag", &u).ok());
+  EXPECT_EQ(u.host, "h");
+  EXPECT_EQ(u.target, "/?tenant=a");
 }
 
 TEST(ExporterOptions, FromEnvironment) {
@@ -325,6 +343,7 @@ TEST(ExporterOptions, FromEnvironment) {
            {"OTEL_EXPORTER_OTLP_COMPRESSION", "zstd"},
            {"OTEL_EXPORTER_OTLP_HEADERS", "novalue"},
            {"OTEL_EXPORTER_OTLP_HEADERS", "k=%zz"},
+           {"OTEL_EXPORTER_OTLP_HEADERS", "k=a%0D%0AInjected: 1"},
            {"OTEL_BSP_MAX_QUEUE_SIZE", "0"},
            {"OTEL_RESOURCE_ATTRIBUTES", "=x"}}) {
     env = {{name, value}};

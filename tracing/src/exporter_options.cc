@@ -2,6 +2,7 @@
 // variables, as its specification defines them (sdk-environment-variables,
 // exporter, protocol). Parsed by hand: no C++ OpenTelemetry SDK is packaged
 // for Debian, and the formats are small (W3C Baggage-style lists, integers).
+#include <algorithm>
 #include <charconv>
 
 #include "sightline/tracing/span_exporter.h"
@@ -60,9 +61,14 @@ Status ParseList(const char* name, const char* value,
     const std::size_t eq = member.find('=');
     std::string key, decoded;
     if (eq != std::string::npos) key = Trim(member.substr(0, eq));
-    if (key.empty() || !PercentDecode(Trim(member.substr(eq + 1)), &decoded))
+    // Control characters (a decoded line break would split an HTTP header)
+    // are refused.
+    if (key.empty() || !PercentDecode(Trim(member.substr(eq + 1)), &decoded) ||
+        std::any_of(decoded.begin(), decoded.end(),
+                    [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
       return Status::InvalidArgument(std::string(name) + ": '" + member +
-                                     "' is not key=value (values percent-encoded)");
+                                     "' is not key=value (values percent-encoded, no control "
+                                     "characters)");
     out->emplace_back(std::move(key), std::move(decoded));
   }
   return Status::Ok();

@@ -20,6 +20,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The longest wait anything here takes (a delay, a timeout): a day. Longer
+// values are clamped, so that no duration overflows the clock.
+constexpr double kMaxSeconds = 86400;
+
 Clock::duration Seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
@@ -71,28 +75,31 @@ class SpanExporter::Impl {
   ~Impl() { Shutdown(0); }
 
   void Export(Span span) {
+    bool stopping = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!stopping_ && queue_.size() < options_.max_queue) {
+      stopping = stopping_;
+      if (!stopping && queue_.size() < options_.max_queue) {
         queue_.push_back(std::move(span));
         if (queue_.size() >= options_.max_batch) wake_.notify_one();
         return;
       }
     }
-    Dropped(DropReason::kQueueFull, 1);
+    Dropped(stopping ? DropReason::kShutdown : DropReason::kQueueFull, 1);
   }
 
   void Shutdown(double seconds) {
+    std::thread thread;  // taken under the lock: one caller joins it
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!thread_.joinable()) return;
       if (!stopping_) {
         stopping_ = true;
-        deadline_ = Clock::now() + Seconds(std::max(0.0, seconds));
+        deadline_ = Clock::now() + Seconds(std::clamp(seconds, 0.0, kMaxSeconds));
       }
+      thread = std::move(thread_);
     }
     wake_.notify_one();
-    thread_.join();
+    if (thread.joinable()) thread.join();
   }
 
  private:
@@ -109,6 +116,11 @@ class SpanExporter::Impl {
       wake_.wait_until(lock, Clock::now() + Seconds(options_.schedule_delay_seconds),
                        [&] { return stopping_ || queue_.size() >= options_.max_batch; });
       while (!queue_.empty()) {
+        if (stopping_ && Clock::now() >= deadline_) {  // out of time: nothing more is sent
+          Dropped(DropReason::kShutdown, queue_.size());
+          queue_.clear();
+          break;
+        }
         const std::size_t n = std::min(queue_.size(), options_.max_batch);
         std::vector<Span> batch(std::make_move_iterator(queue_.begin()),
                                 std::make_move_iterator(queue_.begin() + n));
@@ -116,10 +128,6 @@ class SpanExporter::Impl {
         lock.unlock();
         Send(batch);
         lock.lock();
-        if (stopping_ && Clock::now() >= deadline_) {
-          Dropped(DropReason::kShutdown, queue_.size());
-          queue_.clear();
-        }
         if (!stopping_ && queue_.size() < options_.max_batch) break;
       }
       if (stopping_) return;
@@ -203,6 +211,8 @@ Status SpanExporter::Check(const ExporterOptions& options) {
   if (Status s = HttpUrl::Parse(options.endpoint, &url); !s.ok()) return s;
   if (options.max_queue == 0 || options.max_batch == 0)
     return Status::InvalidArgument("the span queue and batch must hold at least one span");
+  if (!(options.timeout_seconds > 0))
+    return Status::InvalidArgument("the export timeout must be positive");
   return Status::Ok();
 }
 
@@ -212,6 +222,12 @@ Status SpanExporter::Create(ExporterOptions options, Counters counters,
   HttpUrl url;
   (void)HttpUrl::Parse(options.endpoint, &url);
   options.max_batch = std::min(options.max_batch, options.max_queue);
+  // A delay of 0 would spin the thread; none may overflow the clock.
+  options.schedule_delay_seconds = std::clamp(options.schedule_delay_seconds, 1e-3, kMaxSeconds);
+  options.timeout_seconds = std::min(options.timeout_seconds, kMaxSeconds);
+  options.initial_backoff_seconds = std::clamp(options.initial_backoff_seconds, 1e-3, kMaxSeconds);
+  options.max_backoff_seconds =
+      std::clamp(options.max_backoff_seconds, options.initial_backoff_seconds, kMaxSeconds);
   out->reset(new SpanExporter(
       std::make_unique<Impl>(std::move(options), std::move(url), std::move(counters))));
   return Status::Ok();

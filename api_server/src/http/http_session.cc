@@ -110,7 +110,10 @@ void Session::OnHeader(beast::error_code ec) {
     std::string name(field.name_string());
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (field.name() == http::field::transfer_encoding) codings.push_back(View(field.value()));
-    request_.headers[name] = std::string(field.value());
+    // Repeated lines are one comma-separated list (RFC 9110 §5.3): W3C
+    // tracestate may come in several, and two traceparents then fail to parse.
+    auto [it, fresh] = request_.headers.emplace(std::move(name), std::string(field.value()));
+    if (!fresh) it->second.append(", ").append(View(field.value()));
   }
   HttpResponse error;
   bool framing = false;  // the body's length is unknown: the connection must end

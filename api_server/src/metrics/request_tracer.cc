@@ -1,5 +1,8 @@
 #include "metrics/request_tracer.h"
 
+#include <array>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -18,12 +21,13 @@ Status Options(const std::string& endpoint, tracing::ExporterOptions* out) {
   return Status::Ok();
 }
 
-// API-server monotonic seconds as Unix nanoseconds: the offset between the
-// two clocks now (spans are dated by the wall clock; their intervals come
-// from the monotonic one, as the metrics').
-std::uint64_t UnixNanos(double monotonic_seconds, double offset_seconds) {
-  const double unix_seconds = monotonic_seconds + offset_seconds;
-  return unix_seconds > 0 ? static_cast<std::uint64_t>(unix_seconds * 1e9) : 0;
+// API-server monotonic seconds as Unix nanoseconds, by the offset between
+// the two clocks now (spans are dated by the wall clock; their intervals
+// come from the monotonic one, as the metrics'). In integers: a double of
+// Unix seconds resolves only about 240 ns.
+std::uint64_t UnixNanos(double monotonic_seconds, std::int64_t offset_nanos) {
+  const std::int64_t nanos = std::llround(monotonic_seconds * 1e9) + offset_nanos;
+  return nanos > 0 ? static_cast<std::uint64_t>(nanos) : 0;
 }
 
 }  // namespace
@@ -103,7 +107,11 @@ void RequestTracer::Finished(const RequestTrace& trace, const SpanRequest& q,
   s.parent_span_id = trace.parent.span_id;
   s.name = "llm_request";
   s.kind = tracing::SpanKind::kServer;
-  const double now = MonotonicSeconds(), offset = UnixSeconds() - now;
+  const double now = MonotonicSeconds();
+  const std::int64_t offset = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count() -
+                              std::llround(now * 1e9);
   s.start_unix_nano = UnixNanos(r.arrival, offset);
   s.end_unix_nano = UnixNanos(r.last_output >= 0 ? r.last_output : now, offset);
   // vLLM's attribute names (vllm/tracing.py SpanAttributes); the request's
