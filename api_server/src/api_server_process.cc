@@ -142,6 +142,12 @@ Status CheckApiOptions(const ApiServerProcessOptions& o) {
   if (!o.otlp_traces_endpoint.empty() && !TracingDisabledByEnvironment())
     if (Status s = RequestTracer::Check(o.otlp_traces_endpoint); !s.ok())
       return Status::InvalidArgument("--otlp-traces-endpoint: " + s.message());
+  tracing::DetailedTraces detailed;
+  if (Status s = tracing::ParseDetailedTraces(o.collect_detailed_traces, &detailed); !s.ok())
+    return s;
+  if (detailed.any() && o.otlp_traces_endpoint.empty())  // vLLM's rule and words
+    return Status::InvalidArgument(
+        "--collect-detailed-traces requires --otlp-traces-endpoint to be set");
   return Status::Ok();
 }
 
@@ -217,9 +223,16 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
 
   // Declared before the servers that use it: it outlives them, and its
   // thread's counters need the registry (declared before it).
+  tracing::DetailedTraces detailed;  // checked by CheckApiOptions
+  (void)tracing::ParseDetailedTraces(o.collect_detailed_traces, &detailed);
+  if (detailed.any())
+    if (Status s = request_metrics->EnableDetailedTraces(registry.registry.get(), detailed);
+        !s.ok())
+      return s;
   std::unique_ptr<RequestTracer> tracer;
   if (!o.otlp_traces_endpoint.empty() && !TracingDisabledByEnvironment()) {
-    if (Status s = RequestTracer::Create(o.otlp_traces_endpoint, registry.registry.get(), &tracer);
+    if (Status s = RequestTracer::Create(o.otlp_traces_endpoint, detailed, registry.registry.get(),
+                                         &tracer);
         !s.ok())
       return s;
     so.tracer = tracer.get();

@@ -158,7 +158,12 @@ void EngineCore::RecordStats(StepStats* stats) {
 }
 
 StepOutputs EngineCore::Step() {
+  // --collect-detailed-traces: each scheduled request is charged the step's
+  // scheduling and execution times (vLLM V0's scheduler_time and
+  // model_execute_time per sequence group).
+  const double schedule_start = config_.detailed_traces ? clock_() : 0;
   SchedulerOutput sched = scheduler_.Schedule();
+  const double schedule_end = config_.detailed_traces ? clock_() : 0;
   StepStats stats;
   stats.prefix = kv_.TakeStats();
   stats.num_preemptions = sched.num_preempted;
@@ -167,9 +172,21 @@ StepOutputs EngineCore::Step() {
   sampled_.tokens.clear();
   if (!sched.scheduled.empty()) {
     const SamplingBatch sampling = BuildSampling(sched);
-    runner_->Execute(BuildBatch(sched, config_.block_size), sampling, &sampled_);
+    const BatchInput batch = BuildBatch(sched, config_.block_size);
+    const double execute_start = config_.detailed_traces ? clock_() : 0;
+    sampled_.forward_seconds = -1;
+    runner_->Execute(batch, sampling, &sampled_);
     KeepPromptLogprobs(sched, sampling.rows.size());
     out.timestamp = clock_();  // after the forward pass: the tokens exist now
+    if (config_.detailed_traces)
+      for (const ScheduledRequest& s : sched.scheduled) {
+        Request* r = s.request;
+        r->scheduler_seconds += schedule_end - schedule_start;
+        r->execute_seconds += out.timestamp - execute_start;
+        r->forward_seconds = sampled_.forward_seconds >= 0 && r->forward_seconds >= 0
+                                 ? r->forward_seconds + sampled_.forward_seconds
+                                 : -1;
+      }
     stats.ran_model = out.ran_model = true;
     stats.prompt_tokens_computed = sched.num_prompt_tokens;
     if (perf_) stats.perf = perf_->Estimate(ShapeOf(sched));
@@ -199,6 +216,11 @@ StepOutputs EngineCore::Step() {
     item.num_draft_tokens = static_cast<std::uint32_t>(u.num_draft_tokens);
     item.num_accepted_draft_tokens = static_cast<std::uint32_t>(u.num_accepted);
     item.new_tokens = std::move(u.new_tokens);
+    if (config_.detailed_traces && r->finish_reason != FinishReason::kNone) {
+      item.scheduler_seconds = r->scheduler_seconds;
+      item.forward_seconds = r->forward_seconds;
+      item.execute_seconds = r->execute_seconds;
+    }
     out.by_client[r->client_index].push_back(std::move(item));
   }
   scheduler_.TakeFinished();  // their outputs are built; the requests go

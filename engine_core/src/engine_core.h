@@ -40,6 +40,9 @@ struct EngineCoreConfig {
   // --kv-events-config: the KV manager records vLLM's KV-cache events
   // (TakeKvEvents); the I/O layer publishes them.
   bool kv_events = false;
+  // --collect-detailed-traces: each request's last output carries its sums
+  // of the steps' scheduling, forward and execute times (OutputItem).
+  bool detailed_traces = false;
   // LoRA (the adapters in one batch: scheduler.max_loras).
   struct Lora {
     bool enabled = false;   // --enable-lora: adapters may be loaded at run time
@@ -65,6 +68,9 @@ struct OutputItem {
   // Speculation this step: drafts verified, drafts kept (RequestUpdate's).
   std::uint32_t num_draft_tokens = 0;
   std::uint32_t num_accepted_draft_tokens = 0;
+  // --collect-detailed-traces, on the last output: the request's sums of its
+  // steps' scheduling, forward and execute seconds; -1: not collected.
+  double scheduler_seconds = -1, forward_seconds = -1, execute_seconds = -1;
 };
 
 struct StepOutputs {

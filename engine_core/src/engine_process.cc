@@ -120,6 +120,7 @@ EngineCoreConfig CoreConfig(const EngineProcessOptions& o, const Plan& p) {
   c.kv_cache_metrics = o.kv_cache_metrics;
   c.kv_cache_metrics_sample = o.kv_cache_metrics_sample;
   c.enable_mfu_metrics = o.enable_mfu_metrics;
+  c.detailed_traces = !o.collect_detailed_traces.empty();  // checked: model, worker or all
   c.element_bytes = p.cuda ? CudaElementBytes(CudaMatrixTypeFor(o.dtype))
                            : CpuElementBytes(CpuWeightFormatFor(o));
   c.seed = o.seed;

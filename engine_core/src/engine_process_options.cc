@@ -13,6 +13,7 @@
 #include "sightline/engine_core/engine_process.h"
 #include "sightline/engine_core/safetensors.h"
 #include "sightline/kernels/device.h"
+#include "sightline/tracing/detailed_traces.h"
 
 namespace sightline::engine {
 
@@ -143,6 +144,9 @@ Status CheckEngineOptions(const ModelConfig& model, EngineProcessOptions* o, KvP
   if (!(o->heartbeat_timeout > 0)) return invalid("--heartbeat-timeout must be positive");
   SpeculativeConfig speculative;
   if (Status s = ParseSpeculativeConfig(o->speculative_config, &speculative); !s.ok()) return s;
+  tracing::DetailedTraces detailed;
+  if (Status s = tracing::ParseDetailedTraces(o->collect_detailed_traces, &detailed); !s.ok())
+    return s;
   KvEventsConfig kv_events;
   if (!o->kv_events_config.empty()) {
     if (Status s = ParseKvEventsConfig(o->kv_events_config, &kv_events); !s.ok()) return s;

@@ -131,7 +131,8 @@ std::span<const std::uint8_t> SealOutputs(flatbuffers::FlatBufferBuilder& b,
         b, it.request_id.c_str(), &it.new_tokens, ToWire(it.finish_reason), it.stop_token, &evs,
         prefill, logprobs.empty() ? nullptr : &logprobs,
         prompt_logprobs.empty() ? nullptr : &prompt_logprobs, it.num_draft_tokens,
-        it.num_accepted_draft_tokens));
+        it.num_accepted_draft_tokens, it.scheduler_seconds, it.forward_seconds,
+        it.execute_seconds));
   }
   return ipc::Seal(b, ipc::Body::EngineOutputs,
                    ipc::CreateEngineOutputsDirect(b, engine_index, timestamp, &outs).Union());

@@ -225,6 +225,55 @@ TEST(Tracing, SpansMatchResponsesAndHistograms) {
   EXPECT_TRUE(WaitForPage(
       serve.port(), [&](auto p) { return p["sightline:trace_spans_exported_total"] == kSpans; }));
   EXPECT_EQ(page["sightline:trace_spans_dropped_total{reason=\"queue_full\"}"], 0);
+  // Without --collect-detailed-traces: neither the attributes nor the families.
+  for (const TraceSpan& span : spans)
+    EXPECT_EQ(Read(span).numbers.count("gen_ai.latency.time_in_scheduler"), 0u);
+  EXPECT_EQ(page.count(Key("vllm:model_forward_time_milliseconds_count")), 0u);
+  EXPECT_EQ(page.count(Key("vllm:model_execute_time_milliseconds_count")), 0u);
+}
+
+// --collect-detailed-traces: the engine's per-request sums reach the spans
+// and, the same values, the two histograms; "model" alone has no execute.
+TEST(Tracing, DetailedTracesCarryTheEnginesSums) {
+  ScopedEnv env({{"OTEL_BSP_SCHEDULE_DELAY", "50"}});
+  for (const std::string modules : {"all", "model"}) {
+    SCOPED_TRACE(modules);
+    OtlpReceiver receiver;
+    ServeInstance serve({"--api-server-count", "2", "--otlp-traces-endpoint", receiver.url(),
+                         "--collect-detailed-traces", modules});
+    ASSERT_GT(serve.port(), 0) << serve.Log();
+    constexpr int kRequests = 6;
+    for (int i = 0; i < kRequests; ++i) Send(serve.port(), i % 2 ? "chat" : "completions", i % 3);
+    ASSERT_TRUE(receiver.WaitForSpans(kRequests));
+    double scheduler = 0, forward = 0, execute = 0;
+    for (const TraceSpan& span : receiver.spans()) {
+      const Attributes a = Read(span);
+      scheduler += a.numbers.at("gen_ai.latency.time_in_scheduler");
+      forward += a.numbers.at("gen_ai.latency.time_in_model_forward");
+      EXPECT_GE(a.numbers.at("gen_ai.latency.time_in_model_forward"), 0);
+      if (modules == "all") {
+        const double e = a.numbers.at("gen_ai.latency.time_in_model_execute");
+        EXPECT_GE(e, a.numbers.at("gen_ai.latency.time_in_model_forward"));
+        // Execution happens within the request's time in the model.
+        EXPECT_LE(e, a.numbers.at("gen_ai.latency.time_in_model_inference") + 1e-9);
+        execute += e;
+      } else {
+        EXPECT_EQ(a.numbers.count("gen_ai.latency.time_in_model_execute"), 0u);
+      }
+    }
+    EXPECT_GT(scheduler, 0);
+    auto page = Scrape(serve.port());
+    EXPECT_EQ(page[Key("vllm:model_forward_time_milliseconds_count")], kRequests);
+    EXPECT_NEAR(page[Key("vllm:model_forward_time_milliseconds_sum")], forward * 1000,
+                1e-6 + 1e-9 * forward * 1000);
+    if (modules == "all") {
+      EXPECT_EQ(page[Key("vllm:model_execute_time_milliseconds_count")], kRequests);
+      EXPECT_NEAR(page[Key("vllm:model_execute_time_milliseconds_sum")], execute * 1000,
+                  1e-6 + 1e-9 * execute * 1000);
+    } else {
+      EXPECT_EQ(page.count(Key("vllm:model_execute_time_milliseconds_count")), 0u);
+    }
+  }
 }
 
 TEST(Tracing, CallersContextAndSampling) {
@@ -328,6 +377,16 @@ TEST(Tracing, BadEndpointOrEnvironmentIsRefusedAtStart) {
     EXPECT_EQ(serve.port(), 0);
     EXPECT_EQ(serve.WaitExit(60), 1) << serve.Log();
     EXPECT_NE(serve.Log().find("--otlp-traces-endpoint"), std::string::npos) << serve.Log();
+  }
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--collect-detailed-traces", "all"},  // no endpoint: vLLM's rule
+           {"--collect-detailed-traces", "gpu", "--otlp-traces-endpoint", "http://127.0.0.1:9/"},
+           {"--collect-detailed-traces", "model,", "--otlp-traces-endpoint",
+            "http://127.0.0.1:9/"}}) {
+    ServeInstance serve(args);
+    EXPECT_EQ(serve.port(), 0);
+    EXPECT_EQ(serve.WaitExit(60), 1) << serve.Log();
+    EXPECT_NE(serve.Log().find("--collect-detailed-traces"), std::string::npos) << serve.Log();
   }
 }
 

@@ -68,6 +68,7 @@ class EngineCoreTest : public ::testing::Test {
     c.scheduler.eos_token_ids = model_.eos_token_ids;
     c.enable_mfu_metrics = mfu_;
     c.scheduler.max_loras = max_loras_;
+    c.detailed_traces = detailed_traces_;
     c.element_bytes = CpuElementBytes();
     core_ = std::make_unique<EngineCore>(
         c,
@@ -98,8 +99,9 @@ class EngineCoreTest : public ::testing::Test {
     return name + "{engine=\"0\",model_name=\"tiny\"" + extra + "}";
   }
   double now_ = 0;
-  bool mfu_ = false;   // --enable-mfu-metrics
-  int max_loras_ = 0;  // --max-loras
+  bool mfu_ = false;              // --enable-mfu-metrics
+  int max_loras_ = 0;             // --max-loras
+  bool detailed_traces_ = false;  // --collect-detailed-traces
   ModelConfig model_;
   EngineMetricsOptions options_;
   std::unique_ptr<metrics::Registry> reg_;
@@ -128,6 +130,53 @@ TEST_F(EngineCoreTest, OutputsCarryEventsPrefillStatsAndGoToTheirClient) {
   StepOutputs s3 = core_->Step();
   EXPECT_EQ(s3.by_client[0][0].finish_reason, FinishReason::kLength);
   EXPECT_FALSE(core_->HasWork());
+}
+
+// --collect-detailed-traces: the last output carries the request's sums over
+// the steps that scheduled it. The test clock advances 0.5 s a read: a step's
+// scheduling reads it twice around Schedule (which reads it once: 1 s), its
+// execution from before the runner to the output stamp (forward_seconds +
+// 0.5 s); the forward pass alone is the CPU runner's own measure (real time).
+TEST_F(EngineCoreTest, DetailedTracesSumTheStepsOfEachRequest) {
+  detailed_traces_ = true;
+  Make(64, true, 64, /*forward_seconds=*/2);
+  Add("a", 10, 3);
+  Add("b", 6, 1);
+  std::map<std::string, OutputItem> last;
+  int steps = 0;
+  while (core_->HasWork() && steps < 10) {
+    ++steps;
+    StepOutputs out = core_->Step();
+    for (OutputItem& item : out.by_client[0]) {
+      if (item.finish_reason == FinishReason::kNone) {  // only the last output has them
+        EXPECT_EQ(item.scheduler_seconds, -1);
+        EXPECT_EQ(item.forward_seconds, -1);
+        EXPECT_EQ(item.execute_seconds, -1);
+      }
+      last[item.request_id] = std::move(item);
+    }
+  }
+  ASSERT_EQ(last.size(), 2u);
+  for (const auto& [id, steps_scheduled] : std::map<std::string, double>{{"a", 3}, {"b", 1}}) {
+    const OutputItem& item = last[id];
+    EXPECT_EQ(item.finish_reason, FinishReason::kLength) << id;
+    EXPECT_DOUBLE_EQ(item.scheduler_seconds, steps_scheduled * 1.0) << id;
+    EXPECT_DOUBLE_EQ(item.execute_seconds, steps_scheduled * 2.5) << id;
+    EXPECT_GE(item.forward_seconds, 0) << id;
+    EXPECT_LT(item.forward_seconds, 60) << id;  // real seconds, not the test clock's
+  }
+}
+
+TEST_F(EngineCoreTest, NoDetailedTracesWithoutTheFlag) {
+  Make();
+  Add("a", 10, 2);
+  StepOutputs s1 = core_->Step();
+  StepOutputs s2 = core_->Step();
+  ASSERT_EQ(s2.by_client[0].size(), 1u);
+  EXPECT_EQ(s2.by_client[0][0].finish_reason, FinishReason::kLength);
+  EXPECT_EQ(s2.by_client[0][0].scheduler_seconds, -1);
+  EXPECT_EQ(s2.by_client[0][0].execute_seconds, -1);
+  EXPECT_EQ(s2.by_client[0][0].forward_seconds, -1);
 }
 
 // Issue 13: outputs were stamped with the step's start, so a request's

@@ -50,6 +50,9 @@ inline std::size_t ReadAll(const Envelope* e) {
           if (out->events())
             for (const auto* ev : *out->events()) n += static_cast<std::size_t>(ev->type());
           if (out->prefill_stats()) n += out->prefill_stats()->num_cached_tokens();
+          n += out->num_draft_tokens() + out->num_accepted_draft_tokens();
+          n += static_cast<std::size_t>(out->scheduler_time() + out->model_forward_time() +
+                                        out->model_execute_time() + 3);
         }
       if (o->utility_result()) str(o->utility_result()->message());
       break;

@@ -56,6 +56,11 @@ void AddApiServerCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--ready-fd", o->ready_fd,
                   "Write one byte to this fd once serving (supervisors)");
   AddApiServingFlags(cmd, o.get());
+  // serve takes it with the engine's flags and hands it to both.
+  cmd->add_option("--collect-detailed-traces", o->collect_detailed_traces,
+                  "model, worker or all: spans also carry the engine's per-request scheduler, "
+                  "forward and execute times (start the engine with the same flag); needs "
+                  "--otlp-traces-endpoint");
   cmd->add_option("--exit-after-engine-death", o->exit_after_engine_death,
                   "Seconds of answering 503 after the engine died before exiting 1 (0: never)")
       ->capture_default_str();

@@ -86,6 +86,8 @@ std::vector<std::string> ApiServerArgs(const api::ApiServerProcessOptions& o) {
   if (o.allow_runtime_lora_updating) a.Flag("--allow-runtime-lora-updating");
   if (o.no_prefix_affinity) a.Flag("--no-prefix-affinity");
   if (!o.otlp_traces_endpoint.empty()) a.Add("--otlp-traces-endpoint", o.otlp_traces_endpoint);
+  if (!o.collect_detailed_traces.empty())
+    a.Add("--collect-detailed-traces", o.collect_detailed_traces);
   for (int fd : o.rank_fds) a.Add("--data-parallel-rank-fd", fd);
   if (o.rank_fds.empty() && o.rank_port > 0) a.Add("--data-parallel-rank-port", o.rank_port);
   return a.Take();

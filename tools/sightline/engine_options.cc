@@ -70,6 +70,12 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineProcessOptions* o) {
                   "\"prompt_lookup_max\": B} (n-gram prompt lookup, no draft model; A and B "
                   "default to 5); greedy and sampled requests alike, their output distribution "
                   "unchanged");
+  cmd->add_option("--collect-detailed-traces", o->collect_detailed_traces,
+                  "model, worker or all (vLLM's flag; combine with commas): spans also carry "
+                  "each request's time in the scheduler and in the model forward pass (model) "
+                  "and execute call (worker), and the vllm:model_forward_time_milliseconds / "
+                  "vllm:model_execute_time_milliseconds histograms exist; needs "
+                  "--otlp-traces-endpoint");
   cmd->add_option("--kv-events-config", o->kv_events_config,
                   "KV-cache events for prefix-aware routers (llm-d), vLLM's JSON: "
                   "{\"enable_kv_cache_events\": true, \"publisher\": \"zmq\", \"endpoint\": "
@@ -129,6 +135,8 @@ std::vector<std::string> EngineArgs(const engine::EngineProcessOptions& o) {
   if (o.enable_mfu_metrics) a.Flag("--enable-mfu-metrics");
   if (!o.speculative_config.empty()) a.Add("--speculative-config", o.speculative_config);
   if (!o.kv_events_config.empty()) a.Add("--kv-events-config", o.kv_events_config);
+  if (!o.collect_detailed_traces.empty())
+    a.Add("--collect-detailed-traces", o.collect_detailed_traces);
   if (o.enable_lora) {
     a.Flag("--enable-lora");
     for (const std::string& m : o.lora_modules) a.Add("--lora-modules", m);

@@ -131,6 +131,7 @@ int RunServe(ServeOptions o) {
   if (o.api.tokenizer == "auto") o.api.tokenizer = DefaultTokenizer(o.engine.model, preset);
   o.api.disable_log_stats = o.engine.disable_log_stats;
   o.api.served_model_name = o.engine.served_model_name;
+  o.api.collect_detailed_traces = o.engine.collect_detailed_traces;
   if (Status s = api::CheckApiOptions(o.api); !s.ok()) return Fail(s.message());
   if (o.api.per_request_spec_decode_metrics != "none" && o.engine.speculative_config.empty())
     return Fail("--per-request-spec-decode-metrics needs --speculative-config");

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "sightline/ipc/request_success_family.h"
+#include "sightline/shm_registry/family_builder.h"
 
 namespace sightline::api {
 
@@ -163,6 +164,42 @@ void RequestMetrics::OnFinished(const FinishedRequest& r) {
   if (i.decode) e.decode.Observe(*i.decode);
   if (i.tpot) e.tpot.Observe(*i.tpot);
   if (i.inference) e.inference.Observe(*i.inference);
+  const metrics::Labels labels = {{"engine", e.label}, {"model_name", model_name_}};
+  if (detailed_.model && r.forward_time >= 0)
+    forward_ms_.With(labels).Observe(r.forward_time * 1000);
+  if (detailed_.worker && r.execute_time >= 0)
+    execute_ms_.With(labels).Observe(r.execute_time * 1000);
+}
+
+Status RequestMetrics::EnableDetailedTraces(metrics::Registry* r, tracing::DetailedTraces modules) {
+  if (!enabled_) return Status::Ok();  // --disable-log-stats: no request families
+  // vLLM V0's: build_1_2_3_5_8_buckets(3000).
+  const std::vector<double> buckets = {1,  2,   3,   5,   8,   10,  20,   30,   50,
+                                       80, 100, 200, 300, 500, 800, 1000, 2000, 3000};
+  Status s;
+  if (modules.model)
+    s = metrics::BuildHistogram()
+            .Name("vllm:model_forward_time_milliseconds")
+            .Help("Histogram of time spent in the model forward pass in ms.")
+            .Labels({"engine", "model_name"})
+            .Buckets(buckets)
+            .Register(r, &forward_ms_);
+  if (s.ok() && modules.worker)
+    s = metrics::BuildHistogram()
+            .Name("vllm:model_execute_time_milliseconds")
+            .Help("Histogram of time spent in the model execute function in ms.")
+            .Labels({"engine", "model_name"})
+            .Buckets(buckets)
+            .Register(r, &execute_ms_);
+  // Every engine's series from now on, as the other request families'.
+  for (std::size_t e = 0; e < engines_.size() && s.ok(); ++e) {
+    if (!engines_[e]) continue;
+    const metrics::Labels labels = {{"engine", engines_[e]->label}, {"model_name", model_name_}};
+    if (modules.model) s = forward_ms_.Get(labels, nullptr);
+    if (s.ok() && modules.worker) s = execute_ms_.Get(labels, nullptr);
+  }
+  if (s.ok()) detailed_ = modules;
+  return s;
 }
 
 void RequestMetrics::OnParentFinished(std::uint32_t engine, std::uint32_t n,

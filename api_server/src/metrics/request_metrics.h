@@ -19,6 +19,7 @@
 #include "sightline/api_server/http_families.h"
 #include "sightline/api_server/request_families.h"
 #include "sightline/shm_registry/registry.h"
+#include "sightline/tracing/detailed_traces.h"
 
 namespace sightline::api {
 
@@ -36,6 +37,10 @@ struct FinishedRequest {
   // Engine monotonic seconds (-1: not known).
   double queued = -1, first_scheduled = -1, engine_first_token = -1, engine_last_token = -1;
   std::uint32_t num_preemptions = 0;  // the engine's Preempted events for it
+  // --collect-detailed-traces, from the engine's last output: its sums of
+  // the steps' scheduling, model forward and model execute times (engine
+  // seconds; -1: not sent).
+  double scheduler_time = -1, forward_time = -1, execute_time = -1;
   // Under --per-request-spec-decode-metrics, for a response that shows
   // per-request metrics (one choice) of an engine that speculates.
   std::optional<RequestSpecDecodeMetrics> spec;
@@ -79,6 +84,12 @@ class RequestMetrics {
   // Once per parent request: its n and the most tokens any child generated.
   void OnParentFinished(std::uint32_t engine, std::uint32_t n, std::uint32_t max_generation_tokens);
 
+  // --collect-detailed-traces: vllm:model_forward_time_milliseconds (model)
+  // and vllm:model_execute_time_milliseconds (worker), vLLM V0's families,
+  // observed per finished request from then on (labels engine, model_name).
+  // Only in that mode do they exist.
+  Status EnableDetailedTraces(metrics::Registry* registry, tracing::DetailedTraces modules);
+
   // HTTP families (METRICS.md §6): one request as the HTTP layer reported
   // it (HttpServerOptions::on_exchange); status grouped as "2xx", "4xx", ...
   void OnHttp(const HttpExchange& exchange);
@@ -102,6 +113,9 @@ class RequestMetrics {
   std::map<std::uint32_t, std::unique_ptr<Engine>> others_;
   HttpFamilies http_;
   metrics::Histogram http_highr_;
+  // --collect-detailed-traces; unregistered families when off.
+  tracing::DetailedTraces detailed_;
+  metrics::HistogramFamily forward_ms_, execute_ms_;
 };
 
 }  // namespace sightline::api

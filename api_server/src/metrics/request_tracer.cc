@@ -38,8 +38,8 @@ Status RequestTracer::Check(const std::string& endpoint) {
   return tracing::SpanExporter::Check(o);
 }
 
-Status RequestTracer::Create(const std::string& endpoint, metrics::Registry* registry,
-                             std::unique_ptr<RequestTracer>* out) {
+Status RequestTracer::Create(const std::string& endpoint, tracing::DetailedTraces detailed,
+                             metrics::Registry* registry, std::unique_ptr<RequestTracer>* out) {
   tracing::ExporterOptions o;
   if (Status s = Options(endpoint, &o); !s.ok()) return s;
   metrics::CounterFamily exported, dropped;
@@ -71,6 +71,7 @@ Status RequestTracer::Create(const std::string& endpoint, metrics::Registry* reg
     dropped_total[static_cast<std::size_t>(r)].Inc(n);
   };
   std::unique_ptr<RequestTracer> t(new RequestTracer());
+  t->detailed_ = detailed;
   if (s = tracing::SpanExporter::Create(std::move(o), std::move(counters), &t->exporter_); !s.ok())
     return s;
   *out = std::move(t);
@@ -137,6 +138,13 @@ void RequestTracer::Finished(const RequestTrace& trace, const SpanRequest& q,
       {"gen_ai.latency.time_in_model_inference", i.inference}};
   for (const auto& [name, value] : latencies)
     if (value) a.emplace_back(name, *value);
+  // --collect-detailed-traces: the engine's sums (vLLM V0's names).
+  if (detailed_.any() && r.scheduler_time >= 0)
+    a.emplace_back("gen_ai.latency.time_in_scheduler", r.scheduler_time);
+  if (detailed_.model && r.forward_time >= 0)
+    a.emplace_back("gen_ai.latency.time_in_model_forward", r.forward_time);
+  if (detailed_.worker && r.execute_time >= 0)
+    a.emplace_back("gen_ai.latency.time_in_model_execute", r.execute_time);
   if (r.finished_reason == "error") {
     s.status = tracing::SpanStatus::kError;
     s.status_message = "the engine failed the request";

@@ -22,6 +22,7 @@
 #include "metrics/request_metrics.h"
 #include "sightline/shm_registry/registry.h"
 #include "sightline/status.h"
+#include "sightline/tracing/detailed_traces.h"
 #include "sightline/tracing/span_exporter.h"
 #include "sightline/tracing/trace_context.h"
 
@@ -45,8 +46,11 @@ class RequestTracer {
  public:
   // Exports to `endpoint` (--otlp-traces-endpoint) with the OTEL_* variables
   // of the environment; registers the counters in `registry`.
-  static Status Create(const std::string& endpoint, metrics::Registry* registry,
-                       std::unique_ptr<RequestTracer>* out);
+  // `detailed` (--collect-detailed-traces): the spans also carry
+  // gen_ai.latency.time_in_scheduler and, for model, time_in_model_forward,
+  // for worker, time_in_model_execute, when the engine sent them.
+  static Status Create(const std::string& endpoint, tracing::DetailedTraces detailed,
+                       metrics::Registry* registry, std::unique_ptr<RequestTracer>* out);
   // Checks what Create would refuse (the endpoint, the environment), for a
   // command that starts API servers.
   static Status Check(const std::string& endpoint);
@@ -63,6 +67,7 @@ class RequestTracer {
 
  private:
   RequestTracer() = default;
+  tracing::DetailedTraces detailed_;
   std::unique_ptr<tracing::SpanExporter> exporter_;
 };
 

@@ -192,6 +192,10 @@ void OutputProcessor::ApplyOutput(Choice& c, const RequestDelta& d) {
     metrics_->OnFirstOutput(c.stats.engine, c.stats.prompt_tokens, c.stats.cached_tokens);
     ShowPrompt(c, o);
   }
+  // --collect-detailed-traces: on the last output only.
+  if (o->scheduler_time() >= 0) c.stats.scheduler_time = o->scheduler_time();
+  if (o->model_forward_time() >= 0) c.stats.forward_time = o->model_forward_time();
+  if (o->model_execute_time() >= 0) c.stats.execute_time = o->model_execute_time();
   if (c.stats.spec && o->num_draft_tokens() > 0)
     c.stats.spec->Observe(o->num_draft_tokens(), o->num_accepted_draft_tokens());
   const std::uint32_t n = o->new_token_ids() ? o->new_token_ids()->size() : 0;

@@ -9,6 +9,7 @@
 #include "kv/kv_layout.h"
 #include "lora/packed_lora.h"
 #include "runner/model_runner.h"
+#include "sightline/clock.h"
 #include "sightline/kernels/cpu_linear.h"
 #include "sightline/kernels/cpu_ops.h"
 #include "sightline/kernels/sampling.h"
@@ -81,10 +82,12 @@ class CpuModelRunner final : public ModelRunner {
   bool SupportsLogprobs() const override { return true; }
 
   void Execute(const BatchInput& b, const SamplingBatch& sampling, SampleResult* out) override {
+    const double forward_start = MonotonicSeconds();  // two clock reads a step
     Forward(b);
     const int vocab = config_.vocab_size;
     const std::size_t rows = sampling.rows.size();
     Project(b.logits_rows.data(), static_cast<int>(rows), &logits_);
+    out->forward_seconds = MonotonicSeconds() - forward_start;
     out->tokens.resize(rows);
     const bool any_logprobs =
         !sampling.scores.empty() ||

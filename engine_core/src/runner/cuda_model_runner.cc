@@ -163,6 +163,8 @@ class CudaModelRunner final : public ModelRunner {
 
   // Logprobs are not computed here yet (SupportsLogprobs is false): the
   // engine refuses requests for them, so `sampling` never has scores.
+  // The forward time alone is not measured here (forward_seconds stays -1:
+  // it needs CUDA events around Forward, read after the copy below).
   void Execute(const BatchInput& b, const SamplingBatch& sampling, SampleResult* out) override {
     const int rows = Forward(b);
     std::vector<std::int32_t>* tokens = &out->tokens;

@@ -40,6 +40,10 @@ struct ApiServerProcessOptions {
   // OpenTelemetry traces to this OTLP/HTTP collector URL (vLLM's
   // --otlp-traces-endpoint; the OTEL_* variables configure the rest); empty: off.
   std::string otlp_traces_endpoint;
+  // --collect-detailed-traces (model, worker, all): spans also carry the
+  // engine's per-request times, and vllm:model_{forward,execute}_time_milliseconds
+  // exist; needs otlp_traces_endpoint (and engines started with the same flag).
+  std::string collect_detailed_traces;
   int ready_fd = -1;  // --ready-fd: read by the CLI's on_ready hook, not by the process
   std::uint32_t index = 0;
   // The instance's API servers (index < count); 0: not said (taken as

@@ -62,6 +62,10 @@ struct EngineProcessOptions {
   // --kv-events-config, as given: vLLM's JSON (kv_events/kv_events_config.h);
   // empty: no KV-cache events. CheckEngineOptions validates it.
   std::string kv_events_config;
+  // --collect-detailed-traces (model, worker, all; tracing/detailed_traces.h):
+  // each request's last output carries its sums of the steps' scheduling,
+  // forward and execute times, for the API server's spans. Empty: off.
+  std::string collect_detailed_traces;
   // LoRA (vLLM's flags): --enable-lora; --lora-modules, each "name=path" or
   // vLLM's JSON, loaded at start (CheckEngineOptions reads and checks each
   // against the model); --max-loras adapters among the running requests;
