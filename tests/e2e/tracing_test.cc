@@ -323,6 +323,22 @@ TEST(Tracing, CallersContextAndSampling) {
   }
 }
 
+// Nothing is sent before the (hour-long) schedule delay, so every span is
+// still queued when SIGTERM comes: the drain sends them before the exit.
+TEST(Tracing, SigtermSendsTheQueuedSpans) {
+  ScopedEnv env({{"OTEL_BSP_SCHEDULE_DELAY", "3600000"}});
+  OtlpReceiver receiver;
+  ServeInstance serve({"--api-server-count", "2", "--otlp-traces-endpoint", receiver.url()});
+  ASSERT_GT(serve.port(), 0) << serve.Log();
+  constexpr int kRequests = 8;
+  for (int i = 0; i < kRequests; ++i) EXPECT_TRUE(testing::Complete(serve.port(), 16, 4, i % 2).ok);
+  EXPECT_EQ(receiver.posts(), 0u);
+  kill(serve.pid(), SIGTERM);
+  EXPECT_EQ(serve.WaitExit(60), 0) << serve.Log();
+  EXPECT_EQ(receiver.spans().size(), static_cast<std::size_t>(kRequests));
+  EXPECT_EQ(receiver.bad_bodies(), 0u);
+}
+
 // A collector that refuses every export, then one that hangs: every
 // request is served, and every span is counted once (exported or dropped).
 TEST(Tracing, RefusingOrHangingCollectorHarmsNoRequest) {
