@@ -171,11 +171,12 @@ StepOutputs EngineCore::Step() {
   out.timestamp = sched.timestamp;  // nothing ran: the schedule's own time
   sampled_.tokens.clear();
   if (!sched.scheduled.empty()) {
-    const SamplingBatch sampling = BuildSampling(sched);
-    const BatchInput batch = BuildBatch(sched, config_.block_size);
+    // Execution: preparing the inputs, the runner's call (forward, logits,
+    // sampling, logprobs), as vLLM V0's worker time.
     const double execute_start = config_.detailed_traces ? clock_() : 0;
+    const SamplingBatch sampling = BuildSampling(sched);
     sampled_.forward_seconds = -1;
-    runner_->Execute(batch, sampling, &sampled_);
+    runner_->Execute(BuildBatch(sched, config_.block_size), sampling, &sampled_);
     KeepPromptLogprobs(sched, sampling.rows.size());
     out.timestamp = clock_();  // after the forward pass: the tokens exist now
     if (config_.detailed_traces)
@@ -216,7 +217,9 @@ StepOutputs EngineCore::Step() {
     item.num_draft_tokens = static_cast<std::uint32_t>(u.num_draft_tokens);
     item.num_accepted_draft_tokens = static_cast<std::uint32_t>(u.num_accepted);
     item.new_tokens = std::move(u.new_tokens);
-    if (config_.detailed_traces && r->finish_reason != FinishReason::kNone) {
+    // On every output, not only the last: a stop string ends the request in
+    // the API server, which then has the sums up to that step.
+    if (config_.detailed_traces) {
       item.scheduler_seconds = r->scheduler_seconds;
       item.forward_seconds = r->forward_seconds;
       item.execute_seconds = r->execute_seconds;

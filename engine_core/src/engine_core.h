@@ -68,8 +68,8 @@ struct OutputItem {
   // Speculation this step: drafts verified, drafts kept (RequestUpdate's).
   std::uint32_t num_draft_tokens = 0;
   std::uint32_t num_accepted_draft_tokens = 0;
-  // --collect-detailed-traces, on the last output: the request's sums of its
-  // steps' scheduling, forward and execute seconds; -1: not collected.
+  // --collect-detailed-traces, on every output: the request's sums so far of
+  // its steps' scheduling, forward and execute seconds; -1: not collected.
   double scheduler_seconds = -1, forward_seconds = -1, execute_seconds = -1;
 };
 

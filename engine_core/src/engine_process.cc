@@ -185,6 +185,14 @@ Status RunEngineProcess(EngineProcessOptions o, const EngineProcessHooks& hooks,
     std::cerr << "INFO engine: speculative decoding: ngram, "
               << c.speculative.num_speculative_tokens << " draft tokens, prompt lookup "
               << c.speculative.prompt_lookup_min << ".." << c.speculative.prompt_lookup_max << "\n";
+  if (c.detailed_traces) {
+    std::cerr << "INFO engine: detailed traces (" << o.collect_detailed_traces
+              << "): each request's scheduler, forward and execute times\n";
+    if (plan.cuda)
+      std::cerr << "WARNING engine: the CUDA runner does not time its forward pass yet: spans "
+                   "get no time_in_model_forward, vllm:model_forward_time_milliseconds stays "
+                   "empty\n";
+  }
   if (!plan.cuda)
     std::cerr << "INFO engine: CPU kernels " << kernels::cpu::DescribeCpuKernels() << ", "
               << (o.threads > 0 ? o.threads : kernels::cpu::ComputeThreads()) << " threads\n";

@@ -53,52 +53,48 @@ TEST(ApiServerCli, DryRunRefusesAMissingRegistryAsTheRealRunDoes) {
   }
 }
 
+// `sightline ARGS --dry-run`: its exit code and what it printed.
+std::pair<int, std::string> DryRun(const std::string& args) {
+  FILE* p = popen((std::string(SIGHTLINE_CLI) + " " + args + " --dry-run 2>&1").c_str(), "r");
+  char buf[512] = {};
+  const std::size_t n = fread(buf, 1, sizeof buf - 1, p);
+  return std::make_pair(WEXITSTATUS(pclose(p)), std::string(buf, n));
+}
+
 // --engine-health-timeout is a serving flag: `serve` takes it (and hands it to
 // every API server) and checks it as `api-server` does.
 TEST(ApiServerCli, ServeAndApiServerCheckTheEngineHealthTimeout) {
-  auto run = [](const std::string& args) {
-    FILE* p = popen((std::string(SIGHTLINE_CLI) + " " + args + " --dry-run 2>&1").c_str(), "r");
-    char buf[512] = {};
-    const std::size_t n = fread(buf, 1, sizeof buf - 1, p);
-    return std::make_pair(WEXITSTATUS(pclose(p)), std::string(buf, n));
-  };
   const std::string api = "api-server --engine-input ipc:///tmp/x --engine-output ipc:///tmp/y ";
   for (const std::string& cmd : {std::string("serve"), api}) {
-    const auto [rc, text] = run(cmd + " --engine-health-timeout 0");
+    const auto [rc, text] = DryRun(cmd + " --engine-health-timeout 0");
     EXPECT_EQ(rc, 1) << cmd;
     EXPECT_NE(text.find("--engine-health-timeout must be positive"), std::string::npos) << text;
   }
-  EXPECT_EQ(run("serve --engine-health-timeout 2.5").first, 0);
+  EXPECT_EQ(DryRun("serve --engine-health-timeout 2.5").first, 0);
 }
 
 // Tracing flags: checked alike by serve, api-server (and, for the engine's
 // one, engine) before anything starts.
 TEST(ApiServerCli, TracingFlagsAreChecked) {
-  auto run = [](const std::string& args) {
-    FILE* p = popen((std::string(SIGHTLINE_CLI) + " " + args + " --dry-run 2>&1").c_str(), "r");
-    char buf[512] = {};
-    const std::size_t n = fread(buf, 1, sizeof buf - 1, p);
-    return std::make_pair(WEXITSTATUS(pclose(p)), std::string(buf, n));
-  };
   const std::string api =
       "api-server --registry r --engine-input ipc:///tmp/x --engine-output "
       "ipc:///tmp/y ";
   for (const std::string& cmd : {std::string("serve "), api}) {
-    auto [rc, text] = run(cmd + "--collect-detailed-traces all");
+    auto [rc, text] = DryRun(cmd + "--collect-detailed-traces all");
     EXPECT_EQ(rc, 1) << cmd;
     EXPECT_NE(text.find("requires --otlp-traces-endpoint"), std::string::npos) << text;
-    std::tie(rc, text) = run(cmd + "--otlp-traces-endpoint grpc://collector:4317");
+    std::tie(rc, text) = DryRun(cmd + "--otlp-traces-endpoint grpc://collector:4317");
     EXPECT_EQ(rc, 1) << cmd;
     EXPECT_NE(text.find("only http:// URLs"), std::string::npos) << text;
-    EXPECT_EQ(run(cmd + "--otlp-traces-endpoint http://collector:4318 --collect-detailed-traces "
-                        "model,worker")
+    EXPECT_EQ(DryRun(cmd + "--otlp-traces-endpoint http://collector:4318 --collect-detailed-traces "
+                           "model,worker")
                   .first,
               0)
         << cmd;
   }
-  const auto [rc, text] =
-      run("engine --input ipc:///tmp/x --output ipc:///tmp/y "
-          "--collect-detailed-traces everything");
+  const auto [rc, text] = DryRun(
+      "engine --input ipc:///tmp/x --output ipc:///tmp/y "
+      "--collect-detailed-traces everything");
   EXPECT_EQ(rc, 1);
   EXPECT_NE(text.find("not model, worker or all"), std::string::npos) << text;
 }

@@ -242,18 +242,44 @@ TEST(Tracing, DetailedTracesCarryTheEnginesSums) {
     ServeInstance serve({"--api-server-count", "2", "--otlp-traces-endpoint", receiver.url(),
                          "--collect-detailed-traces", modules});
     ASSERT_GT(serve.port(), 0) << serve.Log();
-    constexpr int kRequests = 6;
-    for (int i = 0; i < kRequests; ++i) Send(serve.port(), i % 2 ? "chat" : "completions", i % 3);
+    constexpr int kSent = 6;
+    for (int i = 0; i < kSent; ++i)
+      Send(serve.port(), i % 2 == 1 ? "chat" : "completions", /*stream=*/i % 3 != 0);
+    // One more that a stop string ends in the API server (the greedy
+    // answer's second character, asked again): the sums come with every
+    // output, so it has them too.
+    json greedy = {{"prompt", "detailed traces"}, {"max_tokens", 8}, {"temperature", 0}};
+    const std::string full = json::parse(HttpClient(serve.port())
+                                             .Post("/v1/completions", greedy.dump())
+                                             .body())["choices"][0]["text"];
+    std::size_t second = 1, third = 2;
+    while (second < full.size() && (static_cast<unsigned char>(full[second]) & 0xC0) == 0x80)
+      third = ++second + 1;
+    while (third < full.size() && (static_cast<unsigned char>(full[third]) & 0xC0) == 0x80) ++third;
+    ASSERT_LT(second, full.size()) << full;
+    greedy["stop"] = full.substr(second, third - second);
+    const json stopped =
+        json::parse(HttpClient(serve.port()).Post("/v1/completions", greedy.dump()).body());
+    ASSERT_EQ(stopped["choices"][0]["finish_reason"], "stop") << stopped.dump();
+    const std::size_t kRequests = kSent + 2;
+
     ASSERT_TRUE(receiver.WaitForSpans(kRequests));
     double scheduler = 0, forward = 0, execute = 0;
+    int stopped_spans = 0;
     for (const TraceSpan& span : receiver.spans()) {
       const Attributes a = Read(span);
+      stopped_spans += a.strings.at("gen_ai.response.finish_reasons") == "[\"stop\"]";
+      for (const char* key :
+           {"gen_ai.latency.time_in_scheduler", "gen_ai.latency.time_in_model_forward"})
+        ASSERT_EQ(a.numbers.count(key), 1u) << key << " in " << span.DebugString();
       scheduler += a.numbers.at("gen_ai.latency.time_in_scheduler");
-      forward += a.numbers.at("gen_ai.latency.time_in_model_forward");
-      EXPECT_GE(a.numbers.at("gen_ai.latency.time_in_model_forward"), 0);
+      const double f = a.numbers.at("gen_ai.latency.time_in_model_forward");
+      EXPECT_GE(f, 0);
+      forward += f;
       if (modules == "all") {
+        ASSERT_EQ(a.numbers.count("gen_ai.latency.time_in_model_execute"), 1u);
         const double e = a.numbers.at("gen_ai.latency.time_in_model_execute");
-        EXPECT_GE(e, a.numbers.at("gen_ai.latency.time_in_model_forward"));
+        EXPECT_GE(e, f);
         // Execution happens within the request's time in the model.
         EXPECT_LE(e, a.numbers.at("gen_ai.latency.time_in_model_inference") + 1e-9);
         execute += e;
@@ -261,6 +287,7 @@ TEST(Tracing, DetailedTracesCarryTheEnginesSums) {
         EXPECT_EQ(a.numbers.count("gen_ai.latency.time_in_model_execute"), 0u);
       }
     }
+    EXPECT_EQ(stopped_spans, 1);
     EXPECT_GT(scheduler, 0);
     auto page = Scrape(serve.port());
     EXPECT_EQ(page[Key("vllm:model_forward_time_milliseconds_count")], kRequests);
@@ -300,8 +327,8 @@ TEST(Tracing, CallersContextAndSampling) {
                       "-01\r\ntracestate: a=1\r\ntracestate: b=2\r\n\r\n" + body);
   ASSERT_EQ(StatusOf(wire), 200) << wire;
   ASSERT_TRUE(receiver.WaitForSpans(3));
-  kill(serve.pid(), SIGTERM);  // flushes what is queued before exiting
-  ASSERT_TRUE(serve.WaitExit(60));
+  kill(serve.pid(), SIGTERM);
+  EXPECT_EQ(serve.WaitExit(60), 0) << serve.Log();
   const auto spans = receiver.spans();
   ASSERT_EQ(spans.size(), 3u);  // not the unsampled one
   for (const TraceSpan& s : spans) {

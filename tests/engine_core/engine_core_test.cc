@@ -132,38 +132,37 @@ TEST_F(EngineCoreTest, OutputsCarryEventsPrefillStatsAndGoToTheirClient) {
   EXPECT_FALSE(core_->HasWork());
 }
 
-// --collect-detailed-traces: the last output carries the request's sums over
-// the steps that scheduled it. The test clock advances 0.5 s a read: a step's
-// scheduling reads it twice around Schedule (which reads it once: 1 s), its
-// execution from before the runner to the output stamp (forward_seconds +
-// 0.5 s); the forward pass alone is the CPU runner's own measure (real time).
+// --collect-detailed-traces: every output carries the request's sums so far
+// over the steps that scheduled it. The test clock advances 0.5 s a read: a
+// step's scheduling reads it twice around Schedule (which reads it once: 1 s),
+// its execution from before the batch is built to the output stamp
+// (forward_seconds + 0.5 s); the forward pass alone is the CPU runner's own
+// measure (real time). `budget` 8 splits a 20-token prompt over three steps.
 TEST_F(EngineCoreTest, DetailedTracesSumTheStepsOfEachRequest) {
   detailed_traces_ = true;
-  Make(64, true, 64, /*forward_seconds=*/2);
-  Add("a", 10, 3);
-  Add("b", 6, 1);
-  std::map<std::string, OutputItem> last;
-  int steps = 0;
-  while (core_->HasWork() && steps < 10) {
-    ++steps;
-    StepOutputs out = core_->Step();
-    for (OutputItem& item : out.by_client[0]) {
-      if (item.finish_reason == FinishReason::kNone) {  // only the last output has them
-        EXPECT_EQ(item.scheduler_seconds, -1);
-        EXPECT_EQ(item.forward_seconds, -1);
-        EXPECT_EQ(item.execute_seconds, -1);
+  for (const int budget : {64, 8}) {
+    SCOPED_TRACE(budget);
+    Make(64, true, budget, /*forward_seconds=*/2);
+    Add("a", budget == 8 ? 20 : 10, 3);
+    std::map<std::string, int> scheduled;  // steps that scheduled each request
+    OutputItem last;
+    double previous = 0;
+    for (int steps = 0; core_->HasWork() && steps < 20; ++steps) {
+      StepOutputs out = core_->Step();
+      ++scheduled["a"];  // alone, so scheduled every step
+      for (OutputItem& item : out.by_client[0]) {
+        EXPECT_EQ(item.scheduler_seconds, scheduled["a"] * 1.0);
+        EXPECT_EQ(item.execute_seconds, scheduled["a"] * 2.5);
+        EXPECT_GE(item.forward_seconds, previous);  // a running sum
+        previous = item.forward_seconds;
+        last = std::move(item);
       }
-      last[item.request_id] = std::move(item);
     }
-  }
-  ASSERT_EQ(last.size(), 2u);
-  for (const auto& [id, steps_scheduled] : std::map<std::string, double>{{"a", 3}, {"b", 1}}) {
-    const OutputItem& item = last[id];
-    EXPECT_EQ(item.finish_reason, FinishReason::kLength) << id;
-    EXPECT_DOUBLE_EQ(item.scheduler_seconds, steps_scheduled * 1.0) << id;
-    EXPECT_DOUBLE_EQ(item.execute_seconds, steps_scheduled * 2.5) << id;
-    EXPECT_GE(item.forward_seconds, 0) << id;
-    EXPECT_LT(item.forward_seconds, 60) << id;  // real seconds, not the test clock's
+    EXPECT_EQ(last.finish_reason, FinishReason::kLength);
+    EXPECT_EQ(scheduled["a"], budget == 8 ? 5 : 3);  // chunks, then the decode steps
+    EXPECT_DOUBLE_EQ(last.scheduler_seconds, scheduled["a"] * 1.0);
+    EXPECT_DOUBLE_EQ(last.execute_seconds, scheduled["a"] * 2.5);
+    EXPECT_LT(last.forward_seconds, 60);  // real seconds, not the test clock's
   }
 }
 

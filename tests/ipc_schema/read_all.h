@@ -2,6 +2,9 @@
 // a crash or a sanitizer report (used by the tests and the libFuzzer target).
 #pragma once
 
+#include <bit>
+#include <cstdint>
+
 #include "sightline/ipc/codec.h"
 
 namespace sightline::ipc {
@@ -51,8 +54,10 @@ inline std::size_t ReadAll(const Envelope* e) {
             for (const auto* ev : *out->events()) n += static_cast<std::size_t>(ev->type());
           if (out->prefill_stats()) n += out->prefill_stats()->num_cached_tokens();
           n += out->num_draft_tokens() + out->num_accepted_draft_tokens();
-          n += static_cast<std::size_t>(out->scheduler_time() + out->model_forward_time() +
-                                        out->model_execute_time() + 3);
+          // Read as bits: a corrupted double may be NaN or huge.
+          n += std::bit_cast<std::uint64_t>(out->scheduler_time()) ^
+               std::bit_cast<std::uint64_t>(out->model_forward_time()) ^
+               std::bit_cast<std::uint64_t>(out->model_execute_time());
         }
       if (o->utility_result()) str(o->utility_result()->message());
       break;

@@ -11,7 +11,8 @@ struct RequestMetrics::Engine {
   metrics::Counter prompt, prompt_compute, prompt_cache_hit, cached, generation;
   metrics::Histogram req_prompt, req_generation, max_generation, params_n, params_max_tokens,
       prefill_kv, ttft, itl, tpot, e2e, queue, prefill, decode, inference, preemptions;
-  std::string label;  // the `engine` label value
+  metrics::Histogram forward_ms, execute_ms;  // --collect-detailed-traces only
+  std::string label;                          // the `engine` label value
 };
 
 RequestIntervals IntervalsOf(const FinishedRequest& r) {
@@ -107,6 +108,7 @@ Status RequestMetrics::MakeEngine(std::uint32_t index, std::unique_ptr<Engine>* 
       {&f.request_num_preemptions, &e->preemptions}};
   for (const auto& [family, handle] : histograms)
     if (s.ok()) s = family->Get(base, handle);
+  if (s.ok() && detailed_.any()) s = MakeDetailed(e.get());
   *out = std::move(e);  // on failure, handles that drop updates (counted as overflow)
   return s;
 }
@@ -164,11 +166,16 @@ void RequestMetrics::OnFinished(const FinishedRequest& r) {
   if (i.decode) e.decode.Observe(*i.decode);
   if (i.tpot) e.tpot.Observe(*i.tpot);
   if (i.inference) e.inference.Observe(*i.inference);
-  const metrics::Labels labels = {{"engine", e.label}, {"model_name", model_name_}};
-  if (detailed_.model && r.forward_time >= 0)
-    forward_ms_.With(labels).Observe(r.forward_time * 1000);
-  if (detailed_.worker && r.execute_time >= 0)
-    execute_ms_.With(labels).Observe(r.execute_time * 1000);
+  if (detailed_.model && r.forward_time >= 0) e.forward_ms.Observe(r.forward_time * 1000);
+  if (detailed_.worker && r.execute_time >= 0) e.execute_ms.Observe(r.execute_time * 1000);
+}
+
+Status RequestMetrics::MakeDetailed(Engine* e) const {
+  const metrics::Labels labels = {{"engine", e->label}, {"model_name", model_name_}};
+  Status s;
+  if (detailed_.model) s = forward_ms_.Get(labels, &e->forward_ms);
+  if (s.ok() && detailed_.worker) s = execute_ms_.Get(labels, &e->execute_ms);
+  return s;
 }
 
 Status RequestMetrics::EnableDetailedTraces(metrics::Registry* r, tracing::DetailedTraces modules) {
@@ -191,14 +198,15 @@ Status RequestMetrics::EnableDetailedTraces(metrics::Registry* r, tracing::Detai
             .Labels({"engine", "model_name"})
             .Buckets(buckets)
             .Register(r, &execute_ms_);
-  // Every engine's series from now on, as the other request families'.
-  for (std::size_t e = 0; e < engines_.size() && s.ok(); ++e) {
-    if (!engines_[e]) continue;
-    const metrics::Labels labels = {{"engine", engines_[e]->label}, {"model_name", model_name_}};
-    if (modules.model) s = forward_ms_.Get(labels, nullptr);
-    if (s.ok() && modules.worker) s = execute_ms_.Get(labels, nullptr);
-  }
-  if (s.ok()) detailed_ = modules;
+  if (!s.ok()) return s;
+  // Every engine's series from now on, as the other request families'
+  // (one made later gets them in MakeEngine). Called before any request.
+  detailed_ = modules;
+  for (auto& e : engines_)
+    if (e && s.ok()) s = MakeDetailed(e.get());
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [index, e] : others_)
+    if (s.ok()) s = MakeDetailed(e.get());
   return s;
 }
 

@@ -87,7 +87,7 @@ class RequestMetrics {
   // --collect-detailed-traces: vllm:model_forward_time_milliseconds (model)
   // and vllm:model_execute_time_milliseconds (worker), vLLM V0's families,
   // observed per finished request from then on (labels engine, model_name).
-  // Only in that mode do they exist.
+  // Only in that mode do they exist. Call it before any request.
   Status EnableDetailedTraces(metrics::Registry* registry, tracing::DetailedTraces modules);
 
   // HTTP families (METRICS.md §6): one request as the HTTP layer reported
@@ -101,6 +101,8 @@ class RequestMetrics {
   struct Engine;  // one engine's series
   RequestMetrics();
   Status MakeEngine(std::uint32_t index, std::unique_ptr<Engine>* out) const;
+  // The --collect-detailed-traces series of one engine.
+  Status MakeDetailed(Engine* e) const;
   Engine& For(std::uint32_t engine);
 
   bool enabled_ = true;

@@ -192,7 +192,8 @@ void OutputProcessor::ApplyOutput(Choice& c, const RequestDelta& d) {
     metrics_->OnFirstOutput(c.stats.engine, c.stats.prompt_tokens, c.stats.cached_tokens);
     ShowPrompt(c, o);
   }
-  // --collect-detailed-traces: on the last output only.
+  // --collect-detailed-traces: the engine's sums so far, on every output;
+  // the last one seen is the request's (a stop string ends it here).
   if (o->scheduler_time() >= 0) c.stats.scheduler_time = o->scheduler_time();
   if (o->model_forward_time() >= 0) c.stats.forward_time = o->model_forward_time();
   if (o->model_execute_time() >= 0) c.stats.execute_time = o->model_execute_time();

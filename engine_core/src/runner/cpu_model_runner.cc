@@ -82,12 +82,14 @@ class CpuModelRunner final : public ModelRunner {
   bool SupportsLogprobs() const override { return true; }
 
   void Execute(const BatchInput& b, const SamplingBatch& sampling, SampleResult* out) override {
-    const double forward_start = MonotonicSeconds();  // two clock reads a step
+    // The forward pass to the hidden states, before the logits (vLLM V0's
+    // model_forward_time); two clock reads a step.
+    const double forward_start = MonotonicSeconds();
     Forward(b);
+    out->forward_seconds = MonotonicSeconds() - forward_start;
     const int vocab = config_.vocab_size;
     const std::size_t rows = sampling.rows.size();
     Project(b.logits_rows.data(), static_cast<int>(rows), &logits_);
-    out->forward_seconds = MonotonicSeconds() - forward_start;
     out->tokens.resize(rows);
     const bool any_logprobs =
         !sampling.scores.empty() ||

@@ -68,8 +68,9 @@ struct SamplingBatch {
 struct SampleResult {
   std::vector<std::int32_t> tokens;
   std::vector<kernels::TokenLogprobs> logprobs;
-  // The model forward pass's share of Execute (to the logits), seconds;
-  // -1: this runner does not measure it (--collect-detailed-traces).
+  // The model forward pass's share of Execute (to the hidden states, before
+  // the logits), seconds; -1: this runner does not measure it
+  // (--collect-detailed-traces).
   double forward_seconds = -1;
 };
 

@@ -56,8 +56,8 @@ struct Request {
   std::vector<std::int32_t> draft_tokens;
   RequestKV kv;
   std::vector<RequestEvent> events;  // since the last output
-  // --collect-detailed-traces: the sums over the steps that scheduled it
-  // (EngineCore::Step); forward stays -1 with a runner that does not measure it.
+  // --collect-detailed-traces: the sums over the steps that have scheduled it
+  // (EngineCore::Step); forward becomes -1 with a runner that does not measure it.
   double scheduler_seconds = 0, forward_seconds = 0, execute_seconds = 0;
   bool sent_first_output = false;
   // Prompt logprobs (sampling.prompt_logprobs >= 0): positions [0,
