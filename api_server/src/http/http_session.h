@@ -86,7 +86,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (gone_ || closing_ || head_) return;
     exchange_.response_bytes += payload;
     pending_.push_back(std::move(wire));
-    Pump();
+    PumpLater();
   }
   void EndStream(std::string last_wire, std::size_t payload) {
     if (gone_ || closing_) return;
@@ -118,6 +118,18 @@ class Session : public std::enable_shared_from_this<Session> {
   void TakeWaitingBytes();
   void WriteWhole(bool keep_alive);
   void Pump();
+  // Pump once the handlers already queued on the connection's executor have
+  // run: an engine step's chunks for one connection (n choices, each posted
+  // on its own by the engine client's thread) then go out in one write, not
+  // the first alone and the rest in a second.
+  void PumpLater() {
+    if (writing_ || pump_posted_) return;  // a write's completion pumps anyway
+    pump_posted_ = true;
+    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+      self->pump_posted_ = false;
+      self->Pump();
+    });
+  }
   void BeginTimedWrite();
   Clock::duration WriteTick() const;
   void StartWriteTimer();
@@ -183,6 +195,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closing_ = false;  // the last response was written; lingering
   bool counted_ = false;  // this request is in core_->answering
   bool write_timer_armed_ = false;
+  bool pump_posted_ = false;  // PumpLater's handler is queued
   bool watching_ = false;  // the hangup watch is pending
   // The write progress timer's state: when a write last completed or the
   // client last acknowledged bytes, and the acknowledged count last seen.
