@@ -25,6 +25,47 @@ TEST(EventTemplate, FilledEventsEqualFullRenderings) {
     EXPECT_EQ(t.Fill({EventTemplate::Quote(text)}), object(text)) << text;
 }
 
+// Quote is written by hand for the token path; nlohmann's dump() is the
+// reference, over every string of one and two bytes and a generated corpus
+// of longer ones from an alphabet of escapes, ASCII, UTF-8 lead and
+// continuation bytes: the same bytes, or both refuse (not UTF-8).
+TEST(EventTemplate, QuoteIsNlohmannsDumpOverAGeneratedCorpus) {
+  std::vector<std::string> corpus;
+  for (int a = 0; a < 256; ++a) {
+    corpus.push_back(std::string(1, static_cast<char>(a)));
+    for (int b = 0; b < 256; ++b) corpus.push_back({static_cast<char>(a), static_cast<char>(b)});
+  }
+  const std::string alphabet =
+      "a\"\\\n\x01\x1f\x7f\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xed\xa0\xc0\xf4\x90";
+  std::uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < 20000; ++i) {
+    std::string s;
+    for (int k = 0, n = 3 + i % 10; k < n; ++k) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift
+      s += alphabet[x % alphabet.size()];
+    }
+    corpus.push_back(std::move(s));
+  }
+  std::size_t valid = 0;
+  for (const std::string& s : corpus) {
+    std::string reference;
+    bool refused = false;
+    try {
+      reference = json(s).dump();
+    } catch (const json::exception&) {
+      refused = true;
+    }
+    if (refused) {
+      EXPECT_THROW(EventTemplate::Quote(s), json::exception) << s.size();
+    } else {
+      ++valid;
+      ASSERT_EQ(EventTemplate::Quote(s), reference);
+    }
+  }
+  EXPECT_GT(valid, 10000u);  // both answers are tested
+  EXPECT_GT(corpus.size() - valid, 10000u);
+}
+
 TEST(EventTemplate, ResponsesDeltaWithItsSequenceNumber) {
   EventTemplate t;
   ASSERT_TRUE(t.Make(ResponseTextDeltaTemplate("msg_abc"), 2));

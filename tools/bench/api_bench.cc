@@ -11,12 +11,37 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "output/output_processor.h"
 #include "output/stop_matcher.h"
 #include "sightline/shm_registry/registry.h"
+
+// A counting allocator: every operator new in this program counts, so the
+// benchmark reports the heap allocations one streamed token costs (issue 46:
+// the per-token path should have none it can avoid).
+namespace {
+std::atomic<std::uint64_t> g_allocations{0};
+}  // namespace
+
+// The replacements pair malloc with free, which GCC cannot see through.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(std::size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t size) { return operator new(size); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 namespace sightline::api {
 namespace {
@@ -96,14 +121,19 @@ void BM_StreamedToken(benchmark::State& state) {
   Output output;
   double step = 0;
   std::int32_t token = 'a';
+  std::uint64_t allocations = 0;  // inside OnOutput only (not the engine output's building)
   for (auto _ : state) {
     step += 0.01;
     token = token == 'z' ? 'a' : token + 1;
     for (std::size_t i = 0; i < streams; ++i) {
       const RequestDelta d{step, output.Build(engine_ids[i], token, logprobs)};
+      const std::uint64_t before = g_allocations.load(std::memory_order_relaxed);
       gens[i]->OnOutput(0, d);  // takes the request's lock, as from the engine client's thread
+      allocations += g_allocations.load(std::memory_order_relaxed) - before;
     }
   }
+  state.counters["allocs_per_token"] =
+      static_cast<double>(allocations) / static_cast<double>(state.iterations() * streams);
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * streams));
   state.counters["us_per_token"] = benchmark::Counter(
       static_cast<double>(state.iterations() * streams),

@@ -1,5 +1,7 @@
 #include "output/event_template.h"
 
+#include "sightline/utf8.h"
+
 namespace sightline::api {
 
 bool EventTemplate::Make(const std::string& rendered, int n) {
@@ -18,16 +20,60 @@ bool EventTemplate::Make(const std::string& rendered, int n) {
   return true;
 }
 
-std::string EventTemplate::Fill(const std::vector<std::string>& values) const {
+std::string EventTemplate::Fill(std::initializer_list<std::string_view> values) const {
   std::size_t size = 0;
   for (const auto& p : pieces_) size += p.size();
   for (const auto& v : values) size += v.size();
   std::string out;
   out.reserve(size);
-  for (std::size_t i = 0; i < pieces_.size(); ++i) {
-    out += pieces_[i];
-    if (i < values.size()) out += values[i];
+  auto value = values.begin();
+  for (const std::string& piece : pieces_) {
+    out += piece;
+    if (value != values.end()) out += *value++;
   }
+  return out;
+}
+
+std::string EventTemplate::Quote(std::string_view s) {
+  if (!IsValidUtf8(s)) return nlohmann::json(std::string(s)).dump();  // throws, as it always did
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '"';
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += "\\u00";
+          out += kHex[static_cast<unsigned char>(c) >> 4];
+          out += kHex[static_cast<unsigned char>(c) & 15];
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
   return out;
 }
 
