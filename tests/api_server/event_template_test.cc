@@ -30,7 +30,11 @@ TEST(EventTemplate, FilledEventsEqualFullRenderings) {
 // of longer ones from an alphabet of escapes, ASCII, UTF-8 lead and
 // continuation bytes: the same bytes, or both refuse (not UTF-8).
 TEST(EventTemplate, QuoteIsNlohmannsDumpOverAGeneratedCorpus) {
-  std::vector<std::string> corpus;
+  // The edges of well-formed UTF-8 (Unicode Table 3-7), on both sides.
+  std::vector<std::string> corpus = {"\xE0\xA0\x80",     "\xE0\x9F\xBF",     "\xF4\x8F\xBF\xBF",
+                                     "\xF4\x90\x80\x80", "\xF0\x8F\xBF\xBF", "\xF0\x90\x80\x80",
+                                     "\xED\x9F\xBF",     "\xED\xA0\x80",     "\xEF\xBF\xBF",
+                                     "\xC2\x80",         "\xC1\xBF",         "\xDF\xBF"};
   for (int a = 0; a < 256; ++a) {
     corpus.push_back(std::string(1, static_cast<char>(a)));
     for (int b = 0; b < 256; ++b) corpus.push_back({static_cast<char>(a), static_cast<char>(b)});

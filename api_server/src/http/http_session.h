@@ -118,16 +118,17 @@ class Session : public std::enable_shared_from_this<Session> {
   void TakeWaitingBytes();
   void WriteWhole(bool keep_alive);
   void Pump();
-  // Pump once the handlers already queued on the connection's executor have
+  // Pump once the handlers already queued on the connection's strand have
   // run: an engine step's chunks for one connection (n choices, each posted
-  // on its own by the engine client's thread) then go out in one write, not
-  // the first alone and the rest in a second.
+  // on its own by the engine client's thread) then usually go out in one
+  // write, not the first alone and the rest in a second (a chunk posted after
+  // the pump goes in the next write).
   void PumpLater() {
     if (writing_ || pump_posted_) return;  // a write's completion pumps anyway
     pump_posted_ = true;
-    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), seq = seq_] {
       self->pump_posted_ = false;
-      self->Pump();
+      if (self->seq_ == seq) self->Pump();  // never into a later exchange
     });
   }
   void BeginTimedWrite();
@@ -196,7 +197,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool counted_ = false;  // this request is in core_->answering
   bool write_timer_armed_ = false;
   bool pump_posted_ = false;  // PumpLater's handler is queued
-  bool watching_ = false;  // the hangup watch is pending
+  bool watching_ = false;     // the hangup watch is pending
   // The write progress timer's state: when a write last completed or the
   // client last acknowledged bytes, and the acknowledged count last seen.
   Clock::time_point last_progress_;

@@ -31,6 +31,7 @@ class EventTemplate {
 
   // The event with `values` (already JSON: an escaped string with its quotes,
   // or a number) in the placeholders' places. One allocation: the event.
+  // Pass the values inline: the views must outlive the call.
   std::string Fill(std::initializer_list<std::string_view> values) const;
 
   // A string as a JSON string value, byte for byte as nlohmann's dump()
