@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -286,14 +287,23 @@ TEST_F(KvEventsProcessTest, ASubscriberRebuildsTheEnginesCachedBlocks) {
       nlohmann::json::parse(UtilityResult(a, 2)).get<std::vector<std::uint64_t>>();
   std::sort(engine.begin(), engine.end());
 
-  // Everything from the start, through replay (the SUB joined late).
-  const std::vector<KvWireBatch> all = Replay(ctx, 0);
-  ASSERT_FALSE(all.empty());
+  // Everything from the start, through replay (the SUB joined late). The
+  // publisher's thread stores a batch for replay after the step that made it
+  // has answered, so the last batches may still be on their way: replay
+  // again until it holds what the engine reports (ceiling 30 s).
+  std::vector<KvWireBatch> all;
   KvWireSubscriber rebuilt;
+  for (int attempt = 0; attempt < 300; ++attempt) {
+    all = Replay(ctx, 0);
+    rebuilt = KvWireSubscriber{};
+    for (const KvWireBatch& b : all) rebuilt.Apply(b.payload);
+    if (rebuilt.Hashes() == engine) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(all.empty());
   for (std::size_t i = 0; i < all.size(); ++i) {
     ASSERT_EQ(all[i].seq, i) << "gap-free from 0";
     EXPECT_EQ(all[i].topic, "kv@127.0.0.1@tiny");
-    rebuilt.Apply(all[i].payload);
   }
   EXPECT_EQ(rebuilt.Hashes(), engine);
   EXPECT_GT(rebuilt.removed, 0) << "the small pool evicted";
