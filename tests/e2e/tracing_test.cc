@@ -18,6 +18,7 @@
 
 #include "e2e/load.h"
 #include "e2e/serve_instance.h"
+#include "sightline/tracing/trace_context.h"
 #include "support/otlp_receiver.h"
 #include "support/raw_http.h"
 
@@ -63,13 +64,7 @@ Attributes Read(const TraceSpan& s) {
 }
 
 std::string Hex(const std::string& bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return out;
+  return tracing::ToHex(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
 }
 
 // What a client saw of one response.

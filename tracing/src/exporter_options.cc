@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "ows.h"
 #include "sightline/tracing/span_exporter.h"
 
 namespace sightline::tracing {
@@ -25,10 +26,8 @@ const char* Either(const Getenv& getenv, const char* traces, const char* general
   return nullptr;
 }
 
-std::string Trim(std::string s) {
-  const auto first = s.find_first_not_of(" \t");
-  if (first == std::string::npos) return "";
-  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+std::string Trim(std::string_view s) {
+  return std::string(TrimOws(s));
 }
 
 bool PercentDecode(const std::string& in, std::string* out) {

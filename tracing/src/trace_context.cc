@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <random>
 
+#include "ows.h"
+
 namespace sightline::tracing {
 
 namespace {
@@ -27,12 +29,6 @@ bool ParseHex(std::string_view s, std::array<std::uint8_t, N>* out) {
 template <std::size_t N>
 bool AllZero(const std::array<std::uint8_t, N>& a) {
   return std::all_of(a.begin(), a.end(), [](std::uint8_t b) { return b == 0; });
-}
-
-std::string_view Trim(std::string_view s) {  // optional white space: spaces and tabs
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
 }
 
 bool KeyChar(char c) {
@@ -92,7 +88,7 @@ bool ValidTracestate(std::string_view s) {
   int members = 0;
   while (true) {
     const std::size_t comma = s.find(',');
-    const std::string_view member = Trim(s.substr(0, comma));
+    const std::string_view member = TrimOws(s.substr(0, comma));
     // Empty members are allowed and skipped (§3.3.1.1).
     if (!member.empty()) {
       const std::size_t eq = member.find('=');
@@ -106,7 +102,7 @@ bool ValidTracestate(std::string_view s) {
 }
 
 std::optional<TraceContext> ParseTraceparent(std::string_view h, std::string_view tracestate) {
-  h = Trim(h);
+  h = TrimOws(h);
   // version "-" trace-id "-" parent-id "-" trace-flags: 2+1+32+1+16+1+2.
   constexpr std::size_t kLength = 55;
   if (h.size() < kLength) return std::nullopt;
@@ -121,7 +117,7 @@ std::optional<TraceContext> ParseTraceparent(std::string_view h, std::string_vie
       !ParseHex(h.substr(53, 2), &flags) || AllZero(c.trace_id) || AllZero(c.span_id))
     return std::nullopt;
   c.flags = flags[0];
-  if (ValidTracestate(tracestate)) c.trace_state = std::string(Trim(tracestate));
+  if (ValidTracestate(tracestate)) c.trace_state = std::string(TrimOws(tracestate));
   return c;
 }
 
