@@ -58,12 +58,49 @@ async def http(port, method, path, body=b"", stream_tokens=False):
     return payload.count(b'"text"') if stream_tokens else len(payload)
 
 
-async def scraper(port, stop, latencies):
-    while not stop.is_set():
+# The scraper is a process of its own, as Prometheus is: timed inside the load
+# generator's event loop, a scrape would wait for 256 streams' parsing too.
+PROBE = r"""
+import select, socket, sys, time
+port, interval = int(sys.argv[1]), float(sys.argv[2])
+request = b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+while sys.stdin.readline().strip() == "go":  # a round starts
+    out = []
+    while not select.select([sys.stdin], [], [], 0)[0]:  # until "stop"
         t = time.perf_counter()
-        await http(port, "GET", "/metrics")
-        latencies.append(time.perf_counter() - t)
-        await asyncio.sleep(0.05)
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(request)
+            data = b""
+            while chunk := s.recv(1 << 16):
+                data += chunk
+        assert data.startswith(b"HTTP/1.1 200"), data[:100]
+        out.append(time.perf_counter() - t)
+        time.sleep(interval)
+    sys.stdin.readline()
+    print(" ".join(f"{x:.6f}" for x in out), flush=True)
+"""
+
+
+class Scraper:
+    """A process that scrapes /metrics every 50 ms over a new connection, as a
+    Prometheus server does, while a round runs."""
+
+    def __init__(self, port):
+        self.proc = subprocess.Popen([sys.executable, "-c", PROBE, str(port), "0.05"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def start(self):
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    def stop(self):
+        self.proc.stdin.write("stop\n")
+        self.proc.stdin.flush()
+        return [float(x) for x in self.proc.stdout.readline().split()]
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(10)
 
 
 async def round_(port, streams, tokens, n):
@@ -107,21 +144,21 @@ def stop_syscall_count(counter, tokens):
 
 async def main(a, port, api_pid):
     results = []
+    scraper = Scraper(port)
     for _ in range(a.rounds):
-        stop, lat = asyncio.Event(), []
         counter = start_syscall_count(api_pid) if a.syscalls else None
-        scrape = asyncio.create_task(scraper(port, stop, lat))
+        scraper.start()
         cpu0, t0 = cpu_seconds(api_pid), time.perf_counter()
         chunks = await round_(port, a.streams, a.tokens, a.n)
         wall, cpu = time.perf_counter() - t0, cpu_seconds(api_pid) - cpu0
-        stop.set()
-        await scrape
+        lat = scraper.stop()
         tokens = a.streams * a.tokens * a.n
         if counter:
             print(stop_syscall_count(counter, tokens))
         lat.sort()
         results.append((tokens / wall, cpu * 1e6 / tokens, lat[len(lat) // 2] * 1e3,
                         lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3, len(lat), chunks))
+    scraper.close()
     for tps, us, p50, p99, n, chunks in results:
         print(f"streams={a.streams} tokens/stream={a.tokens}: {tps:,.0f} tokens/s, "
               f"API-server CPU {us:.2f} us/token, /metrics p50 {p50:.2f} ms p99 {p99:.2f} ms "

@@ -64,7 +64,9 @@ void AddApiServerCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--exit-after-engine-death", o->exit_after_engine_death,
                   "Seconds of answering 503 after the engine died before exiting 1 (0: never)")
       ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "HTTP threads")->capture_default_str();
+  cmd->add_option("--threads", o->threads,
+                  "HTTP I/O threads (besides the control thread: /metrics, /health)")
+      ->capture_default_str();
   cmd->add_flag("--dry-run", *dry_run, "Check the flags and exit without starting");
   cmd->callback([o, dry_run, exit_code] { *exit_code = RunApiServer(*o, *dry_run); });
 }

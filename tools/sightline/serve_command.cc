@@ -266,7 +266,8 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "Engines (data-parallel ranks, also -dp), each with its own KV cache; every API "
                   "server routes each request to one of them (vLLM's balancer)")
       ->capture_default_str();
-  cmd->add_option("--api-server-threads", o->api.threads, "HTTP threads per API server")
+  cmd->add_option("--api-server-threads", o->api.threads,
+                  "HTTP I/O threads per API server (besides a control thread)")
       ->capture_default_str();
   cmd->add_option("--engine-threads", o->engine_threads, "BLAS threads (0: library default)")
       ->capture_default_str();

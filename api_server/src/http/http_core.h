@@ -51,6 +51,10 @@ struct HttpCore {
   std::atomic<std::size_t> connections{0};  // admitted connections alive
   std::atomic<std::size_t> refusing{0};     // over-cap connections being answered 503
   std::shared_ptr<ResponderLinks> links = std::make_shared<ResponderLinks>();
+  // The I/O threads' io_context, where a connection on the control thread
+  // moves when it asks for a path outside options.control_paths. Null: every
+  // connection stays where it was accepted (one lane).
+  boost::asio::io_context* stream_io = nullptr;
 
   bool Authorized(const HttpRequest& req) const;
   // The handler for a request (HEAD falls back to GET), or nullptr with the
@@ -68,7 +72,8 @@ struct HttpCore {
 constexpr std::size_t kMaxRefusing = 64;
 
 // Serves an accepted connection: reads requests, dispatches them, answers.
-// The socket's executor must be a strand (one per connection).
+// The socket's executor must be a strand (one per connection), on the
+// control thread when `core->stream_io` is set.
 void ServeConnection(HttpCore* core, boost::asio::ip::tcp::socket socket);
 // Answers an accepted connection over the cap with 503 (an OpenAI error
 // body, Connection: close) without reading a request, then closes it.

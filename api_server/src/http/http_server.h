@@ -116,7 +116,15 @@ struct HttpServerOptions {
   int port = 8000;        // 0: an ephemeral port (see HttpServer::port())
   int inherited_fd = -1;  // a listening socket from the supervisor, if any
   std::size_t max_body_bytes = 4u << 20;
+  // I/O threads: they stream the answers of every path but control_paths.
   int threads = 1;
+  // Answered on a thread of their own, the control thread, so that a scrape
+  // or a health probe never waits behind the I/O threads' streamed tokens.
+  // The control thread also accepts every connection and reads its first
+  // request header; a connection that asks for another path moves to the
+  // I/O threads (with what was read of it) and stays there.
+  std::set<std::string, std::less<>> control_paths = {"/metrics", "/health", "/ping", "/load",
+                                                      "/version"};
   // --api-key: requests must carry "Authorization: Bearer <key>", except on
   // these paths (liveness and scraping stay open).
   std::string api_key;

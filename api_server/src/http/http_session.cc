@@ -3,6 +3,7 @@
 // keep-alive (the Session of http_connection.h; its Responder is in
 // http_responder.cc). Every member of a Session is touched only on its strand.
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -143,7 +144,43 @@ void Session::OnHeader(beast::error_code ec) {
     BeginAnswer();
     return Finish(std::move(error), keep_alive_ && !framing && parser_->is_done());
   }
+  if (on_control_ && !core_->options.control_paths.contains(request_.path))
+    return MoveToStreamLane();
+  ReadBody();
+}
+
+void Session::MoveToStreamLane() {
+  // Nothing is pending on the socket (its header read has completed), so it
+  // can change io_contexts: released here, adopted by a socket there.
+  beast::error_code ec;
+  const tcp::endpoint local = stream_.socket().local_endpoint(ec);
+  const int fd = ec ? -1 : stream_.socket().release(ec);
+  tcp::socket socket(asio::make_strand(*core_->stream_io));
+  if (!ec) socket.assign(local.protocol(), fd, ec);
+  if (ec) {
+    if (fd >= 0) ::close(fd);
+    std::fprintf(stderr, "sightline: HTTP: moving a connection to the I/O threads: %s\n",
+                 ec.message().c_str());
+    return EndExchange(500);
+  }
+  auto next = std::make_shared<Session>(core_, std::move(socket), admitted_);
+  next->buffer_ = std::move(buffer_);
+  next->parser_ = std::move(parser_);
+  next->request_ = std::move(request_);
+  next->handler_ = handler_;
+  next->seq_ = seq_;
+  next->version_ = version_;
+  next->keep_alive_ = keep_alive_;
+  next->head_ = head_;
+  next->exchange_ = std::move(exchange_);
+  exchange_.open = false;
+  moved_ = true;
+  asio::post(next->stream_.get_executor(), [next] { next->ReadBody(); });
+}
+
+void Session::ReadBody() {
   if (parser_->is_done()) return Dispatch();
+  const auto& m = parser_->get();
   auto read_body = [self = shared_from_this()] {
     self->stream_.expires_after(Seconds(self->core_->options.read_timeout_s));
     http::async_read(self->stream_, self->buffer_, *self->parser_,
@@ -423,7 +460,7 @@ void ServeConnection(HttpCore* core, tcp::socket socket) {
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
   ++core->connections;
-  std::make_shared<Session>(core, std::move(socket), true)->Start();
+  std::make_shared<Session>(core, std::move(socket), true, core->stream_io != nullptr)->Start();
 }
 
 void RefuseConnection(HttpCore* core, tcp::socket socket) {

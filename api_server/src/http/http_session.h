@@ -33,13 +33,17 @@ using tcp = asio::ip::tcp;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(HttpCore* core, tcp::socket s, bool admitted)
+  // `on_control`: the socket's executor is the control thread's (a request
+  // for another path moves the connection to HttpCore::stream_io).
+  Session(HttpCore* core, tcp::socket s, bool admitted, bool on_control = false)
       : core_(core),
         admitted_(admitted),
+        on_control_(on_control),
         stream_(std::move(s)),
         write_timer_(stream_.get_executor()) {}
   ~Session() {
-    EndExchange(500);  // a handler that let its responder go unanswered, or the server stopped
+    if (moved_) return;  // a successor serves the connection, and accounts for it
+    EndExchange(500);    // a handler that let its responder go unanswered, or the server stopped
     AnswerDone();
     if (admitted_)
       --core_->connections;
@@ -111,6 +115,10 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   void Read();
   void OnHeader(beast::error_code ec);
+  void ReadBody();  // then Dispatch()
+  // Hands the connection, with the request whose header was read, to a new
+  // Session on the I/O threads, which reads the body and dispatches.
+  void MoveToStreamLane();
   void OnBody(beast::error_code ec);
   void Dispatch();
   bool Refused(const beast::error_code& ec);
@@ -169,6 +177,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   HttpCore* core_;
   const bool admitted_;
+  const bool on_control_;
+  bool moved_ = false;  // MoveToStreamLane gave everything to a successor
   beast::tcp_stream stream_;
   asio::steady_timer write_timer_;
   beast::flat_buffer buffer_;

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""/metrics latency while 256 streams run: what a Prometheus server sees.
+
+For each binary given (alternating, --rounds times), starts `sightline engine`
+(the built-in tiny model, one thread) and one `sightline api-server`, loads it
+with `sightline bench serve` (256 concurrent streamed completions of 256
+tokens, from the C++ load generator), and once the load runs scrapes /metrics
+every 50 ms over a new connection from a process of its own, as a scraper on
+another machine would. Reports the percentiles of the time to connect, to the
+first byte of the answer (after the request is sent) and to the last.
+
+Usage: tools/bench/scrape_latency.py [--rounds 3] [--scrapes 300] BINARY [BINARY ...]
+Python standard library only; starts and stops every process it uses.
+"""
+import argparse, os, signal, socket, subprocess, sys, time
+
+PROBE = r"""
+import socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+request = b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+for _ in range(n):
+    t0 = time.perf_counter()
+    s = socket.create_connection(("127.0.0.1", port))
+    t1 = time.perf_counter()
+    s.sendall(request)
+    data = s.recv(1 << 16)
+    t2 = time.perf_counter()
+    while chunk := s.recv(1 << 16):
+        data += chunk
+    t3 = time.perf_counter()
+    s.close()
+    assert data.startswith(b"HTTP/1.1 200"), data[:100]
+    print(f"{t1 - t0:.6f} {t2 - t1:.6f} {t3 - t0:.6f}", flush=True)
+    time.sleep(0.05)
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(port, seconds=30):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                if s.recv(64).startswith(b"HTTP/1.1 200"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("the API server did not become healthy")
+
+
+def percentile(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p))] * 1e3
+
+
+def run(binary, scrapes):
+    name = f"scrape{os.getpid()}"
+    base = f"ipc:///tmp/{name}"
+    port = free_port()
+    procs = []
+    try:
+        procs.append(subprocess.Popen(
+            [binary, "engine", "--input", base + ".in", "--output", base + ".out", "--registry", name,
+             "--threads", "1", "--max-num-seqs", "256"], stderr=subprocess.DEVNULL))
+        procs.append(subprocess.Popen(
+            [binary, "api-server", "--engine-input", base + ".in", "--engine-output", base + ".out",
+             "--registry", name, "--port", str(port)], stderr=subprocess.DEVNULL))
+        wait_healthy(port)
+        # More prompts than the scrapes need: the load outlasts them.
+        procs.append(subprocess.Popen(
+            [binary, "bench", "serve", "--base-url", f"http://127.0.0.1:{port}", "--num-prompts",
+             "8192", "--random-input-len", "16", "--random-output-len", "256", "--max-concurrency",
+             "256", "--ignore-eos"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(3)  # 256 streams under way
+        out = subprocess.run([sys.executable, "-c", PROBE, str(port), str(scrapes)],
+                             capture_output=True, text=True, check=True).stdout
+        rows = [tuple(map(float, line.split())) for line in out.splitlines()]
+        if procs[2].poll() is not None:
+            raise RuntimeError("the load ended before the scrapes did")
+        return rows
+    finally:
+        for proc in reversed(procs):
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for suffix in (".in", ".out"):
+            if os.path.exists(f"/tmp/{name}{suffix}"):
+                os.remove(f"/tmp/{name}{suffix}")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("binaries", nargs="+")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--scrapes", type=int, default=300)
+    a = p.parse_args()
+    for r in range(a.rounds):
+        for binary in a.binaries:
+            rows = run(binary, a.scrapes)
+            cols = []
+            for i, what in enumerate(("connect", "first byte", "total")):
+                v = [row[i] for row in rows]
+                cols.append(f"{what} p50 {percentile(v, .5):.2f} p90 {percentile(v, .9):.2f} "
+                            f"p99 {percentile(v, .99):.2f}")
+            print(f"round {r + 1} {binary}: " + " | ".join(cols) + f" ms ({len(rows)} scrapes)",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
