@@ -47,11 +47,14 @@ TEST(HttpLanes, ScrapesAndProbesAreAnsweredWhileTheIoThreadIsHeld) {
   HttpServerOptions o;
   o.port = 0;
   HttpServer server(o);
-  std::promise<void> entered;
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  server.Route("GET", "/hold", [&](const HttpRequest&) {
-    entered.set_value();
+  // Shared with the handler, which may outlive this scope if an assertion
+  // below fails while it waits.
+  auto entered = std::make_shared<std::promise<void>>();
+  auto release = std::make_shared<std::promise<void>>();
+  std::shared_future<void> released = release->get_future().share();
+  std::future<void> in_handler = entered->get_future();
+  server.Route("GET", "/hold", [entered, released](const HttpRequest&) {
+    entered->set_value();
     released.wait_for(std::chrono::seconds(120));
     return Plain("held");
   });
@@ -59,10 +62,20 @@ TEST(HttpLanes, ScrapesAndProbesAreAnsweredWhileTheIoThreadIsHeld) {
   server.Route("GET", "/health", [](const HttpRequest&) { return Plain(""); });
   AddEcho(&server);
   ASSERT_TRUE(server.Start().ok());
+  // Whatever happens below, the handler lets go before the server stops.
+  struct Releaser {
+    std::shared_ptr<std::promise<void>> release;
+    ~Releaser() {
+      try {
+        release->set_value();
+      } catch (const std::future_error&) {  // already released
+      }
+    }
+  } releaser{release};
 
   RawSocket hold(server.port());
   ASSERT_TRUE(hold.Send(Get("/hold")));
-  ASSERT_EQ(entered.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  ASSERT_EQ(in_handler.wait_for(std::chrono::seconds(30)), std::future_status::ready);
   RawSocket echo(server.port());
   ASSERT_TRUE(echo.Send(PostEcho("waits")));
 
@@ -74,7 +87,7 @@ TEST(HttpLanes, ScrapesAndProbesAreAnsweredWhileTheIoThreadIsHeld) {
   EXPECT_EQ(StatusOf(probe), 200) << probe;
   EXPECT_EQ(echo.ReadUntil(0.2), "");  // the I/O thread is still held
 
-  release.set_value();
+  release->set_value();
   const std::string held = hold.ReadUntil(30, "held");
   EXPECT_EQ(StatusOf(held), 200) << held;
   const std::string echoed = echo.ReadUntil(30, "waits");
@@ -126,6 +139,9 @@ TEST(HttpLanes, AConnectionMovesWithEverythingItSent) {
   EXPECT_EQ(StatusOf(got), 200) << got;
   // /health and /metrics are not instrumented; each /echo is reported once,
   // before the client could read its answer.
+  EXPECT_EQ(echo_exchanges.load(), 3);
+  EXPECT_EQ(other_exchanges.load(), 0);
+  server.Stop();  // every session gone: none reports late
   EXPECT_EQ(echo_exchanges.load(), 3);
   EXPECT_EQ(other_exchanges.load(), 0);
 }

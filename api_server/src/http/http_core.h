@@ -52,8 +52,9 @@ struct HttpCore {
   std::atomic<std::size_t> refusing{0};     // over-cap connections being answered 503
   std::shared_ptr<ResponderLinks> links = std::make_shared<ResponderLinks>();
   // The I/O threads' io_context, where a connection on the control thread
-  // moves when it asks for a path outside options.control_paths. Null: every
-  // connection stays where it was accepted (one lane).
+  // moves when it asks for a path outside options.control_paths. HttpServer
+  // always sets it; null (a test serving sessions on one io_context): every
+  // connection stays where it was accepted.
   boost::asio::io_context* stream_io = nullptr;
 
   bool Authorized(const HttpRequest& req) const;

@@ -148,8 +148,12 @@ namespace {
 // it runs before the busy threads' slices end: the control thread, which
 // sleeps until a scrape or probe arrives, answers it without waiting for one.
 // Older kernels ignore the field; a refusal changes nothing, so it is not
-// reported. glibc has no wrapper, hence the raw system call and struct.
+// reported. Debian 12's glibc has no wrapper, hence the raw system call and
+// struct.
 void AskForAShortSlice() {
+  // Only under the default policy: the call sets the policy too, and a
+  // server run under another (chrt, systemd's CPUSchedulingPolicy=) keeps it.
+  if (sched_getscheduler(0) != SCHED_OTHER) return;
   struct {
     std::uint32_t size, sched_policy;
     std::uint64_t sched_flags;

@@ -145,7 +145,8 @@ struct HttpServerOptions {
   // 503s themselves.
   std::size_t max_connections = 0;
   // Called for every HttpExchange whose path is not in
-  // `uninstrumented_paths`; on the I/O threads, so it must be thread-safe,
+  // `uninstrumented_paths`; on the HTTP threads (the control thread and the
+  // I/O threads), so it must be thread-safe,
   // cheap, and outlive the server. Empty: nothing is reported.
   ExchangeObserver on_exchange;
   // vLLM's instrumentator excludes these routes (excluded_handlers).

@@ -155,15 +155,29 @@ void Session::MoveToStreamLane() {
   beast::error_code ec;
   const tcp::endpoint local = stream_.socket().local_endpoint(ec);
   const int fd = ec ? -1 : stream_.socket().release(ec);
+  if (ec) {  // still this session's socket: answered here
+    std::fprintf(stderr, "sightline: HTTP: moving a connection to the I/O threads: %s\n",
+                 ec.message().c_str());
+    BeginAnswer();
+    return Finish(ErrorResponse(500, "internal server error", "InternalServerError"), false);
+  }
+  write_timer_.cancel();  // an earlier answer's, if any: this session ends here
   tcp::socket socket(asio::make_strand(*core_->stream_io));
-  if (!ec) socket.assign(local.protocol(), fd, ec);
-  if (ec) {
-    if (fd >= 0) ::close(fd);
+  socket.assign(local.protocol(), fd, ec);
+  if (ec) {  // no socket holds it: closed unanswered
+    ::close(fd);
     std::fprintf(stderr, "sightline: HTTP: moving a connection to the I/O threads: %s\n",
                  ec.message().c_str());
     return EndExchange(500);
   }
+  HandOver(std::move(socket));
+}
+
+void Session::HandOver(tcp::socket socket) {
   auto next = std::make_shared<Session>(core_, std::move(socket), admitted_);
+  // Under way from here (Drain waits for it), though it waits in the I/O
+  // threads' queue before its body is read.
+  next->BeginAnswer();
   next->buffer_ = std::move(buffer_);
   next->parser_ = std::move(parser_);
   next->request_ = std::move(request_);

@@ -119,6 +119,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Hands the connection, with the request whose header was read, to a new
   // Session on the I/O threads, which reads the body and dispatches.
   void MoveToStreamLane();
+  void HandOver(tcp::socket socket);  // the new Session on `socket` takes everything
   void OnBody(beast::error_code ec);
   void Dispatch();
   bool Refused(const beast::error_code& ec);
