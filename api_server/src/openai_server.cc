@@ -70,7 +70,11 @@ std::vector<std::uint64_t> PromptBlocks(const std::vector<std::int32_t>& prompt,
 
 OpenAiServer::OpenAiServer(OpenAiServerOptions options, EngineRouter* engines,
                            const Tokenizer* tokenizer, RequestMetrics* metrics)
-    : options_(std::move(options)), engines_(engines), tokenizer_(tokenizer), metrics_(metrics) {}
+    : options_(std::move(options)),
+      engines_(engines),
+      tokenizer_(tokenizer),
+      token_texts_(tokenizer),
+      metrics_(metrics) {}
 
 void OpenAiServer::AddRoutes(HttpServer* server) {
   server->RouteAsync("POST", "/v1/completions",
@@ -251,6 +255,7 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   o.num_speculative_tokens = options_.engine.num_speculative_tokens;
   o.force_usage = options_.force_include_usage;
   o.stream_interval = options_.stream_interval;
+  o.token_texts = &token_texts_;
   if (options_.tracer) {
     o.tracer = options_.tracer;
     o.trace = options_.tracer->Begin(request);

@@ -24,6 +24,7 @@
 #include "metrics/request_tracer.h"
 #include "openai/chat_template.h"
 #include "openai/completion_request.h"
+#include "output/logprobs_format.h"
 #include "sightline/tokenizer/tokenizer.h"
 
 namespace sightline::api {
@@ -80,6 +81,7 @@ class OpenAiServer {
   OpenAiServerOptions options_;
   EngineRouter* engines_;
   const Tokenizer* tokenizer_;
+  const TokenTexts token_texts_;  // the tokenizer's, for every request's logprobs
   RequestMetrics* metrics_;
   std::atomic<std::uint64_t> next_id_{0};
   std::atomic<std::int64_t> in_flight_{0};  // generation requests being answered (GET /load)

@@ -106,6 +106,7 @@ void BM_StreamedToken(benchmark::State& state) {
   if (!RequestMetrics::Create(registry.get(), "tiny", 4096, false, &metrics).ok())
     return state.SkipWithError("no metrics");
   const auto tokenizer = MakeByteTokenizer();
+  const TokenTexts texts(tokenizer.get());  // the server's, shared by its requests
   auto responder = std::make_shared<CountingResponder>();
 
   std::vector<std::shared_ptr<OutputProcessor>> gens;
@@ -115,6 +116,7 @@ void BM_StreamedToken(benchmark::State& state) {
     o.id = "cmpl-0-" + std::to_string(i);
     o.model = "tiny";
     o.per_request_metrics = per_request;
+    o.token_texts = &texts;
     CompletionParams params;
     params.stream = true;
     params.chat = api != 0;

@@ -35,46 +35,53 @@ std::string EventTemplate::Fill(std::initializer_list<std::string_view> values) 
 }
 
 std::string EventTemplate::Quote(std::string_view s) {
-  if (!IsValidUtf8(s)) return nlohmann::json(std::string(s)).dump();  // throws, as it always did
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(s.size() + 2);
-  out += '"';
+  AppendQuoted(s, &out);
+  return out;
+}
+
+void EventTemplate::AppendQuoted(std::string_view s, std::string* out) {
+  if (!IsValidUtf8(s)) {  // throws, as it always did
+    *out += nlohmann::json(std::string(s)).dump();
+    return;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  *out += '"';
   for (const char c : s) {
     switch (c) {
       case '"':
-        out += "\\\"";
+        *out += "\\\"";
         break;
       case '\\':
-        out += "\\\\";
+        *out += "\\\\";
         break;
       case '\b':
-        out += "\\b";
+        *out += "\\b";
         break;
       case '\f':
-        out += "\\f";
+        *out += "\\f";
         break;
       case '\n':
-        out += "\\n";
+        *out += "\\n";
         break;
       case '\r':
-        out += "\\r";
+        *out += "\\r";
         break;
       case '\t':
-        out += "\\t";
+        *out += "\\t";
         break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
-          out += "\\u00";
-          out += kHex[static_cast<unsigned char>(c) >> 4];
-          out += kHex[static_cast<unsigned char>(c) & 15];
+          *out += "\\u00";
+          *out += kHex[static_cast<unsigned char>(c) >> 4];
+          *out += kHex[static_cast<unsigned char>(c) & 15];
         } else {
-          out += c;
+          *out += c;
         }
     }
   }
-  out += '"';
-  return out;
+  *out += '"';
 }
 
 }  // namespace sightline::api

@@ -42,6 +42,8 @@ class EventTemplate {
   // two over a generated corpus. Text that is not UTF-8 goes to nlohmann,
   // which throws as before.
   static std::string Quote(std::string_view s);
+  // Quote(s) appended to *out.
+  static void AppendQuoted(std::string_view s, std::string* out);
 
  private:
   std::vector<std::string> pieces_;  // n + 1 pieces around n values

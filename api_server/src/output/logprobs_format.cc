@@ -1,7 +1,11 @@
 #include "output/logprobs_format.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <string_view>
 
+#include "output/event_template.h"
 #include "sightline/tokenizer/tokenizer.h"
 #include "sightline/utf8.h"
 
@@ -10,13 +14,6 @@ namespace sightline::api {
 using nlohmann::json;
 
 namespace {
-
-std::string TokenText(std::int32_t token, const Tokenizer& tokenizer) {
-  DecodeOptions keep;
-  keep.skip_special_tokens = false;
-  const std::int32_t one[] = {token};
-  return LossyUtf8(tokenizer.Decode(one, keep));
-}
 
 double Shown(float logprob) {
   return std::max(static_cast<double>(logprob), -9999.0);
@@ -28,27 +25,124 @@ json Bytes(const std::string& text) {
   return out;
 }
 
+// dump()'s number: nlohmann's own shortest round-trip formatter (Grisu2,
+// which is not always the shortest, so std::to_chars could differ), and
+// null for what is not finite.
+void AppendNumber(double v, std::string* out) {
+  if (!std::isfinite(v)) {
+    *out += "null";
+    return;
+  }
+  char buffer[64];  // nlohmann's number buffer
+  const char* end = nlohmann::detail::to_chars(buffer, buffer + sizeof buffer, v);
+  out->append(buffer, static_cast<std::size_t>(end - buffer));
+}
+
+template <typename Integer>
+void AppendInteger(Integer v, std::string* out) {
+  char buffer[24];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, v);
+  out->append(buffer, static_cast<std::size_t>(result.ptr - buffer));
+}
+
+void AppendBytes(std::string_view text, std::string* out) {
+  *out += '[';
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (i > 0) *out += ',';
+    AppendInteger(static_cast<unsigned>(static_cast<unsigned char>(text[i])), out);
+  }
+  *out += ']';
+}
+
+// A completion's top_logprobs dictionary as nlohmann's object holds it: keys
+// in byte order, and of tokens that decode alike the first added (the most
+// likely; the chosen token last). The keys are few (k + 1), so a stable
+// insertion sort into a reused list, which allocates nothing once grown.
+void AppendTopDictionary(const LogprobEntry& e, std::string* out) {
+  thread_local std::vector<std::pair<std::string_view, float>> keys;
+  keys.clear();
+  auto add = [](std::string_view text, float logprob) {
+    auto at = keys.end();
+    while (at != keys.begin() && (at - 1)->first > text) --at;
+    if (at != keys.begin() && (at - 1)->first == text) return;  // an earlier one keeps the key
+    keys.insert(at, {text, logprob});
+  };
+  for (const LogprobEntry::Top& t : e.top) add(t.text, t.logprob);
+  add(e.text, e.logprob);
+  *out += '{';
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (i > 0) *out += ',';
+    EventTemplate::AppendQuoted(keys[i].first, out);
+    *out += ':';
+    AppendNumber(Shown(keys[i].second), out);
+  }
+  *out += '}';
+}
+
 }  // namespace
 
-LogprobEntry DecodeLogprobs(const ipc::TokenLogprobs& l, const Tokenizer& tokenizer) {
-  LogprobEntry e;
-  e.token = l.token();
-  e.text = TokenText(l.token(), tokenizer);
-  e.logprob = l.logprob();
-  e.rank = l.rank();
+TokenTexts::TokenTexts(const Tokenizer* tokenizer)
+    : tokenizer_(tokenizer),
+      size_(static_cast<std::size_t>(std::max(0, tokenizer->vocab_size()))),
+      slots_(std::make_unique<std::atomic<const std::string*>[]>(size_)) {}
+
+TokenTexts::~TokenTexts() {
+  for (std::size_t i = 0; i < size_; ++i) delete slots_[i].load(std::memory_order_relaxed);
+}
+
+std::string TokenTexts::Decode(std::int32_t token) const {
+  DecodeOptions keep;
+  keep.skip_special_tokens = false;
+  const std::int32_t one[] = {token};
+  return LossyUtf8(tokenizer_->Decode(one, keep));
+}
+
+const std::string& TokenTexts::Get(std::int32_t token) const {
+  if (token >= 0 && static_cast<std::size_t>(token) < size_) {
+    std::atomic<const std::string*>& slot = slots_[static_cast<std::size_t>(token)];
+    const std::string* text = slot.load(std::memory_order_acquire);
+    if (text) return *text;
+    auto fresh = std::make_unique<const std::string>(Decode(token));
+    // Two threads may decode the same token at once: the first to store wins.
+    if (slot.compare_exchange_strong(text, fresh.get(), std::memory_order_acq_rel))
+      return *fresh.release();
+    return *text;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = others_.find(token);
+  if (it == others_.end()) it = others_.emplace(token, Decode(token)).first;
+  return it->second;
+}
+
+void DecodeLogprobs(const ipc::TokenLogprobs& l, const TokenTexts& texts, LogprobEntry* out) {
+  out->known = true;
+  out->token = l.token();
+  out->text = texts.Get(l.token());
+  out->logprob = l.logprob();
+  out->rank = l.rank();
   const auto* ids = l.top_tokens();
   const auto* lps = l.top_logprobs();
-  if (ids && lps)
-    for (flatbuffers::uoffset_t i = 0; i < std::min(ids->size(), lps->size()); ++i)
-      e.top.push_back({ids->Get(i), TokenText(ids->Get(i), tokenizer), lps->Get(i)});
+  const std::size_t n = ids && lps ? std::min(ids->size(), lps->size()) : 0;
+  out->top.resize(n, LogprobEntry::Top{-1, {}, 0});
+  for (flatbuffers::uoffset_t i = 0; i < n; ++i) {
+    LogprobEntry::Top& t = out->top[i];
+    t.token = ids->Get(i);
+    t.text = texts.Get(t.token);
+    t.logprob = lps->Get(i);
+  }
+}
+
+LogprobEntry DecodeLogprobs(const ipc::TokenLogprobs& l, const TokenTexts& texts) {
+  LogprobEntry e;
+  DecodeLogprobs(l, texts, &e);
   return e;
 }
 
-LogprobEntry UnscoredEntry(std::int32_t token, const Tokenizer& tokenizer) {
+LogprobEntry UnscoredEntry(std::int32_t token, const TokenTexts& texts) {
   LogprobEntry e;
   e.known = false;
   e.token = token;
-  e.text = TokenText(token, tokenizer);
+  e.text = texts.Get(token);
   return e;
 }
 
@@ -115,6 +209,68 @@ json PromptLogprobs(const std::vector<LogprobEntry>& entries) {
     out.push_back(std::move(dict));
   }
   return out;
+}
+
+void AppendCompletionLogprobs(std::span<const LogprobEntry> entries, std::uint64_t text_offset,
+                              std::string* out) {
+  // Keys in nlohmann's (sorted) order: text_offset, token_logprobs, tokens, top_logprobs.
+  *out += "{\"text_offset\":[";
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (i > 0) *out += ',';
+    AppendInteger(text_offset, out);
+    text_offset += TextOffsetLength(entries[i].text);
+  }
+  *out += "],\"token_logprobs\":[";
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (i > 0) *out += ',';
+    if (entries[i].known)
+      AppendNumber(Shown(entries[i].logprob), out);
+    else
+      *out += "null";
+  }
+  *out += "],\"tokens\":[";
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (i > 0) *out += ',';
+    EventTemplate::AppendQuoted(entries[i].text, out);
+  }
+  *out += "],\"top_logprobs\":[";
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (i > 0) *out += ',';
+    if (entries[i].known)
+      AppendTopDictionary(entries[i], out);
+    else
+      *out += "null";
+  }
+  *out += "]}";
+}
+
+void AppendChatLogprobs(std::span<const LogprobEntry> entries, std::string* out) {
+  // Keys in nlohmann's order: bytes, logprob, token, top_logprobs.
+  *out += "{\"content\":[";
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const LogprobEntry& e = entries[i];
+    if (i > 0) *out += ',';
+    *out += "{\"bytes\":";
+    AppendBytes(e.text, out);
+    *out += ",\"logprob\":";
+    AppendNumber(Shown(e.logprob), out);
+    *out += ",\"token\":";
+    EventTemplate::AppendQuoted(e.text, out);
+    *out += ",\"top_logprobs\":[";
+    for (std::size_t j = 0; j < e.top.size(); ++j) {
+      const LogprobEntry::Top& t = e.top[j];
+      if (j > 0) *out += ',';
+      *out += "{\"bytes\":";
+      AppendBytes(t.text, out);
+      *out += ",\"logprob\":";
+      AppendNumber(Shown(t.logprob), out);
+      *out += ",\"token\":";
+      EventTemplate::AppendQuoted(t.text, out);
+      *out += '}';
+    }
+    *out += "]}";
+  }
+  *out += "]}";
 }
 
 }  // namespace sightline::api

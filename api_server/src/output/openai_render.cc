@@ -145,11 +145,11 @@ OpenAiRenderer::Last OpenAiRenderer::Finished(const FinishedRequest& first,
   return last;
 }
 
-json OpenAiRenderer::StreamLogprobs(Choice& c, const std::vector<LogprobEntry>& entries) const {
-  if (options_.chat) return ChatLogprobs(entries);
-  json out = CompletionLogprobs(entries, c.text_offset);
+void OpenAiRenderer::StreamLogprobs(Choice& c, std::span<const LogprobEntry> entries,
+                                    std::string* out) const {
+  if (options_.chat) return AppendChatLogprobs(entries, out);
+  AppendCompletionLogprobs(entries, c.text_offset, out);
   for (const LogprobEntry& e : entries) c.text_offset += TextOffsetLength(e.text);
-  return out;
 }
 
 void OpenAiRenderer::Echo(std::uint32_t index, const std::string& prompt_text,
@@ -160,7 +160,11 @@ void OpenAiRenderer::Echo(std::uint32_t index, const std::string& prompt_text,
     if (options_.logprobs) c.logprobs.insert(c.logprobs.end(), entries.begin(), entries.end());
     return;
   }
-  json logprobs = options_.logprobs ? StreamLogprobs(c, entries) : json(nullptr);
+  json logprobs = nullptr;
+  if (options_.logprobs) {  // once per request: a JSON value in the chunk's
+    logprobs = options_.chat ? ChatLogprobs(entries) : CompletionLogprobs(entries, c.text_offset);
+    for (const LogprobEntry& e : entries) c.text_offset += TextOffsetLength(e.text);
+  }
   Write("data: " + Chunk(index, prompt_text, "", false, true, std::move(logprobs)).dump() + "\n\n");
 }
 
@@ -180,7 +184,9 @@ void OpenAiRenderer::Text(std::uint32_t index, const std::string& delta, bool ne
   if (!options_.stream) return;
   const std::string text = EventTemplate::Quote(delta);
   if (!logprobs.empty() && !responses) {  // the chunk with a second slot: the logprobs object
-    const json lp = StreamLogprobs(c, {logprobs.begin(), logprobs.end()});
+    std::string& lp = logprobs_buffer_;
+    lp.clear();
+    StreamLogprobs(c, logprobs, &lp);
     // Slots in the order the keys are dumped: a chat delta's content comes
     // before "logprobs", a completion's "text" after it.
     const int text_slot = options_.chat ? 0 : 1;
@@ -191,9 +197,10 @@ void OpenAiRenderer::Text(std::uint32_t index, const std::string& delta, bool ne
                                        .dump() +
                                    "\n\n",
                                2))
-      return Write("data: " + Chunk(index, delta, "", false, true, lp).dump() + "\n\n");
-    return Write(options_.chat ? c.logprobs_chunk.Fill({text, lp.dump()})
-                               : c.logprobs_chunk.Fill({lp.dump(), text}));
+      return Write("data: " + Chunk(index, delta, "", false, true, json::parse(lp)).dump() +
+                   "\n\n");
+    return Write(options_.chat ? c.logprobs_chunk.Fill({text, lp})
+                               : c.logprobs_chunk.Fill({lp, text}));
   }
   if (responses) {
     if (delta_template_.empty() &&

@@ -101,8 +101,9 @@ class OpenAiRenderer {
     std::uint64_t text_offset = 0;       // of the next token's logprobs (completions streams)
     nlohmann::json prompt_logprobs;      // null: none
   };
-  // A token's (or the echo's) logprobs object for a stream chunk.
-  nlohmann::json StreamLogprobs(Choice& c, const std::vector<LogprobEntry>& entries) const;
+  // A token's (or the echo's) logprobs object for a stream chunk, appended
+  // to *out; a completion's text offset moves past `entries`.
+  void StreamLogprobs(Choice& c, std::span<const LogprobEntry> entries, std::string* out) const;
 
   const char* Object(bool chunk) const;
   // A chat chunk's delta has "content" when it is the role chunk, when
@@ -124,6 +125,7 @@ class OpenAiRenderer {
   bool roles_sent_ = false;       // a chat stream's role chunks (FirstOutput)
   std::uint64_t sequence_ = 0;    // Responses stream events
   EventTemplate delta_template_;  // Responses' output_text.delta, made when first needed
+  std::string logprobs_buffer_;   // a chunk's logprobs object, its capacity kept for the next
 };
 
 }  // namespace sightline::api

@@ -106,6 +106,12 @@ OutputProcessor::OutputProcessor(Options options, CompletionParams params,
 
 OutputProcessor::~OutputProcessor() = default;
 
+const TokenTexts& OutputProcessor::Texts() {
+  if (options_.token_texts) return *options_.token_texts;
+  if (!own_texts_) own_texts_ = std::make_unique<TokenTexts>(tokenizer_);
+  return *own_texts_;
+}
+
 void OutputProcessor::Start() {
   std::lock_guard<std::mutex> lock(mu_);
   if (params_.stream) renderer_.StartStream(choices_.at(0)->stats);
@@ -218,9 +224,9 @@ void OutputProcessor::ApplyOutput(Choice& c, const RequestDelta& d) {
     // With max_tokens 0 (echo alone) the one token the engine sampled is
     // not shown (nor in usage), but the metrics count it.
     for (std::uint32_t i = 0; i < n && !params_.score_only; ++i) {
-      LogprobEntry lp;
+      LogprobEntry& lp = token_logprobs_;
       const bool has_lp = params_.logprobs >= 0 && o->logprobs() && i < o->logprobs()->size();
-      if (has_lp) lp = DecodeLogprobs(*o->logprobs()->Get(i), *tokenizer_);
+      if (has_lp) DecodeLogprobs(*o->logprobs()->Get(i), Texts(), &lp);
       if (stop_token && i + 1 == n) {
         // The chunk a token gets, as before (and its logprobs).
         TokenText(c, "", has_lp ? &lp : nullptr);
@@ -274,10 +280,10 @@ void OutputProcessor::ShowPrompt(Choice& c, const ipc::RequestOutput* o) {
   const std::vector<std::int32_t>& prompt = params_.prompts.at(c.index / params_.n);
   std::vector<LogprobEntry> entries;
   if (params_.prompt_logprobs >= 0) {
-    entries.push_back(UnscoredEntry(prompt.at(0), *tokenizer_));
+    entries.push_back(UnscoredEntry(prompt.at(0), Texts()));
     if (o->prompt_logprobs())
       for (const ipc::TokenLogprobs* l : *o->prompt_logprobs())
-        entries.push_back(DecodeLogprobs(*l, *tokenizer_));
+        entries.push_back(DecodeLogprobs(*l, Texts()));
     renderer_.PromptLogprobsField(c.index, PromptLogprobs(entries));
   }
   if (params_.echo)

@@ -54,6 +54,9 @@ class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
     SpecDecodeMetricsMode spec_decode_metrics = SpecDecodeMetricsMode::kNone;
     std::uint32_t num_speculative_tokens = 0;
     bool force_usage = false;  // --enable-force-include-usage
+    // The tokenizer's TokenTexts, shared by the server's requests (logprobs'
+    // token texts). Null: the processor makes its own when first needed.
+    const TokenTexts* token_texts = nullptr;
     // --stream-interval: a streamed choice's tokens go out together, every
     // this many, as vLLM's output processor sends them: its first token at
     // once, then every stream_interval tokens, and what is held at its end.
@@ -134,6 +137,10 @@ class OutputProcessor : public std::enable_shared_from_this<OutputProcessor> {
   const Options options_;
   const CompletionParams params_;
   const Tokenizer* const tokenizer_;
+  // Options::token_texts, or the processor's own (Texts()).
+  const TokenTexts& Texts();
+  std::unique_ptr<TokenTexts> own_texts_;
+  LogprobEntry token_logprobs_;  // a token's, reused: its strings keep their capacity
   EngineClient* const engine_;
   RequestMetrics* const metrics_;
   const std::function<void()> on_complete_;

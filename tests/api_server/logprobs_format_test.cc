@@ -1,0 +1,150 @@
+// The logprobs objects written by hand (AppendCompletionLogprobs,
+// AppendChatLogprobs) against nlohmann's dump() of the JSON values
+// (CompletionLogprobs, ChatLogprobs) over a generated corpus: texts that
+// need escaping, texts that decode alike (a completion's dictionary keeps
+// one key), numbers of every kind; and TokenTexts against decoding each token
+// alone, from several threads at once.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "output/logprobs_format.h"
+#include "sightline/tokenizer/tokenizer.h"
+#include "sightline/utf8.h"
+
+namespace sightline::api {
+namespace logprobs_format_test {
+
+class Corpus {
+ public:
+  explicit Corpus(unsigned seed) : rng_(seed) {}
+
+  std::string Text() {
+    static const std::vector<std::string> kPool = {"",
+                                                   "a",
+                                                   " the",
+                                                   "\"",
+                                                   "\\",
+                                                   "\n",
+                                                   "\t",
+                                                   "\x01",
+                                                   "\x1f",
+                                                   "\x7f",
+                                                   "\xc3\xa9",
+                                                   "\xe6\x97\xa5",
+                                                   "\xf0\x9f\x98\x80",
+                                                   "\xef\xbf\xbd",
+                                                   "<s>",
+                                                   "a\"b\\c",
+                                                   "A",
+                                                   "a ",
+                                                   "\xc2\x80",
+                                                   "/",
+                                                   "\b\f\r"};
+    if (Pick(3) > 0) return kPool[Pick(kPool.size())];
+    std::string s;  // a few random code points of every UTF-8 length
+    for (std::size_t i = Pick(6); i > 0; --i) {
+      static const char32_t kSamples[] = {0x0,   0x9,    0x1f,   0x20,    0x22,
+                                          0x5c,  0x7e,   0x7f,   0x80,    0x7ff,
+                                          0x800, 0xfffd, 0xffff, 0x10000, 0x10ffff};
+      const char32_t c = Pick(2) ? kSamples[Pick(std::size(kSamples))] : 0x20 + Pick(0x60);
+      AppendUtf8(c, &s);
+    }
+    return s;
+  }
+
+  float Logprob() {
+    static const float kSpecial[] = {0.0f,
+                                     -0.0f,
+                                     -std::numeric_limits<float>::denorm_min(),
+                                     -std::numeric_limits<float>::min(),
+                                     -1e-8f,
+                                     -0.5f,
+                                     -1.0f / 3.0f,
+                                     -9999.0f,
+                                     -10000.5f,
+                                     -std::numeric_limits<float>::max(),
+                                     -std::numeric_limits<float>::infinity(),
+                                     std::numeric_limits<float>::quiet_NaN()};
+    if (Pick(4) == 0) return kSpecial[Pick(std::size(kSpecial))];
+    if (Pick(2) == 0) return -std::uniform_real_distribution<float>(0, 30)(rng_);
+    return -std::ldexp(std::uniform_real_distribution<float>(0.5f, 1)(rng_),
+                       static_cast<int>(Pick(80)) - 40);
+  }
+
+  LogprobEntry Entry() {
+    LogprobEntry e;
+    e.known = Pick(10) > 0;
+    e.token = static_cast<std::int32_t>(Pick(100000));
+    e.text = Text();
+    e.logprob = Logprob();
+    e.rank = static_cast<std::int32_t>(Pick(50000));
+    for (std::size_t k = Pick(4) == 0 ? Pick(26) : Pick(6); k > 0; --k)
+      e.top.push_back({static_cast<std::int32_t>(Pick(100000)), Text(), Logprob()});
+    return e;
+  }
+
+  std::uint64_t Offset() {
+    return Pick(2) ? Pick(1000) : std::uniform_int_distribution<std::uint64_t>()(rng_) >> 2;
+  }
+
+  std::size_t Pick(std::size_t n) {
+    return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_);
+  }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+TEST(LogprobsFormat, HandWrittenObjectsAreNlohmannsDump) {
+  Corpus corpus(46);
+  for (int i = 0; i < 20000; ++i) {
+    std::vector<LogprobEntry> entries;
+    for (std::size_t n = 1 + corpus.Pick(i % 10 == 0 ? 8 : 2); n > 0; --n)
+      entries.push_back(corpus.Entry());
+    const std::uint64_t offset = corpus.Offset();
+    // Appended after what a buffer already holds, as into a reused one.
+    std::string completion = "x", chat = "y";
+    AppendCompletionLogprobs(entries, offset, &completion);
+    AppendChatLogprobs(entries, &chat);
+    ASSERT_EQ(completion, "x" + CompletionLogprobs(entries, offset).dump()) << "case " << i;
+    ASSERT_EQ(chat, "y" + ChatLogprobs(entries).dump()) << "case " << i;
+  }
+}
+
+TEST(LogprobsFormat, TokenTextsAreEachTokenDecodedAlone) {
+  const auto tokenizer = MakeByteTokenizer();
+  const TokenTexts texts(tokenizer.get());
+  // Beyond the vocabulary too: a model's output layer may be padded.
+  const std::int32_t end = tokenizer->vocab_size() + 8;
+  std::vector<std::string> want;
+  for (std::int32_t id = -2; id < end; ++id) {
+    const std::int32_t one[] = {id};
+    want.push_back(LossyUtf8(tokenizer->Decode(one, DecodeOptions{.skip_special_tokens = false})));
+  }
+  // Four threads race to fill the cache; each sees every text right.
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 3; ++round)
+        for (std::int32_t id = -2; id < end; ++id) {
+          const std::int32_t at = t % 2 ? end - 1 - (id + 2) : id;
+          if (texts.Get(at) != want[static_cast<std::size_t>(at + 2)]) ++wrong[t];
+        }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong, std::vector<int>(4, 0));
+  // Kept: the same string every time.
+  EXPECT_EQ(&texts.Get('a'), &texts.Get('a'));
+  EXPECT_EQ(&texts.Get(end - 1), &texts.Get(end - 1));
+  EXPECT_EQ(texts.Get(200), "\xef\xbf\xbd");  // a lone byte that is not UTF-8
+}
+
+}  // namespace logprobs_format_test
+}  // namespace sightline::api
