@@ -207,6 +207,8 @@ Status RunApiServerProcess(const ApiServerProcessOptions& o, const ApiServerProc
   so.per_request_metrics = o.per_request_metrics;
   so.force_include_usage = o.force_include_usage;
   so.stream_interval = o.stream_interval;
+  const TokenTexts token_texts(tokenizer.get());
+  so.token_texts = &token_texts;
   so.load_tracking = o.load_tracking;
   so.served_model_name = o.served_model_name.empty() ? info.model_name : o.served_model_name;
   so.client_index = o.index;

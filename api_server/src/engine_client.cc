@@ -1,5 +1,6 @@
 #include "engine_client.h"
 
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -426,8 +427,15 @@ void EngineClient::Stop() {
 
 Status EngineClient::Start(EngineInfo* info) {
   impl_->last_heard = MonotonicNanos();
-  impl_->dispatcher = std::thread([this] { impl_->RunHandlers(); });
-  impl_->io = std::thread([this] { impl_->Run(); });
+  // Named for top -H and perf (at most 15 characters).
+  impl_->dispatcher = std::thread([this] {
+    pthread_setname_np(pthread_self(), "engine-outputs");
+    impl_->RunHandlers();
+  });
+  impl_->io = std::thread([this] {
+    pthread_setname_np(pthread_self(), "engine-io");
+    impl_->Run();
+  });
   std::unique_lock<std::mutex> lock(impl_->mu);
   const bool ok =
       impl_->ready_cv.wait_for(lock, std::chrono::duration<double>(impl_->options.ready_timeout_s),

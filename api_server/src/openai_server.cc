@@ -73,7 +73,8 @@ OpenAiServer::OpenAiServer(OpenAiServerOptions options, EngineRouter* engines,
     : options_(std::move(options)),
       engines_(engines),
       tokenizer_(tokenizer),
-      token_texts_(tokenizer),
+      own_texts_(options_.token_texts ? nullptr : std::make_unique<TokenTexts>(tokenizer)),
+      token_texts_(options_.token_texts ? options_.token_texts : own_texts_.get()),
       metrics_(metrics) {}
 
 void OpenAiServer::AddRoutes(HttpServer* server) {
@@ -255,7 +256,7 @@ void OpenAiServer::Generate(const HttpRequest& request, std::shared_ptr<Responde
   o.num_speculative_tokens = options_.engine.num_speculative_tokens;
   o.force_usage = options_.force_include_usage;
   o.stream_interval = options_.stream_interval;
-  o.token_texts = &token_texts_;
+  o.token_texts = token_texts_;
   if (options_.tracer) {
     o.tracer = options_.tracer;
     o.trace = options_.tracer->Begin(request);

@@ -46,6 +46,9 @@ struct OpenAiServerOptions {
   std::function<void(double* kv_cache_usage_perc, double* num_requests_waiting)> read_load;
   // --otlp-traces-endpoint: a span per finished choice; null: no tracing.
   RequestTracer* tracer = nullptr;
+  // The tokenizer's token texts (logprobs), one for the process's servers
+  // (a rank port's too). Null: the server makes its own.
+  const TokenTexts* token_texts = nullptr;
 };
 
 class OutputProcessor;
@@ -81,7 +84,8 @@ class OpenAiServer {
   OpenAiServerOptions options_;
   EngineRouter* engines_;
   const Tokenizer* tokenizer_;
-  const TokenTexts token_texts_;  // the tokenizer's, for every request's logprobs
+  std::unique_ptr<TokenTexts> own_texts_;  // when the options give none
+  const TokenTexts* token_texts_;          // for every request's logprobs
   RequestMetrics* metrics_;
   std::atomic<std::uint64_t> next_id_{0};
   std::atomic<std::int64_t> in_flight_{0};  // generation requests being answered (GET /load)

@@ -208,6 +208,33 @@ TEST(HttpServer, GatheredWritesKeepTheByteStream) {
   for (auto& w : workers) w.join();
 }
 
+// A chunk's framing against printf's hex, across the hex digits' edges; in
+// place, a string with kChunkFraming bytes to spare is not reallocated (a
+// streamed token's chunk is framed so).
+TEST(HttpServer, ChunkFramingInPlace) {
+  std::vector<std::size_t> sizes;
+  for (std::size_t n = 0; n < 4200; ++n) sizes.push_back(n);
+  for (std::size_t n : {65535, 65536, 1048575, 1048576}) sizes.push_back(n);
+  for (const std::size_t n : sizes) {
+    std::string data(n, static_cast<char>('a' + n % 26));
+    char line[32];
+    std::snprintf(line, sizeof line, "%zx\r\n", n);
+    const std::string want = line + data + "\r\n";
+    ASSERT_EQ(http_internal::ChunkWire(data), want) << n;
+    for (const bool room : {true, false}) {
+      std::string framed;
+      framed.reserve(n + (room ? http_internal::kChunkFraming : 0));
+      framed = data;
+      const char* before = framed.data();
+      http_internal::FrameChunk(&framed);
+      ASSERT_EQ(framed, want) << n;
+      if (room) {
+        ASSERT_EQ(framed.data(), before) << n << ": reallocated";
+      }
+    }
+  }
+}
+
 TEST(HttpServer, SharesAPortWithSoReuseportAndAdoptsAnInheritedSocket) {
   HttpServerOptions o;
   o.port = 0;

@@ -146,5 +146,34 @@ TEST(LogprobsFormat, TokenTextsAreEachTokenDecodedAlone) {
   EXPECT_EQ(texts.Get(200), "\xef\xbf\xbd");  // a lone byte that is not UTF-8
 }
 
+// One entry decoded into again and again, as the output processor reuses
+// its token's: top lists that shrink, vanish and grow, an unscored entry
+// before; each time equal to a fresh decode.
+TEST(LogprobsFormat, AReusedEntryHoldsOnlyTheLatestToken) {
+  const auto tokenizer = MakeByteTokenizer();
+  const TokenTexts texts(tokenizer.get());
+  LogprobEntry reused = UnscoredEntry('q', texts);
+  for (const int k : {5, 0, 3, 20, 1, 0, 7}) {
+    flatbuffers::FlatBufferBuilder b;
+    std::vector<std::int32_t> top;
+    std::vector<float> values;
+    for (int i = 0; i < k; ++i) {
+      top.push_back(k % 2 ? 200 + i : 'a' + i);  // some not UTF-8 alone
+      values.push_back(-0.25f * static_cast<float>(i + 1));
+    }
+    b.Finish(ipc::CreateTokenLogprobsDirect(b, 'a' + k, -0.125f * static_cast<float>(k), k + 1,
+                                            &top, &values));
+    const auto* l = flatbuffers::GetRoot<ipc::TokenLogprobs>(b.GetBufferPointer());
+    DecodeLogprobs(*l, texts, &reused);
+    const LogprobEntry fresh = DecodeLogprobs(*l, texts);
+    const std::vector<LogprobEntry> one_reused = {reused}, one_fresh = {fresh};
+    EXPECT_EQ(CompletionLogprobs(one_reused, 3).dump(), CompletionLogprobs(one_fresh, 3).dump());
+    EXPECT_EQ(ChatLogprobs(one_reused).dump(), ChatLogprobs(one_fresh).dump());
+    EXPECT_TRUE(reused.known);
+    EXPECT_EQ(reused.rank, k + 1);
+    ASSERT_EQ(reused.top.size(), static_cast<std::size_t>(k));
+  }
+}
+
 }  // namespace logprobs_format_test
 }  // namespace sightline::api

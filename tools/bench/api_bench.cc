@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "http/http_protocol.h"
 #include "output/output_processor.h"
 #include "output/stop_matcher.h"
 #include "sightline/shm_registry/registry.h"
@@ -61,7 +62,10 @@ class CountingResponder : public Responder {
  public:
   void Send(HttpResponse r) override { bytes += r.body.size(); }
   void StartStream(int, std::string, std::map<std::string, std::string>) override {}
-  void Write(std::string chunk) override { bytes += chunk.size(); }
+  void Write(std::string chunk) override {  // framed as the HTTP responder frames it
+    http_internal::FrameChunk(&chunk);
+    bytes += chunk.size();
+  }
   void End(std::string last) override { bytes += last.size(); }
   void OnDisconnect(std::function<void()>) override {}
   std::size_t bytes = 0;

@@ -1,6 +1,6 @@
 #include "http/http_protocol.h"
 
-#include <cstdio>
+#include <charconv>
 
 namespace sightline::api::http_internal {
 
@@ -81,12 +81,20 @@ bool BearerMatches(std::string_view authorization, std::string_view key) {
 }
 
 std::string ChunkWire(std::string_view data) {
-  char size[24];
-  const int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
   std::string wire;
-  wire.reserve(static_cast<std::size_t>(n) + data.size() + 2);
-  wire.append(size, static_cast<std::size_t>(n)).append(data).append("\r\n", 2);
+  wire.reserve(data.size() + kChunkFraming);
+  wire.append(data);
+  FrameChunk(&wire);
   return wire;
+}
+
+void FrameChunk(std::string* data) {
+  char line[kChunkFraming];
+  char* end = std::to_chars(line, line + 16, data->size(), 16).ptr;
+  *end++ = '\r';
+  *end++ = '\n';
+  data->insert(0, line, static_cast<std::size_t>(end - line));
+  data->append("\r\n", 2);
 }
 
 }  // namespace sightline::api::http_internal

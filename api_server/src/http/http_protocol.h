@@ -35,5 +35,11 @@ bool IEquals(std::string_view a, std::string_view b);
 // One chunk of a chunked body on the wire: hex size, CRLF, data, CRLF
 // (RFC 9112 §7.1); one allocation, one copy.
 std::string ChunkWire(std::string_view data);
+// The same in place: *data becomes its chunk. The bytes move up by the size
+// line; no allocation when *data has kChunkFraming bytes of spare capacity
+// (EventTemplate::Fill reserves them: a streamed token's chunk is framed
+// once per token).
+void FrameChunk(std::string* data);
+constexpr std::size_t kChunkFraming = 16 + 4;  // a 64-bit size in hex, two CRLFs
 
 }  // namespace sightline::api::http_internal

@@ -46,8 +46,8 @@ class SessionResponder : public Responder {
     // HTTP/1.0 has no chunked coding: its stream is the raw bytes, ended by
     // closing the connection (RFC 9112 §6.3 item 8).
     const std::size_t payload = chunk.size();
-    std::string wire = version_ >= 11 ? ChunkWire(chunk) : std::move(chunk);
-    Post([wire = std::move(wire), payload](Session& s) mutable {
+    if (version_ >= 11) FrameChunk(&chunk);
+    Post([wire = std::move(chunk), payload](Session& s) mutable {
       s.Queue(std::move(wire), payload);
     });
   }

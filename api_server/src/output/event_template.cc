@@ -1,5 +1,6 @@
 #include "output/event_template.h"
 
+#include "http/http_protocol.h"
 #include "sightline/utf8.h"
 
 namespace sightline::api {
@@ -25,7 +26,8 @@ std::string EventTemplate::Fill(std::initializer_list<std::string_view> values) 
   for (const auto& p : pieces_) size += p.size();
   for (const auto& v : values) size += v.size();
   std::string out;
-  out.reserve(size);
+  // Room for the HTTP chunk's framing, which the responder adds in place.
+  out.reserve(size + http_internal::kChunkFraming);
   auto value = values.begin();
   for (const std::string& piece : pieces_) {
     out += piece;

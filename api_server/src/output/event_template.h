@@ -30,7 +30,8 @@ class EventTemplate {
   bool empty() const { return pieces_.empty(); }
 
   // The event with `values` (already JSON: an escaped string with its quotes,
-  // or a number) in the placeholders' places. One allocation: the event.
+  // or a number) in the placeholders' places. One allocation: the event,
+  // with room for the HTTP chunk framing (http_protocol.h's FrameChunk).
   // Pass the values inline: the views must outlive the call.
   std::string Fill(std::initializer_list<std::string_view> values) const;
 

@@ -27,7 +27,9 @@ json Bytes(const std::string& text) {
 
 // dump()'s number: nlohmann's own shortest round-trip formatter (Grisu2,
 // which is not always the shortest, so std::to_chars could differ), and
-// null for what is not finite.
+// null for what is not finite. detail::to_chars is nlohmann's internal
+// function (3.11's serializer calls it with this 64-byte buffer): a version
+// that moved it fails to build, one that changed it fails the corpus test.
 void AppendNumber(double v, std::string* out) {
   if (!std::isfinite(v)) {
     *out += "null";
@@ -56,25 +58,29 @@ void AppendBytes(std::string_view text, std::string* out) {
 
 // A completion's top_logprobs dictionary as nlohmann's object holds it: keys
 // in byte order, and of tokens that decode alike the first added (the most
-// likely; the chosen token last). The keys are few (k + 1), so a stable
-// insertion sort into a reused list, which allocates nothing once grown.
+// likely; the chosen token last). Sorted by (text, order added) into a list
+// each thread reuses, so nothing is allocated once it has grown; O(k log k)
+// however large --max-logprobs is.
 void AppendTopDictionary(const LogprobEntry& e, std::string* out) {
-  thread_local std::vector<std::pair<std::string_view, float>> keys;
-  keys.clear();
-  auto add = [](std::string_view text, float logprob) {
-    auto at = keys.end();
-    while (at != keys.begin() && (at - 1)->first > text) --at;
-    if (at != keys.begin() && (at - 1)->first == text) return;  // an earlier one keeps the key
-    keys.insert(at, {text, logprob});
+  struct Key {
+    std::string_view text;
+    std::size_t order;
+    float logprob;
   };
-  for (const LogprobEntry::Top& t : e.top) add(t.text, t.logprob);
-  add(e.text, e.logprob);
+  thread_local std::vector<Key> keys;
+  keys.clear();
+  for (const LogprobEntry::Top& t : e.top) keys.push_back({t.text, keys.size(), t.logprob});
+  keys.push_back({e.text, keys.size(), e.logprob});
+  std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    return a.text != b.text ? a.text < b.text : a.order < b.order;
+  });
   *out += '{';
   for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (i > 0 && keys[i].text == keys[i - 1].text) continue;  // an earlier one keeps the key
     if (i > 0) *out += ',';
-    EventTemplate::AppendQuoted(keys[i].first, out);
+    EventTemplate::AppendQuoted(keys[i].text, out);
     *out += ':';
-    AppendNumber(Shown(keys[i].second), out);
+    AppendNumber(Shown(keys[i].logprob), out);
   }
   *out += '}';
 }
@@ -211,8 +217,8 @@ json PromptLogprobs(const std::vector<LogprobEntry>& entries) {
   return out;
 }
 
-void AppendCompletionLogprobs(std::span<const LogprobEntry> entries, std::uint64_t text_offset,
-                              std::string* out) {
+std::uint64_t AppendCompletionLogprobs(std::span<const LogprobEntry> entries,
+                                       std::uint64_t text_offset, std::string* out) {
   // Keys in nlohmann's (sorted) order: text_offset, token_logprobs, tokens, top_logprobs.
   *out += "{\"text_offset\":[";
   for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -242,6 +248,7 @@ void AppendCompletionLogprobs(std::span<const LogprobEntry> entries, std::uint64
       *out += "null";
   }
   *out += "]}";
+  return text_offset;
 }
 
 void AppendChatLogprobs(std::span<const LogprobEntry> entries, std::string* out) {

@@ -94,8 +94,9 @@ nlohmann::json ChatLogprobs(const std::vector<LogprobEntry>& entries);
 // rendered once per token (issue 46). Byte for byte the dump() of the two
 // functions above, which the test checks over a generated corpus; numbers
 // are written by nlohmann's own formatter.
-void AppendCompletionLogprobs(std::span<const LogprobEntry> entries, std::uint64_t text_offset,
-                              std::string* out);
+// AppendCompletionLogprobs returns the offset after the entries' text.
+std::uint64_t AppendCompletionLogprobs(std::span<const LogprobEntry> entries,
+                                       std::uint64_t text_offset, std::string* out);
 void AppendChatLogprobs(std::span<const LogprobEntry> entries, std::string* out);
 
 // vLLM's prompt_logprobs list: null for the first prompt token, then per

@@ -148,8 +148,7 @@ OpenAiRenderer::Last OpenAiRenderer::Finished(const FinishedRequest& first,
 void OpenAiRenderer::StreamLogprobs(Choice& c, std::span<const LogprobEntry> entries,
                                     std::string* out) const {
   if (options_.chat) return AppendChatLogprobs(entries, out);
-  AppendCompletionLogprobs(entries, c.text_offset, out);
-  for (const LogprobEntry& e : entries) c.text_offset += TextOffsetLength(e.text);
+  c.text_offset = AppendCompletionLogprobs(entries, c.text_offset, out);
 }
 
 void OpenAiRenderer::Echo(std::uint32_t index, const std::string& prompt_text,
