@@ -187,7 +187,7 @@ TEST(HttpSession, AnExceptionAdmittingAConnectionDoesNotStopAccepting) {
   asio::io_context io;
   std::atomic<int> calls{0};
   std::vector<tcp::socket> kept;  // touched on the acceptor's strand only
-  http_internal::AcceptLoop loop(io, [&](tcp::socket s) {
+  http_internal::AcceptLoop loop(io, 1, [&](tcp::socket s) {
     const int n = ++calls;
     if (n == 1) throw std::runtime_error("admission bug");
     if (n == 2) throw 42;

@@ -72,9 +72,16 @@ struct HttpCore {
 // cap leaves.
 constexpr std::size_t kMaxRefusing = 64;
 
+// A connection's executor, on which its handlers never overlap: on an
+// io_context that one thread runs (the control thread; the I/O threads by
+// default), the io_context's own, for a strand costs every streamed chunk
+// a second lock, queue and allocation on the way (about 1 µs a token,
+// issue 46); with several threads, a strand of its own.
+boost::asio::any_io_executor ConnectionExecutor(boost::asio::io_context& io, int threads);
+
 // Serves an accepted connection: reads requests, dispatches them, answers.
-// The socket's executor must be a strand (one per connection), on the
-// control thread when `core->stream_io` is set.
+// The socket's executor must be a ConnectionExecutor, on the control thread
+// when `core->stream_io` is set.
 void ServeConnection(HttpCore* core, boost::asio::ip::tcp::socket socket);
 // Answers an accepted connection over the cap with 503 (an OpenAI error
 // body, Connection: close) without reading a request, then closes it.
@@ -87,13 +94,14 @@ void SeverResponders(HttpCore* core);
 
 // Accepts connections until closed and hands each to `admit`, on the
 // acceptor's strand (async_accept's completion and close() never overlap
-// with several I/O threads). Nothing that happens to one connection stops
+// with several I/O threads); each socket's executor is a
+// ConnectionExecutor of `io` for `threads` threads. Nothing that happens to one connection stops
 // it: an accept error (out of descriptors) is retried after a back-off, an
 // exception from `admit` is logged and costs that connection only.
 class AcceptLoop {
  public:
   using Admit = std::function<void(boost::asio::ip::tcp::socket)>;
-  AcceptLoop(boost::asio::io_context& io, Admit admit);
+  AcceptLoop(boost::asio::io_context& io, int threads, Admit admit);
   // Open (or assign) and listen before Start().
   boost::asio::ip::tcp::acceptor& acceptor() { return acceptor_; }
   void Start();  // posts the first accept
@@ -104,6 +112,7 @@ class AcceptLoop {
   void Retry();  // Accept() after a back-off
 
   boost::asio::io_context& io_;
+  const int threads_;
   Admit admit_;
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
   boost::asio::ip::tcp::acceptor acceptor_;

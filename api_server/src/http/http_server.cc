@@ -64,8 +64,14 @@ std::string Gzip(const std::string& data) {
 
 namespace http_internal {
 
-AcceptLoop::AcceptLoop(asio::io_context& io, Admit admit)
+asio::any_io_executor ConnectionExecutor(asio::io_context& io, int threads) {
+  if (threads <= 1) return io.get_executor();
+  return asio::make_strand(io);
+}
+
+AcceptLoop::AcceptLoop(asio::io_context& io, int threads, Admit admit)
     : io_(io),
+      threads_(threads),
       admit_(std::move(admit)),
       strand_(asio::make_strand(io)),
       acceptor_(strand_),
@@ -84,24 +90,25 @@ void AcceptLoop::Close() {
 }
 
 void AcceptLoop::Accept() {
-  // Each connection gets its own strand: its handlers and writes never overlap.
-  acceptor_.async_accept(asio::make_strand(io_), [this](beast::error_code ec, tcp::socket socket) {
-    if (!acceptor_.is_open()) return;
-    // Out of descriptors (or memory): retrying at once would spin on the
-    // same error; the connections waiting in the backlog are taken when
-    // some close.
-    if (ec) return Retry();
-    // Whatever admitting this connection does, the next accept is armed:
-    // an exception here used to end accepting for the life of the process.
-    try {
-      admit_(std::move(socket));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "sightline: HTTP: admitting a connection: %s\n", e.what());
-    } catch (...) {
-      std::fprintf(stderr, "sightline: HTTP: admitting a connection: unknown exception\n");
-    }
-    Accept();
-  });
+  // Each connection's handlers and writes never overlap.
+  acceptor_.async_accept(
+      ConnectionExecutor(io_, threads_), [this](beast::error_code ec, tcp::socket socket) {
+        if (!acceptor_.is_open()) return;
+        // Out of descriptors (or memory): retrying at once would spin on the
+        // same error; the connections waiting in the backlog are taken when
+        // some close.
+        if (ec) return Retry();
+        // Whatever admitting this connection does, the next accept is armed:
+        // an exception here used to end accepting for the life of the process.
+        try {
+          admit_(std::move(socket));
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "sightline: HTTP: admitting a connection: %s\n", e.what());
+        } catch (...) {
+          std::fprintf(stderr, "sightline: HTTP: admitting a connection: unknown exception\n");
+        }
+        Accept();
+      });
 }
 
 void AcceptLoop::Retry() {
@@ -128,7 +135,7 @@ struct HttpServer::Impl : http_internal::HttpCore {
   // have none until a connection moves there).
   asio::executor_work_guard<asio::io_context::executor_type> io_work{io.get_executor()},
       control_work{control.get_executor()};
-  http_internal::AcceptLoop accept{control, [this](tcp::socket s) { Admit(std::move(s)); }};
+  http_internal::AcceptLoop accept{control, 1, [this](tcp::socket s) { Admit(std::move(s)); }};
   std::vector<std::thread> threads;  // the control thread first
   int bound_port = 0;
 

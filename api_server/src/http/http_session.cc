@@ -162,7 +162,7 @@ void Session::MoveToStreamLane() {
     return Finish(ErrorResponse(500, "internal server error", "InternalServerError"), false);
   }
   write_timer_.cancel();  // an earlier answer's, if any: this session ends here
-  tcp::socket socket(asio::make_strand(*core_->stream_io));
+  tcp::socket socket(ConnectionExecutor(*core_->stream_io, core_->options.threads));
   socket.assign(local.protocol(), fd, ec);
   if (ec) {  // no socket holds it: closed unanswered
     ::close(fd);

@@ -1,7 +1,9 @@
 // One connection of HttpServer (Session) as its two parts share it: the
 // request/answer cycle (http_session.cc) and the Responder a handler answers
 // through (http_responder.cc). Internal to api_server. Every member of a
-// Session is touched only on its strand.
+// Session is touched only on its connection's executor (ConnectionExecutor
+// in http_core.h: a strand, or the io_context one thread runs), called its
+// strand below.
 #pragma once
 
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
