@@ -8,6 +8,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -206,6 +207,103 @@ TEST(HttpLanes, StoppingWhileConnectionsMove) {
     server.reset();  // stops with connections mid-move
     done = true;
     for (auto& c : clients) c.join();
+  }
+}
+
+// Sixteen streams written at once by two threads, with the ends from a
+// third: every call for the one I/O thread's connections goes through one
+// queue, run there in order (LaneQueue), so each client gets exactly its
+// chunks, in order, then the end; and the same with three I/O threads,
+// where each connection posts to its strand instead.
+TEST(HttpLanes, ManyStreamsWrittenFromSeveralThreadsKeepTheirBytes) {
+  constexpr int kStreams = 16, kChunks = 400;
+  for (const int threads : {1, 3}) {
+    HttpServerOptions o;
+    o.port = 0;
+    o.threads = threads;
+    HttpServer server(o);
+    std::mutex mu;
+    std::vector<std::pair<int, std::shared_ptr<Responder>>> streams;
+    server.RouteAsync("GET", "/stream", [&](const HttpRequest& r, std::shared_ptr<Responder> out) {
+      out->StartStream(200, "text/event-stream");
+      std::lock_guard<std::mutex> g(mu);
+      streams.emplace_back(std::stoi(r.query.substr(2)), std::move(out));  // "i=<n>"
+    });
+    ASSERT_TRUE(server.Start().ok());
+    auto chunk = [](int stream, int i) {
+      return "data: " + std::to_string(stream) + "/" + std::to_string(i) + "\n\n";
+    };
+    std::vector<std::unique_ptr<RawSocket>> clients;
+    for (int i = 0; i < kStreams; ++i) {
+      clients.push_back(std::make_unique<RawSocket>(server.port()));
+      ASSERT_TRUE(clients.back()->Send(Get("/stream?i=" + std::to_string(i))));
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> g(mu);
+        if (streams.size() == kStreams) break;
+      }
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    // Writers take the even and the odd streams, chunk by chunk across them.
+    std::vector<std::thread> writers;
+    for (int w = 0; w < 2; ++w)
+      writers.emplace_back([&, w] {
+        for (int i = 0; i < kChunks; ++i)
+          for (const auto& [id, out] : streams)
+            if (id % 2 == w) out->Write(chunk(id, i));
+      });
+    for (auto& w : writers) w.join();
+    std::thread ender([&] {
+      for (const auto& [id, out] : streams) out->End("data: [DONE]\n\n");
+    });
+    ender.join();
+    for (int i = 0; i < kStreams; ++i) {
+      std::string want;
+      for (int k = 0; k < kChunks; ++k) want += http_internal::ChunkWire(chunk(i, k));
+      want += http_internal::ChunkWire("data: [DONE]\n\n") + "0\r\n\r\n";
+      const std::string got = clients[static_cast<std::size_t>(i)]->ReadUntil(60);
+      const std::size_t body = got.find("\r\n\r\n");
+      ASSERT_NE(body, std::string::npos) << got.substr(0, 200);
+      EXPECT_TRUE(got.substr(body + 4) == want)
+          << threads << " threads, stream " << i << ": " << got.size() - body - 4
+          << " bytes against " << want.size();
+    }
+    std::lock_guard<std::mutex> g(mu);
+    streams.clear();
+  }
+}
+
+// A writer keeps writing while the server stops: what is queued for the I/O
+// thread and never ran goes with the server, and later writes do nothing
+// (the sanitizer build runs this).
+TEST(HttpLanes, StoppingWhileChunksAreQueued) {
+  for (int round = 0; round < 5; ++round) {
+    HttpServerOptions o;
+    o.port = 0;
+    auto server = std::make_unique<HttpServer>(o);
+    std::promise<std::shared_ptr<Responder>> streaming;
+    server->RouteAsync("GET", "/stream", [&](const HttpRequest&, std::shared_ptr<Responder> out) {
+      out->StartStream(200, "text/event-stream");
+      streaming.set_value(std::move(out));
+    });
+    ASSERT_TRUE(server->Start().ok());
+    RawSocket client(server->port());
+    ASSERT_TRUE(client.Send(Get("/stream")));
+    auto future = streaming.get_future();
+    ASSERT_EQ(future.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    const std::shared_ptr<Responder> out = future.get();
+    std::atomic<bool> done{false};
+    std::thread writer([&] {
+      for (int i = 0; !done; ++i) out->Write("data: " + std::to_string(i) + "\n\n");
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 * round));
+    server.reset();
+    done = true;
+    writer.join();
+    out->End();  // after the server: nothing
   }
 }
 

@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <atomic>
+#include <cstdio>
 #include <future>
 #include <random>
 #include <thread>

@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <list>
 #include <map>
@@ -17,12 +18,48 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "http/http_server.h"
 
 namespace sightline::api::http_internal {
 
 class Session;
+
+// What is posted to the connections of an io_context that one thread runs,
+// queued here in order and run there by one handler: an engine step's
+// chunks for many connections cross threads in one post (and, at most, one
+// wake-up), not one each (issue 46). One queue per io_context, so nothing
+// passes anything: the order is the order of the calls, as asio::post's.
+class LaneQueue {
+ public:
+  explicit LaneQueue(boost::asio::io_context* io) : io_(io) {}
+  // A stream chunk in wire form for Session::Queue; or another call.
+  void Post(std::shared_ptr<Session> session, std::uint64_t seq, std::string wire,
+            std::size_t payload);
+  void Post(std::shared_ptr<Session> session, std::uint64_t seq,
+            std::function<void(Session&)> call);
+  // Drops what is queued. Once the io_context's threads have stopped, and
+  // before it goes (a queued session's socket belongs to it).
+  void Clear();
+
+ private:
+  struct Item {
+    std::shared_ptr<Session> session;
+    std::uint64_t seq = 0;
+    std::string wire;  // a chunk, when `call` is empty
+    std::size_t payload = 0;
+    std::function<void(Session&)> call;
+  };
+  void Add(Item item);
+  void Drain();  // on the io_context's thread
+
+  boost::asio::io_context* const io_;
+  std::mutex mu_;
+  std::vector<Item> items_;    // guarded by mu_
+  bool posted_ = false;        // a Drain is queued (guarded by mu_)
+  std::vector<Item> running_;  // Drain's, its capacity kept
+};
 
 // The Responders' references to their sessions. A handler may keep a
 // responder for as long as it likes (a generation in the engine client's
@@ -56,6 +93,10 @@ struct HttpCore {
   // always sets it; null (a test serving sessions on one io_context): every
   // connection stays where it was accepted.
   boost::asio::io_context* stream_io = nullptr;
+  int stream_threads = 1;  // the threads running stream_io (max(1, options.threads))
+  // The lanes' queues: the control thread's, and the I/O threads' when one
+  // thread runs them (else null: each connection posts to its strand).
+  std::unique_ptr<LaneQueue> control_lane, stream_lane;
 
   bool Authorized(const HttpRequest& req) const;
   // The handler for a request (HEAD falls back to GET), or nullptr with the

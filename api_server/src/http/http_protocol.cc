@@ -80,20 +80,34 @@ bool BearerMatches(std::string_view authorization, std::string_view key) {
   return diff == 0;
 }
 
+namespace {
+// A chunk's size line (hex, CRLF) into `line`; its length.
+std::size_t SizeLine(std::size_t size, char (&line)[kChunkFraming]) {
+  char* end = std::to_chars(line, line + 16, size, 16).ptr;
+  *end++ = '\r';
+  *end++ = '\n';
+  return static_cast<std::size_t>(end - line);
+}
+}  // namespace
+
 std::string ChunkWire(std::string_view data) {
+  char line[kChunkFraming];
+  const std::size_t size_line = SizeLine(data.size(), line);
   std::string wire;
-  wire.reserve(data.size() + kChunkFraming);
-  wire.append(data);
-  FrameChunk(&wire);
+  wire.reserve(size_line + data.size() + 2);
+  wire.append(line, size_line).append(data).append("\r\n", 2);
   return wire;
 }
 
 void FrameChunk(std::string* data) {
   char line[kChunkFraming];
-  char* end = std::to_chars(line, line + 16, data->size(), 16).ptr;
-  *end++ = '\r';
-  *end++ = '\n';
-  data->insert(0, line, static_cast<std::size_t>(end - line));
+  const std::size_t size_line = SizeLine(data->size(), line);
+  // No room: a copy of the exact size (growing in place would double it).
+  if (data->capacity() - data->size() < size_line + 2) {
+    *data = ChunkWire(*data);
+    return;
+  }
+  data->insert(0, line, size_line);
   data->append("\r\n", 2);
 }
 

@@ -47,9 +47,8 @@ class SessionResponder : public Responder {
     // closing the connection (RFC 9112 §6.3 item 8).
     const std::size_t payload = chunk.size();
     if (version_ >= 11) FrameChunk(&chunk);
-    Post([wire = std::move(chunk), payload](Session& s) mutable {
-      s.Queue(std::move(wire), payload);
-    });
+    std::lock_guard<std::mutex> g(links_->mu);
+    if (linked_ && links_->open) (*link_)->PostChunk(seq_, std::move(chunk), payload);
   }
   void End(std::string last_chunk) override {
     const std::size_t payload = last_chunk.size();

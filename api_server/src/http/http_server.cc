@@ -248,6 +248,9 @@ Status HttpServer::Start() {
   m.max_connections =
       m.options.max_connections > 0 ? m.options.max_connections : DefaultMaxConnections();
   m.stream_io = &m.io;
+  m.stream_threads = std::max(1, m.options.threads);
+  m.control_lane = std::make_unique<http_internal::LaneQueue>(&m.control);
+  if (m.stream_threads == 1) m.stream_lane = std::make_unique<http_internal::LaneQueue>(&m.io);
   m.accept.Start();
   // Named for top -H and perf (at most 15 characters).
   m.threads.emplace_back([&m] {
@@ -255,7 +258,7 @@ Status HttpServer::Start() {
     AskForAShortSlice();
     http_internal::RunLoop(m.control);
   });
-  for (int i = 0; i < std::max(1, m.options.threads); ++i)
+  for (int i = 0; i < m.stream_threads; ++i)
     m.threads.emplace_back([&m] {
       pthread_setname_np(pthread_self(), "http-io");
       http_internal::RunLoop(m.io);
@@ -291,6 +294,10 @@ void HttpServer::Stop() {
   // goes before the io_context its socket belongs to (here, or with the
   // io_context's pending handlers), whatever still holds a responder.
   http_internal::SeverResponders(&m);
+  // What was posted and never ran goes now, while the io_contexts that its
+  // sessions' sockets belong to are still there.
+  if (m.control_lane) m.control_lane->Clear();
+  if (m.stream_lane) m.stream_lane->Clear();
 }
 
 }  // namespace sightline::api

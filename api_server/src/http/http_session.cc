@@ -1,7 +1,8 @@
 // One connection of HttpServer: read a request header, refuse it early or
 // read its body, dispatch, answer (whole or streamed), repeat while
 // keep-alive (the Session of http_connection.h; its Responder is in
-// http_responder.cc). Every member of a Session is touched only on its strand.
+// http_responder.cc). Every member of a Session is touched only on its
+// connection's executor ("strand"; see http_session.h).
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -162,7 +163,7 @@ void Session::MoveToStreamLane() {
     return Finish(ErrorResponse(500, "internal server error", "InternalServerError"), false);
   }
   write_timer_.cancel();  // an earlier answer's, if any: this session ends here
-  tcp::socket socket(ConnectionExecutor(*core_->stream_io, core_->options.threads));
+  tcp::socket socket(ConnectionExecutor(*core_->stream_io, core_->stream_threads));
   socket.assign(local.protocol(), fd, ec);
   if (ec) {  // no socket holds it: closed unanswered
     ::close(fd);

@@ -65,25 +65,44 @@ class Session : public std::enable_shared_from_this<Session> {
   // What a Responder does, posted to the strand; `seq` names the request it
   // answers, and calls for any other (an earlier one) are dropped, so a late
   // or repeated call can never answer a later request on the connection.
+  // On an io_context one thread runs, through its LaneQueue.
   template <typename F>
   void Post(std::uint64_t seq, F f) {
-    // A template, not std::function: Write() runs per token, and asio
-    // recycles its handler memory where std::function would allocate.
-    asio::post(
-        stream_.get_executor(), [self = shared_from_this(), seq, f = std::move(f)]() mutable {
-          if (self->seq_ != seq) return;
-          try {
-            f(*self);
-          } catch (const std::exception& e) {
-            std::fprintf(stderr, "sightline: HTTP: answering a request: %s\n", e.what());
-            self->EndExchange(500);
-            self->Hangup();
-          } catch (...) {
-            std::fprintf(stderr, "sightline: HTTP: answering a request: unknown exception\n");
-            self->EndExchange(500);
-            self->Hangup();
-          }
-        });
+    if (LaneQueue* lane = Lane())
+      return lane->Post(shared_from_this(), seq, std::function<void(Session&)>(std::move(f)));
+    asio::post(stream_.get_executor(),
+               [self = shared_from_this(), seq, f = std::move(f)]() mutable { self->Run(seq, f); });
+  }
+  // Queue(wire, payload) posted: a stream chunk, once per token, so without
+  // a std::function.
+  void PostChunk(std::uint64_t seq, std::string wire, std::size_t payload) {
+    if (LaneQueue* lane = Lane())
+      return lane->Post(shared_from_this(), seq, std::move(wire), payload);
+    Post(seq, [wire = std::move(wire), payload](Session& s) mutable {
+      s.Queue(std::move(wire), payload);
+    });
+  }
+  // What Post's handler does, on the strand: `f` unless the connection has
+  // moved on from request `seq`; a throw costs the connection only.
+  template <typename F>
+  void Run(std::uint64_t seq, F& f) {
+    if (seq_ != seq) return;
+    try {
+      f(*this);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sightline: HTTP: answering a request: %s\n", e.what());
+      EndExchange(500);
+      Hangup();
+    } catch (...) {
+      std::fprintf(stderr, "sightline: HTTP: answering a request: unknown exception\n");
+      EndExchange(500);
+      Hangup();
+    }
+  }
+  // The queue of the io_context this connection is on, when one thread runs
+  // it; null: its strand.
+  LaneQueue* Lane() const {
+    return on_control_ ? core_->control_lane.get() : core_->stream_lane.get();
   }
   void Finish(HttpResponse r, bool keep_alive);
   void StreamHeader(int status, std::string type, std::map<std::string, std::string> headers);
