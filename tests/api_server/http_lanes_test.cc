@@ -247,13 +247,17 @@ TEST(HttpLanes, ManyStreamsWrittenFromSeveralThreadsKeepTheirBytes) {
       ASSERT_LT(std::chrono::steady_clock::now(), deadline);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    // Writers take the even and the odd streams, chunk by chunk across them.
+    // The two writers take turns: chunk i of every stream comes from writer
+    // i % 2, so each stream's consecutive chunks come from both threads.
+    std::atomic<int> turn{0};
     std::vector<std::thread> writers;
     for (int w = 0; w < 2; ++w)
       writers.emplace_back([&, w] {
-        for (int i = 0; i < kChunks; ++i)
-          for (const auto& [id, out] : streams)
-            if (id % 2 == w) out->Write(chunk(id, i));
+        for (int i = w; i < kChunks; i += 2) {
+          while (turn.load() != i) std::this_thread::yield();
+          for (const auto& [id, out] : streams) out->Write(chunk(id, i));
+          turn.store(i + 1);
+        }
       });
     for (auto& w : writers) w.join();
     std::thread ender([&] {
@@ -296,10 +300,17 @@ TEST(HttpLanes, StoppingWhileChunksAreQueued) {
     ASSERT_EQ(future.wait_for(std::chrono::seconds(30)), std::future_status::ready);
     const std::shared_ptr<Responder> out = future.get();
     std::atomic<bool> done{false};
+    std::atomic<int> written{0};
     std::thread writer([&] {
-      for (int i = 0; !done; ++i) out->Write("data: " + std::to_string(i) + "\n\n");
+      for (int i = 0; !done; ++i) {
+        out->Write("data: " + std::to_string(i) + "\n\n");
+        written = i + 1;
+      }
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(20 * round));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (written.load() < 1000 * (round + 1) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    EXPECT_GE(written.load(), 1000 * (round + 1));
     server.reset();
     done = true;
     writer.join();

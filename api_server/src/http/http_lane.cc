@@ -1,5 +1,7 @@
 // LaneQueue (http_core.h): the calls posted to the connections of an
 // io_context that one thread runs, run there in order by one handler.
+#include <cstdio>
+#include <exception>
 #include <utility>
 
 #include "http/http_core.h"
@@ -27,7 +29,14 @@ void LaneQueue::Add(Item item) {
   }
   // The first call since the last Drain began posts the next one; the
   // others join it. The queue outlives the io_context's handlers (HttpCore).
-  if (post) asio::post(*io_, [this] { Drain(); });
+  if (!post) return;
+  try {
+    asio::post(*io_, [this] { Drain(); });
+  } catch (...) {  // out of memory: the next call posts again
+    std::lock_guard<std::mutex> g(mu_);
+    posted_ = false;
+    throw;
+  }
 }
 
 void LaneQueue::Drain() {
@@ -37,11 +46,20 @@ void LaneQueue::Drain() {
     posted_ = false;
   }
   for (Item& item : running_) {
-    if (item.call) {
-      item.session->Run(item.seq, item.call);
-    } else {
-      auto queue = [&item](Session& s) { s.Queue(std::move(item.wire), item.payload); };
-      item.session->Run(item.seq, queue);
+    // Run() contains what the call throws; a disconnect callback it runs
+    // (Hangup) may throw too, and that must cost its connection only: the
+    // other items run, each once.
+    try {
+      if (item.call) {
+        item.session->Run(item.seq, item.call);
+      } else {
+        auto queue = [&item](Session& s) { s.Queue(std::move(item.wire), item.payload); };
+        item.session->Run(item.seq, queue);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sightline: HTTP: answering a request: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "sightline: HTTP: answering a request: unknown exception\n");
     }
   }
   // Sessions may go here (the last reference), and their destruction may

@@ -481,7 +481,7 @@ void ServeConnection(HttpCore* core, tcp::socket socket) {
 void RefuseConnection(HttpCore* core, tcp::socket socket) {
   if (core->refusing.load() >= kMaxRefusing) return;  // closed as it goes
   ++core->refusing;
-  std::make_shared<Session>(core, std::move(socket), false)->Refuse();
+  std::make_shared<Session>(core, std::move(socket), false, core->stream_io != nullptr)->Refuse();
 }
 
 }  // namespace sightline::api::http_internal
