@@ -142,6 +142,20 @@ def stop_syscall_count(counter, tokens):
         f"{name} {n / tokens:.3f}" for name, n in busiest if n) + ")"
 
 
+def stop_processes(procs, name):
+    """SIGTERM in the reverse order of starting (a kill after 10 s), then the
+    files of the engine's IPC sockets ipc:///tmp/NAME.{in,out}."""
+    for proc in reversed(procs):
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    for suffix in (".in", ".out"):
+        if os.path.exists(f"/tmp/{name}{suffix}"):
+            os.remove(f"/tmp/{name}{suffix}")
+
+
 async def main(a, port, api_pid):
     results = []
     scraper = Scraper(port)
@@ -212,12 +226,4 @@ if __name__ == "__main__":
         if collector:
             print(f"collector: {Collector.exports} exports, {Collector.bytes} bytes so far")
     finally:
-        for proc in reversed(procs):
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        for suffix in (".in", ".out"):
-            if os.path.exists(f"/tmp/{name}{suffix}"):
-                os.remove(f"/tmp/{name}{suffix}")
+        stop_processes(procs, name)

@@ -12,7 +12,10 @@ first byte of the answer (after the request is sent) and to the last.
 Usage: tools/bench/scrape_latency.py [--rounds 3] [--scrapes 300] BINARY [BINARY ...]
 Python standard library only; starts and stops every process it uses.
 """
-import argparse, os, signal, socket, subprocess, sys, time
+import argparse, os, socket, subprocess, sys, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from api_load import stop_processes  # noqa: E402
 
 PROBE = r"""
 import socket, sys, time
@@ -86,15 +89,7 @@ def run(binary, scrapes):
             raise RuntimeError("the load ended before the scrapes did")
         return rows
     finally:
-        for proc in reversed(procs):
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        for suffix in (".in", ".out"):
-            if os.path.exists(f"/tmp/{name}{suffix}"):
-                os.remove(f"/tmp/{name}{suffix}")
+        stop_processes(procs, name)
 
 
 def main():
