@@ -8,12 +8,15 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "output/logprobs_format.h"
+#include "output/openai_render.h"
 #include "sightline/tokenizer/tokenizer.h"
 #include "sightline/utf8.h"
 
@@ -173,6 +176,66 @@ TEST(LogprobsFormat, AReusedEntryHoldsOnlyTheLatestToken) {
     EXPECT_EQ(reused.rank, k + 1);
     ASSERT_EQ(reused.top.size(), static_cast<std::size_t>(k));
   }
+}
+
+class Silent : public Responder {
+ public:
+  void Send(HttpResponse) override {}
+  void StartStream(int, std::string, std::map<std::string, std::string>) override {}
+  void Write(std::string) override {}
+  void End(std::string) override {}
+  void OnDisconnect(std::function<void()>) override {}
+};
+
+// A body that does not stream writes each choice's logprobs by hand into
+// its place: the body is still exactly what nlohmann writes (parsing and
+// dumping it again changes nothing), its logprobs the JSON values'. Also
+// when a choice's text holds the placeholder, which sends the whole body
+// through JSON values.
+TEST(LogprobsFormat, BodiesWithLogprobsAreNlohmannsDump) {
+  Corpus corpus(7);
+  for (const bool chat : {false, true})
+    for (const std::size_t n : {1, 3})
+      for (const bool placeholder_in_text : {false, true}) {
+        RenderOptions o;
+        o.id = "cmpl-1";
+        o.model = "m";
+        o.chat = chat;
+        o.logprobs = true;
+        o.choices = n;
+        OpenAiRenderer renderer(o, std::make_shared<Silent>());
+        std::vector<std::vector<LogprobEntry>> want(n);
+        for (std::uint32_t i = 0; i < n; ++i) {
+          if (!chat && !placeholder_in_text) {  // an echoed prompt: its first token unscored
+            std::vector<LogprobEntry> prompt = {corpus.Entry(), corpus.Entry()};
+            prompt[0].known = false;
+            want[i] = prompt;
+            renderer.Echo(i, "the prompt ", prompt);
+          }
+          for (int t = 0; t < 20; ++t) {
+            LogprobEntry e = corpus.Entry();
+            e.known = true;
+            // The placeholder as the choice's whole text: quoted, as its
+            // logprobs' is, so it is not unique.
+            const std::string text = !placeholder_in_text ? corpus.Text()
+                                     : t == 3 ? EventTemplate::Placeholder(static_cast<int>(i))
+                                              : std::string();
+            renderer.Text(i, text, true, std::span<const LogprobEntry>(&e, 1));
+            want[i].push_back(e);
+          }
+          renderer.EndChoice(i, "length");
+        }
+        const std::string body = renderer.Finished(FinishedRequest{}, 20).body.body;
+        if (placeholder_in_text) {  // the fallback, through JSON values
+          ASSERT_NE(body.find('"' + EventTemplate::Placeholder(0) + '"'), std::string::npos);
+        }
+        const nlohmann::json parsed = nlohmann::json::parse(body);
+        EXPECT_EQ(parsed.dump(), body) << chat << n << placeholder_in_text;
+        for (std::size_t i = 0; i < n; ++i)
+          EXPECT_EQ(parsed["choices"][i]["logprobs"].dump(),  // NaN is null once dumped
+                    (chat ? ChatLogprobs(want[i]) : CompletionLogprobs(want[i], 0)).dump())
+              << chat << n << placeholder_in_text << i;
+      }
 }
 
 }  // namespace logprobs_format_test

@@ -173,6 +173,41 @@ BENCHMARK(BM_StreamedToken)
 // and length of stop strings. The stops share a 16-byte prefix with the text,
 // so the automaton goes deep and holds text back, but never matches: the
 // steady state of a long stream. Per-token cost should not depend on either.
+// The body of a request that does not stream, with logprobs: an echoed
+// prompt of `tokens` entries, 5 top each (lm-eval's scoring requests).
+// by_hand 0 puts the logprobs placeholder in the text, which sends the body
+// through JSON values, the way every such body went before.
+void BM_LogprobsBody(benchmark::State& state) {
+  const auto tokens = static_cast<std::size_t>(state.range(0));
+  const bool by_hand = state.range(1) != 0;
+  std::vector<LogprobEntry> entries(tokens);
+  for (std::size_t i = 0; i < tokens; ++i) {
+    entries[i].token = static_cast<std::int32_t>(i);
+    entries[i].text = " tok" + std::to_string(i % 300);
+    entries[i].logprob = -0.01f * static_cast<float>(i % 500);
+    for (int k = 0; k < 5; ++k)
+      entries[i].top.push_back({k, " top" + std::to_string(k), -0.5f * static_cast<float>(k)});
+  }
+  entries[0].known = false;
+  RenderOptions o;
+  o.id = "cmpl-1";
+  o.model = "tiny";
+  o.logprobs = true;
+  o.choices = 1;
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    OpenAiRenderer renderer(o, std::make_shared<CountingResponder>());
+    renderer.Echo(0, by_hand ? "a prompt" : EventTemplate::Placeholder(0), entries);
+    renderer.EndChoice(0, "length");
+    bytes += renderer.Finished(FinishedRequest{}, 0).body.body.size();
+  }
+  state.counters["us_per_token"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * tokens),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert, benchmark::Counter::kIs1000);
+  benchmark::DoNotOptimize(bytes);
+}
+BENCHMARK(BM_LogprobsBody)->ArgNames({"tokens", "by_hand"})->Args({2048, 0})->Args({2048, 1});
+
 void BM_StopMatcherToken(benchmark::State& state) {
   const auto num = static_cast<std::size_t>(state.range(0));
   const auto len = static_cast<std::size_t>(state.range(1));

@@ -21,7 +21,7 @@ bool EventTemplate::Make(const std::string& rendered, int n) {
   return true;
 }
 
-std::string EventTemplate::Fill(std::initializer_list<std::string_view> values) const {
+std::string EventTemplate::Fill(std::span<const std::string_view> values) const {
   std::size_t size = 0;
   for (const auto& p : pieces_) size += p.size();
   for (const auto& v : values) size += v.size();

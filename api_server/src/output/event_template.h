@@ -7,6 +7,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,7 +34,10 @@ class EventTemplate {
   // or a number) in the placeholders' places. One allocation: the event,
   // with room for the HTTP chunk framing (http_protocol.h's FrameChunk).
   // Pass the values inline: the views must outlive the call.
-  std::string Fill(std::initializer_list<std::string_view> values) const;
+  std::string Fill(std::initializer_list<std::string_view> values) const {
+    return Fill(std::span<const std::string_view>(values.begin(), values.size()));
+  }
+  std::string Fill(std::span<const std::string_view> values) const;
 
   // A string as a JSON string value, byte for byte as nlohmann's dump()
   // writes it (quotes; `"`, `\` and control characters escaped, \u00xx in

@@ -115,15 +115,21 @@ OpenAiRenderer::Last OpenAiRenderer::Finished(const FinishedRequest& first,
     }
     return last;
   }
-  json body;
-  if (options_.responses) {
-    body = ResponseObject(View(first));
-  } else {
+  // Each choice's logprobs are written by hand (AppendCompletionLogprobs /
+  // AppendChatLogprobs, as a stream's chunks are) into the body's place for
+  // them: an echoed prompt of thousands of tokens would otherwise be as many
+  // JSON values. `by_hand` false (a placeholder that was not unique, say in
+  // the text): the whole body as JSON values.
+  auto body_for = [&](bool by_hand) {
+    json body;
+    if (options_.responses) return ResponseObject(View(first));
     json all = json::array();
     for (std::size_t i = 0; i < choices_.size(); ++i) {
       const Choice& c = choices_[i];
       json logprobs = nullptr;
-      if (options_.logprobs)
+      if (options_.logprobs && by_hand)
+        logprobs = EventTemplate::Placeholder(static_cast<int>(i));
+      else if (options_.logprobs)
         logprobs = options_.chat ? ChatLogprobs(c.logprobs) : CompletionLogprobs(c.logprobs, 0);
       json choice = {{"index", i}, {"logprobs", std::move(logprobs)}, {"finish_reason", c.finish}};
       if (options_.chat) {
@@ -139,7 +145,27 @@ OpenAiRenderer::Last OpenAiRenderer::Finished(const FinishedRequest& first,
         {"model", options_.model}, {"choices", all},          {"usage", Usage(completion_tokens)}};
     if (options_.chat && !choices_.empty() && !choices_[0].prompt_logprobs.is_null())
       body["prompt_logprobs"] = choices_[0].prompt_logprobs;  // one conversation: n alike
+    return body;
+  };
+  const bool by_hand = options_.logprobs && !options_.responses;
+  json body = body_for(by_hand);
+  if (options_.per_request_metrics) body["metrics"] = metrics;
+  last.body.body = body.dump();
+  if (!by_hand) return last;
+  EventTemplate with_logprobs;
+  if (with_logprobs.Make(last.body.body, static_cast<int>(choices_.size()))) {
+    std::vector<std::string> objects(choices_.size());
+    for (std::size_t i = 0; i < choices_.size(); ++i) {
+      if (options_.chat)
+        AppendChatLogprobs(choices_[i].logprobs, &objects[i]);
+      else
+        AppendCompletionLogprobs(choices_[i].logprobs, 0, &objects[i]);
+    }
+    const std::vector<std::string_view> values(objects.begin(), objects.end());
+    last.body.body = with_logprobs.Fill(values);
+    return last;
   }
+  body = body_for(false);
   if (options_.per_request_metrics) body["metrics"] = metrics;
   last.body.body = body.dump();
   return last;
