@@ -203,6 +203,7 @@ TEST(LogprobsFormat, BodiesWithLogprobsAreNlohmannsDump) {
         o.chat = chat;
         o.logprobs = true;
         o.choices = n;
+        o.per_request_metrics = n == 1;  // the metrics go in once, on either path
         OpenAiRenderer renderer(o, std::make_shared<Silent>());
         std::vector<std::vector<LogprobEntry>> want(n);
         for (std::uint32_t i = 0; i < n; ++i) {
@@ -211,6 +212,7 @@ TEST(LogprobsFormat, BodiesWithLogprobsAreNlohmannsDump) {
             prompt[0].known = false;
             want[i] = prompt;
             renderer.Echo(i, "the prompt ", prompt);
+            renderer.PromptLogprobsField(i, PromptLogprobs(prompt));
           }
           for (int t = 0; t < 20; ++t) {
             LogprobEntry e = corpus.Entry();
@@ -231,11 +233,48 @@ TEST(LogprobsFormat, BodiesWithLogprobsAreNlohmannsDump) {
         }
         const nlohmann::json parsed = nlohmann::json::parse(body);
         EXPECT_EQ(parsed.dump(), body) << chat << n << placeholder_in_text;
+        EXPECT_EQ(parsed.contains("metrics"), n == 1);
+        if (!chat && !placeholder_in_text) {
+          EXPECT_TRUE(parsed["choices"][0].contains("prompt_logprobs"));
+        }
         for (std::size_t i = 0; i < n; ++i)
           EXPECT_EQ(parsed["choices"][i]["logprobs"].dump(),  // NaN is null once dumped
                     (chat ? ChatLogprobs(want[i]) : CompletionLogprobs(want[i], 0)).dump())
               << chat << n << placeholder_in_text << i;
       }
+}
+
+// The splice itself: each choice's object where its placeholder is; none
+// when a text holds a quoted placeholder anywhere (before, after or as
+// another choice's), which would otherwise be spliced into.
+TEST(LogprobsFormat, WithLogprobsSplicesOnlyUniquePlaceholders) {
+  Corpus corpus(3);
+  std::vector<std::vector<LogprobEntry>> entries(3);
+  for (auto& e : entries)
+    for (int t = 0; t < 4; ++t) e.push_back(corpus.Entry());
+  const std::vector<std::span<const LogprobEntry>> spans(entries.begin(), entries.end());
+  auto body = [&](const std::vector<std::string>& texts, bool real) {
+    nlohmann::json choices = nlohmann::json::array();
+    for (std::size_t i = 0; i < texts.size(); ++i)
+      choices.push_back(
+          {{"index", i},
+           {"logprobs", real ? CompletionLogprobs(entries[i], 0)
+                             : nlohmann::json(EventTemplate::Placeholder(static_cast<int>(i)))},
+           {"text", texts[i]}});
+    return nlohmann::json{{"choices", choices}, {"id", "x"}}.dump();
+  };
+  const std::vector<std::string> plain = {"a", "b\"c", ""};
+  const auto spliced = WithLogprobs(body(plain, false), spans, false);
+  ASSERT_TRUE(spliced.has_value());
+  EXPECT_EQ(*spliced, body(plain, true));
+  const std::string p0 = EventTemplate::Placeholder(0), p1 = EventTemplate::Placeholder(1);
+  for (const std::vector<std::string>& texts :
+       std::vector<std::vector<std::string>>{{p1, "b", "c"},          // a later one, earlier
+                                             {"a", p0, "c"},          // an earlier one, later
+                                             {"x\"" + p0, "b", "c"},  // after an escaped quote
+                                             {"a", "b", p1 + "\" tail"}}) {
+    EXPECT_FALSE(WithLogprobs(body(texts, false), spans, false).has_value()) << texts[0];
+  }
 }
 
 }  // namespace logprobs_format_test

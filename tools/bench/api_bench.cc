@@ -169,10 +169,6 @@ BENCHMARK(BM_StreamedToken)
     ->Args({256, 0, 0, 20})
     ->Unit(benchmark::kMillisecond);
 
-// Stop-string matching for one streamed token (4 bytes of text), by number
-// and length of stop strings. The stops share a 16-byte prefix with the text,
-// so the automaton goes deep and holds text back, but never matches: the
-// steady state of a long stream. Per-token cost should not depend on either.
 // The body of a request that does not stream, with logprobs: an echoed
 // prompt of `tokens` entries, 5 top each (lm-eval's scoring requests).
 // by_hand 0 puts the logprobs placeholder in the text, which sends the body
@@ -208,6 +204,10 @@ void BM_LogprobsBody(benchmark::State& state) {
 }
 BENCHMARK(BM_LogprobsBody)->ArgNames({"tokens", "by_hand"})->Args({2048, 0})->Args({2048, 1});
 
+// Stop-string matching for one streamed token (4 bytes of text), by number
+// and length of stop strings. The stops share a 16-byte prefix with the text,
+// so the automaton goes deep and holds text back, but never matches: the
+// steady state of a long stream. Per-token cost should not depend on either.
 void BM_StopMatcherToken(benchmark::State& state) {
   const auto num = static_cast<std::size_t>(state.range(0));
   const auto len = static_cast<std::size_t>(state.range(1));

@@ -12,11 +12,17 @@ bool EventTemplate::Make(const std::string& rendered, int n) {
   for (int i = 0; i < n; ++i) {
     const std::string quoted = '"' + Placeholder(i) + '"';
     const std::size_t at = rendered.find(quoted, from);
-    if (at == std::string::npos || rendered.find(quoted, at + 1) != std::string::npos) return false;
+    if (at == std::string::npos) return false;
     pieces.push_back(rendered.substr(from, at - from));
     from = at + quoted.size();
   }
   pieces.push_back(rendered.substr(from));
+  // Each placeholder exactly once: no piece holds anything like one. One
+  // pass over the text, however many placeholders (a body has one per
+  // choice), where looking for each one again would be a pass each.
+  const std::string any = '"' + Placeholder(0).substr(0, 6);  // the quote, DEL DEL "slot"
+  for (const std::string& piece : pieces)
+    if (piece.find(any) != std::string::npos) return false;
   pieces_ = std::move(pieces);
   return true;
 }

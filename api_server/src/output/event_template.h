@@ -24,9 +24,9 @@ class EventTemplate {
   static std::string Placeholder(int i) { return "\x7f\x7fslot" + std::to_string(i) + "\x7f\x7f"; }
 
   // Splits `rendered` around the quoted placeholders 0..n-1, which must each
-  // occur exactly once and in order. False (the template stays empty) if
-  // not, e.g. a model name that contains a placeholder: callers then render
-  // the whole object.
+  // occur exactly once and in order, with no other quoted placeholder
+  // anywhere. False (the template stays empty) if not, e.g. a model name
+  // that contains a placeholder: callers then render the whole object.
   bool Make(const std::string& rendered, int n);
   bool empty() const { return pieces_.empty(); }
 

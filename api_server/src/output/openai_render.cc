@@ -152,23 +152,32 @@ OpenAiRenderer::Last OpenAiRenderer::Finished(const FinishedRequest& first,
   if (options_.per_request_metrics) body["metrics"] = metrics;
   last.body.body = body.dump();
   if (!by_hand) return last;
-  EventTemplate with_logprobs;
-  if (with_logprobs.Make(last.body.body, static_cast<int>(choices_.size()))) {
-    std::vector<std::string> objects(choices_.size());
-    for (std::size_t i = 0; i < choices_.size(); ++i) {
-      if (options_.chat)
-        AppendChatLogprobs(choices_[i].logprobs, &objects[i]);
-      else
-        AppendCompletionLogprobs(choices_[i].logprobs, 0, &objects[i]);
-    }
-    const std::vector<std::string_view> values(objects.begin(), objects.end());
-    last.body.body = with_logprobs.Fill(values);
+  std::vector<std::span<const LogprobEntry>> logprobs;
+  for (const Choice& c : choices_) logprobs.emplace_back(c.logprobs);
+  if (auto spliced = WithLogprobs(last.body.body, logprobs, options_.chat)) {
+    last.body.body = std::move(*spliced);
     return last;
   }
   body = body_for(false);
   if (options_.per_request_metrics) body["metrics"] = metrics;
   last.body.body = body.dump();
   return last;
+}
+
+std::optional<std::string> WithLogprobs(const std::string& body,
+                                        std::span<const std::span<const LogprobEntry>> choices,
+                                        bool chat) {
+  EventTemplate with_logprobs;
+  if (!with_logprobs.Make(body, static_cast<int>(choices.size()))) return std::nullopt;
+  std::vector<std::string> objects(choices.size());
+  for (std::size_t i = 0; i < choices.size(); ++i) {
+    if (chat)
+      AppendChatLogprobs(choices[i], &objects[i]);
+    else
+      AppendCompletionLogprobs(choices[i], 0, &objects[i]);
+  }
+  const std::vector<std::string_view> values(objects.begin(), objects.end());
+  return with_logprobs.Fill(values);
 }
 
 void OpenAiRenderer::StreamLogprobs(Choice& c, std::span<const LogprobEntry> entries,

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,6 +41,14 @@ struct RenderOptions {
 // METRICS.md §8 from one choice's timestamps (a field is null when its
 // timestamps are missing), and its speculative_decoding object when kept.
 nlohmann::json PerRequestMetrics(const FinishedRequest& stats);
+
+// `body` (a dump whose choice i has EventTemplate::Placeholder(i) for its
+// logprobs) with each choice's logprobs object written in its place, as
+// dump() would write it; nullopt when the placeholders are not each there
+// exactly once (a text holding one): render the body with JSON values.
+std::optional<std::string> WithLogprobs(const std::string& body,
+                                        std::span<const std::span<const LogprobEntry>> choices,
+                                        bool chat);
 
 class OpenAiRenderer {
  public:
