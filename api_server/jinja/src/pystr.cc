@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "sightline/json_string.h"
+
 namespace sightline::jinja {
 
 namespace {
@@ -68,43 +70,6 @@ std::string ReprString(const std::string& s) {
   return out + quote;
 }
 
-void JsonString(const std::string& s, std::string* out) {
-  *out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        *out += "\\\"";
-        break;
-      case '\\':
-        *out += "\\\\";
-        break;
-      case '\n':
-        *out += "\\n";
-        break;
-      case '\r':
-        *out += "\\r";
-        break;
-      case '\t':
-        *out += "\\t";
-        break;
-      case '\b':
-        *out += "\\b";
-        break;
-      case '\f':
-        *out += "\\f";
-        break;
-      default:
-        if (c < 0x20) {
-          *out += "\\u";
-          Hex(c, 4, out);
-        } else {
-          *out += static_cast<char>(c);
-        }
-    }
-  }
-  *out += '"';
-}
-
 void Json(const Value& v, const JsonOptions& o, int level, std::string* out) {
   const std::string item_sep =
       !o.item_separator.empty() ? o.item_separator : (o.indent >= 0 ? "," : ", ");
@@ -133,7 +98,7 @@ void Json(const Value& v, const JsonOptions& o, int level, std::string* out) {
         *out += FloatRepr(v.number());
       return;
     case Value::Kind::kString:
-      JsonString(v.str(), out);
+      AppendJsonString(v.str(), out);  // json.dumps(ensure_ascii=False)
       return;
     case Value::Kind::kList: {
       if (v.list().iterator) break;
@@ -167,7 +132,7 @@ void Json(const Value& v, const JsonOptions& o, int level, std::string* out) {
       for (std::size_t i = 0; i < items.size(); ++i) {
         if (i) *out += item_sep;
         newline(level + 1);
-        JsonString(items[i]->first, out);
+        AppendJsonString(items[i]->first, out);
         *out += key_sep;
         Json(items[i]->second, o, level + 1, out);
       }

@@ -47,15 +47,12 @@ class SessionResponder : public Responder {
     // closing the connection (RFC 9112 §6.3 item 8).
     const std::size_t payload = chunk.size();
     if (version_ >= 11) FrameChunk(&chunk);
-    std::lock_guard<std::mutex> g(links_->mu);
-    if (linked_ && links_->open) (*link_)->PostChunk(seq_, std::move(chunk), payload);
+    WithSession([&](Session& s) { s.PostChunk(seq_, std::move(chunk), payload); });
   }
   void End(std::string last_chunk) override {
     const std::size_t payload = last_chunk.size();
-    std::string wire = last_chunk.empty() ? std::string()
-                       : version_ >= 11   ? ChunkWire(last_chunk)
-                                          : std::move(last_chunk);
-    Post([wire = std::move(wire), payload](Session& s) mutable {
+    if (!last_chunk.empty() && version_ >= 11) FrameChunk(&last_chunk);
+    Post([wire = std::move(last_chunk), payload](Session& s) mutable {
       s.EndStream(std::move(wire), payload);
     });
   }
@@ -64,12 +61,16 @@ class SessionResponder : public Responder {
   }
 
  private:
-  // Once the server has stopped, nothing: the session may be gone, and its
-  // io_context with it.
+  // `g` with the session, under the links' lock; once the server has
+  // stopped, nothing: the session may be gone, and its io_context with it.
+  template <typename G>
+  void WithSession(G g) {
+    std::lock_guard<std::mutex> lock(links_->mu);
+    if (linked_ && links_->open) g(**link_);
+  }
   template <typename F>
   void Post(F f) {
-    std::lock_guard<std::mutex> g(links_->mu);
-    if (linked_ && links_->open) (*link_)->Post(seq_, std::move(f));
+    WithSession([&](Session& s) { s.Post(seq_, std::move(f)); });
   }
 
   const std::shared_ptr<ResponderLinks> links_;

@@ -1,6 +1,7 @@
 #include "output/event_template.h"
 
 #include "http/http_protocol.h"
+#include "sightline/json_string.h"
 #include "sightline/utf8.h"
 
 namespace sightline::api {
@@ -54,42 +55,7 @@ void EventTemplate::AppendQuoted(std::string_view s, std::string* out) {
     *out += nlohmann::json(std::string(s)).dump();
     return;
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  *out += '"';
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        *out += "\\\"";
-        break;
-      case '\\':
-        *out += "\\\\";
-        break;
-      case '\b':
-        *out += "\\b";
-        break;
-      case '\f':
-        *out += "\\f";
-        break;
-      case '\n':
-        *out += "\\n";
-        break;
-      case '\r':
-        *out += "\\r";
-        break;
-      case '\t':
-        *out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          *out += "\\u00";
-          *out += kHex[static_cast<unsigned char>(c) >> 4];
-          *out += kHex[static_cast<unsigned char>(c) & 15];
-        } else {
-          *out += c;
-        }
-    }
-  }
-  *out += '"';
+  AppendJsonString(s, out);
 }
 
 }  // namespace sightline::api
