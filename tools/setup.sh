@@ -26,6 +26,7 @@ packages=(
   libmsgpack-cxx-dev python3-msgpack          # KV events' encoding; Python's reader for its test
   libflatbuffers-dev flatbuffers-compiler     # wire format
   libboost-dev                                # Interprocess, Asio, Beast
+  liburing-dev                                # io_uring: an engine step's writes in one call
   prometheus-cpp-dev zlib1g-dev               # Prometheus data model
   libgtest-dev libgmock-dev libbenchmark-dev  # tests, benchmarks
   libcli11-dev nlohmann-json3-dev

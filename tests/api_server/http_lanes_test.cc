@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "http/http_protocol.h"
 #include "http/http_server.h"
 #include "support/raw_http.h"
 

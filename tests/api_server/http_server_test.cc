@@ -175,9 +175,14 @@ TEST(HttpServer, AsyncAnswersStreamsAndHangups) {
 // chunk. The client reads nothing for a while first, so that the kernel's
 // buffers fill and thousands of chunks of generated sizes queue; the same
 // holds for a stream read at once and for one whose last data comes with End.
-TEST(HttpServer, GatheredWritesKeepTheByteStream) {
+// Through io_uring (what sockets take when the lane's writes go out, the rest
+// when there is room) and through one sendmsg per write.
+class GatheredWrites : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GatheredWrites, KeepTheByteStream) {
   HttpServerOptions o;
   o.port = 0;
+  o.io_uring = GetParam();
   HttpServer server(o);
   std::vector<std::string> chunks;
   std::mt19937 rng(11);
@@ -208,6 +213,8 @@ TEST(HttpServer, GatheredWritesKeepTheByteStream) {
   }
   for (auto& w : workers) w.join();
 }
+
+INSTANTIATE_TEST_SUITE_P(IoUring, GatheredWrites, ::testing::Bool());
 
 // A chunk's framing against printf's hex, across the hex digits' edges; in
 // place, a string with kChunkFraming bytes to spare is not reallocated (a

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "http/batch_send.h"
 #include "http/http_server.h"
 
 namespace sightline::api::http_internal {
@@ -31,14 +32,24 @@ class Session;
 // chunks for many connections cross threads in one post (and, at most, one
 // wake-up), not one each (issue 46). One queue per io_context, so nothing
 // passes anything: the order is the order of the calls, as asio::post's.
+//
+// The writes of the streams it ran chunks for go out together at the end of
+// each run, in one io_uring submission where the kernel allows (one
+// sendmsg each otherwise; BatchSender): what the sockets take then is sent,
+// and the rest of a write waits for room as any other (asio::async_write).
 class LaneQueue {
  public:
-  explicit LaneQueue(boost::asio::io_context* io) : io_(io) {}
+  // `use`: how the writes at the end of a run are made.
+  explicit LaneQueue(boost::asio::io_context* io, BatchSender::Use use = BatchSender::Use::kSendmsg)
+      : io_(io), use_(use) {}
   // A stream chunk in wire form for Session::Queue; or another call.
   void Post(std::shared_ptr<Session> session, std::uint64_t seq, std::string wire,
             std::size_t payload);
   void Post(std::shared_ptr<Session> session, std::uint64_t seq,
             std::function<void(Session&)> call);
+  // On the io_context's thread: `session` has bytes to write, sent at the
+  // end of this run (or of the next, when called outside one).
+  void WantWrite(std::shared_ptr<Session> session);
   // Drops what is queued. Once the io_context's threads have stopped, and
   // before it goes (a queued session's socket belongs to it).
   void Clear();
@@ -52,13 +63,21 @@ class LaneQueue {
     std::function<void(Session&)> call;
   };
   void Add(Item item);
-  void Drain();  // on the io_context's thread
+  void Wake(Item* item = nullptr);  // queues `item`; posts a Drain unless one is queued
+  void Drain();                     // on the io_context's thread
+  void Writes();                    // Drain's last step: the writes WantWrite asked for
 
   boost::asio::io_context* const io_;
+  const BatchSender::Use use_;
   std::mutex mu_;
   std::vector<Item> items_;    // guarded by mu_
   bool posted_ = false;        // a Drain is queued (guarded by mu_)
   std::vector<Item> running_;  // Drain's, its capacity kept
+  // The io_context's thread's alone: the sessions with bytes to write, and
+  // those whose write is in the batch (both keep their capacity).
+  bool draining_ = false;
+  std::vector<std::shared_ptr<Session>> writers_, batch_;
+  std::unique_ptr<BatchSender> sender_;  // made at the first write
 };
 
 // The Responders' references to their sessions. A handler may keep a

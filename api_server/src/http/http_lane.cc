@@ -20,16 +20,18 @@ void LaneQueue::Post(std::shared_ptr<Session> session, std::uint64_t seq,
 }
 
 void LaneQueue::Add(Item item) {
-  bool post = false;
+  Wake(&item);
+}
+
+void LaneQueue::Wake(Item* item) {
   {
     std::lock_guard<std::mutex> g(mu_);
-    items_.push_back(std::move(item));
-    post = !posted_;
+    if (item) items_.push_back(std::move(*item));
+    if (posted_) return;
     posted_ = true;
   }
   // The first call since the last Drain began posts the next one; the
   // others join it. The queue outlives the io_context's handlers (HttpCore).
-  if (!post) return;
   try {
     asio::post(*io_, [this] { Drain(); });
   } catch (...) {  // out of memory: the next call posts again
@@ -39,32 +41,65 @@ void LaneQueue::Add(Item item) {
   }
 }
 
+namespace {
+
+// Runs `f`, which stands for one connection; what it throws (a disconnect
+// callback's exception, say) costs that connection only.
+template <typename F>
+void Contained(F f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sightline: HTTP: answering a request: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "sightline: HTTP: answering a request: unknown exception\n");
+  }
+}
+
+}  // namespace
+
 void LaneQueue::Drain() {
   {
     std::lock_guard<std::mutex> g(mu_);
     running_.swap(items_);  // both keep their capacity: no allocation once grown
     posted_ = false;
   }
+  draining_ = true;
   for (Item& item : running_) {
-    // Run() contains what the call throws; a disconnect callback it runs
-    // (Hangup) may throw too, and that must cost its connection only: the
-    // other items run, each once.
-    try {
+    // The other items run, each once, whatever one throws.
+    Contained([&item] {
       if (item.call) {
         item.session->Run(item.seq, item.call);
       } else {
         auto queue = [&item](Session& s) { s.Queue(std::move(item.wire), item.payload); };
         item.session->Run(item.seq, queue);
       }
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "sightline: HTTP: answering a request: %s\n", e.what());
-    } catch (...) {
-      std::fprintf(stderr, "sightline: HTTP: answering a request: unknown exception\n");
-    }
+    });
   }
+  Writes();
+  draining_ = false;
   // Sessions may go here (the last reference), and their destruction may
   // post again: not under the lock.
   running_.clear();
+}
+
+void LaneQueue::WantWrite(std::shared_ptr<Session> session) {
+  writers_.push_back(std::move(session));
+  if (!draining_) Wake();
+}
+
+void LaneQueue::Writes() {
+  if (writers_.empty()) return;
+  if (!sender_) sender_ = std::make_unique<BatchSender>(use_);
+  batch_.clear();
+  for (std::shared_ptr<Session>& s : writers_)
+    Contained([&] {
+      if (s->AddWrite(*sender_)) batch_.push_back(std::move(s));
+    });
+  writers_.clear();
+  const std::vector<long>& sent = sender_->Flush();
+  for (std::size_t i = 0; i < batch_.size(); ++i) Contained([&] { batch_[i]->Sent(sent[i]); });
+  batch_.clear();
 }
 
 void LaneQueue::Clear() {
@@ -74,6 +109,8 @@ void LaneQueue::Clear() {
     dropped.swap(items_);
   }
   running_.clear();
+  writers_.clear();
+  batch_.clear();
 }
 
 }  // namespace sightline::api::http_internal

@@ -250,7 +250,10 @@ Status HttpServer::Start() {
   m.stream_io = &m.io;
   m.stream_threads = std::max(1, m.options.threads);
   m.control_lane = std::make_unique<http_internal::LaneQueue>(&m.control);
-  if (m.stream_threads == 1) m.stream_lane = std::make_unique<http_internal::LaneQueue>(&m.io);
+  if (m.stream_threads == 1)
+    m.stream_lane = std::make_unique<http_internal::LaneQueue>(
+        &m.io, m.options.io_uring ? http_internal::BatchSender::Use::kRing
+                                  : http_internal::BatchSender::Use::kSendmsg);
   m.accept.Start();
   // Named for top -H and perf (at most 15 characters).
   m.threads.emplace_back([&m] {

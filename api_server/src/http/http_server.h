@@ -118,6 +118,11 @@ struct HttpServerOptions {
   std::size_t max_body_bytes = 4u << 20;
   // I/O threads: they stream the answers of every path but control_paths.
   int threads = 1;
+  // With one I/O thread, the streamed chunks that are ready when it wakes
+  // (an engine step's, for every stream) are written in one io_uring
+  // submission, when the kernel and process allow it (else, or false, one
+  // sendmsg per connection; the bytes are the same either way).
+  bool io_uring = true;
   // Answered on a thread of their own, the control thread, so that a scrape
   // or a health probe never waits behind the I/O threads' streamed tokens.
   // The control thread also accepts every connection and reads its first

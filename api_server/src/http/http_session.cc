@@ -368,38 +368,69 @@ constexpr std::size_t kMaxGather = 64;
 }  // namespace
 
 void Session::Pump() {
-  if (writing_ || gone_ || closing_ || !serializer_) return;
-  if (pending_.empty() && !ending_) return;
+  if (Gather()) WriteGathered(0);
+}
+
+bool Session::Gather() {
+  if (writing_ || gone_ || closing_ || !serializer_) return false;
+  if (pending_.empty() && !ending_) return false;
   if (pending_.empty() && (version_ < 11 || head_)) {  // no last chunk: the close ends the body
     ending_ = false;
     Completed();
-    return Linger();
+    Linger();
+    return false;
   }
   in_flight_ = std::min(pending_.size(), kMaxGather);
   // The last chunk goes in the write that takes everything still queued.
-  const bool last = ending_ && version_ >= 11 && !head_ && in_flight_ == pending_.size();
+  last_write_ = ending_ && version_ >= 11 && !head_ && in_flight_ == pending_.size();
   gather_.clear();
   for (std::size_t i = 0; i < in_flight_; ++i) gather_.push_back(asio::buffer(pending_[i]));
-  if (last) {
+  if (last_write_) {
     ending_ = false;
     gather_.push_back(asio::buffer(kLastChunk));
   }
   BeginTimedWrite();  // one clock read per write
+  return true;
+}
+
+bool Session::AddWrite(BatchSender& out) {
+  write_wanted_ = false;
+  if (!Gather()) return false;
+  out.Add(stream_.socket().native_handle());
+  for (const asio::const_buffer& b : gather_) out.Append(b.data(), b.size());
+  return true;
+}
+
+void Session::Sent(long result) {
+  if (result == -EAGAIN || result == -EWOULDBLOCK) return WriteGathered(0);
+  if (result < 0)
+    return Written(beast::error_code(static_cast<int>(-result), beast::system_category()));
+  WriteGathered(static_cast<std::size_t>(result));
+}
+
+void Session::WriteGathered(std::size_t skip) {
+  std::size_t done = 0;
+  while (done < gather_.size() && skip >= gather_[done].size()) skip -= gather_[done++].size();
+  gather_.erase(gather_.begin(), gather_.begin() + static_cast<std::ptrdiff_t>(done));
+  if (gather_.empty()) return Written({});
+  gather_.front() += skip;
   // The raw socket: no Beast timer or rate policy per write.
-  asio::async_write(stream_.socket(), BufferRange{gather_.data(), gather_.data() + gather_.size()},
-                    [self = shared_from_this(), last](beast::error_code ec, std::size_t) {
-                      self->writing_ = false;
-                      const auto written = static_cast<std::ptrdiff_t>(self->in_flight_);
-                      self->in_flight_ = 0;
-                      if (ec) return self->Hangup();
-                      self->pending_.erase(self->pending_.begin(),
-                                           self->pending_.begin() + written);
-                      if (last) {
-                        self->Completed();
-                        return self->Linger();
-                      }
-                      self->Pump();
-                    });
+  asio::async_write(
+      stream_.socket(), BufferRange{gather_.data(), gather_.data() + gather_.size()},
+      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->Written(ec); });
+}
+
+void Session::Written(beast::error_code ec) {
+  writing_ = false;
+  const auto written = static_cast<std::ptrdiff_t>(in_flight_);
+  in_flight_ = 0;
+  if (ec) return Hangup();
+  pending_.erase(pending_.begin(), pending_.begin() + written);
+  if (last_write_) {
+    Completed();
+    return Linger();
+  }
+  Pump();
 }
 
 // Every write to the client (100 Continue, a whole response piece by piece,

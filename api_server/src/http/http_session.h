@@ -111,7 +111,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (gone_ || closing_ || head_) return;
     exchange_.response_bytes += payload;
     pending_.push_back(std::move(wire));
-    PumpLater();
+    WriteSoon();
   }
   void EndStream(std::string last_wire, std::size_t payload) {
     if (gone_ || closing_) return;
@@ -122,8 +122,15 @@ class Session : public std::enable_shared_from_this<Session> {
     // Queued, not written: it goes out in one write with the last chunk.
     if (!last_wire.empty() && !head_) pending_.push_back(std::move(last_wire));
     ending_ = true;
-    Pump();
+    if (Lane())
+      WriteSoon();
+    else
+      Pump();
   }
+  // On a lane (LaneQueue::Writes): adds the write there is to make to `out`
+  // (false: none); then Sent() with what it wrote (or -errno).
+  bool AddWrite(BatchSender& out);
+  void Sent(long result);
   void SetOnDisconnect(std::function<void()> cb) {
     if (complete_) return;  // answered in full: the client no longer matters
     if (gone_) return cb();
@@ -147,7 +154,25 @@ class Session : public std::enable_shared_from_this<Session> {
   void WatchForHangup();
   void TakeWaitingBytes();
   void WriteWhole(bool keep_alive);
+  // Writes what is queued: Gather(), then WriteGathered(0).
   void Pump();
+  // The next write (everything queued, up to kMaxGather chunks, and the
+  // last chunk once the stream has ended) into gather_; false when there is
+  // nothing to write (a stream that ends without a last chunk is complete).
+  bool Gather();
+  // Writes gather_ but its first `skip` bytes (already sent), then Written().
+  void WriteGathered(std::size_t skip);
+  void Written(beast::error_code ec);
+  // Writes soon what was queued: on a lane, with its other writes at the
+  // end of its run; on a strand, PumpLater().
+  void WriteSoon() {
+    if (LaneQueue* lane = Lane()) {
+      if (!write_wanted_) lane->WantWrite(shared_from_this());
+      write_wanted_ = true;
+      return;
+    }
+    PumpLater();
+  }
   // Pump once the handlers already queued on the connection's strand have
   // run: an engine step's chunks for one connection (n choices, each posted
   // on its own by the engine client's thread) then usually go out in one
@@ -220,6 +245,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::deque<std::string> pending_;
   std::size_t in_flight_ = 0;
   std::vector<asio::const_buffer> gather_;  // the write under way's buffers
+  bool last_write_ = false;                 // it carries the last chunk
+  bool write_wanted_ = false;               // in the lane's writers (WriteSoon)
   std::uint64_t seq_ = 0;                   // the request being answered
   unsigned version_ = 11;
   bool keep_alive_ = false, head_ = false;
