@@ -19,6 +19,7 @@
 
 #include "sightline/clock.h"
 #include "sightline/ipc/client_identity.h"
+#include "sightline/wake_batch.h"
 
 namespace sightline::api {
 
@@ -285,6 +286,8 @@ void EngineClient::Impl::RunHandlers() {
       if (work_stop) return;
       batch.swap(work);
     }
+    // Each HTTP lane the batch's outputs write to is woken once, at its end.
+    WakeBatch wakes;
     for (Work& w : batch) {
       // The last line of defence: a handler's defect is logged, and the
       // other requests' outputs keep flowing (OpenAiServer fails the one

@@ -15,6 +15,7 @@
 
 #include "http/http_protocol.h"
 #include "http/http_server.h"
+#include "sightline/wake_batch.h"
 #include "support/raw_http.h"
 
 namespace sightline::api {
@@ -317,6 +318,44 @@ TEST(HttpLanes, StoppingWhileChunksAreQueued) {
     writer.join();
     out->End();  // after the server: nothing
   }
+}
+
+// Chunks written inside a WakeBatch (as the engine client writes an engine
+// step's outputs) wait until the batch ends, then go out together; a batch
+// that outlives its server ends without touching it (the sanitizer build
+// runs this).
+TEST(HttpLanes, AWakeBatchHoldsItsChunksUntilItEnds) {
+  HttpServerOptions o;
+  o.port = 0;
+  auto server = std::make_unique<HttpServer>(o);
+  std::promise<std::shared_ptr<Responder>> streaming;
+  server->RouteAsync("GET", "/stream", [&](const HttpRequest&, std::shared_ptr<Responder> out) {
+    out->StartStream(200, "text/event-stream");
+    streaming.set_value(std::move(out));
+  });
+  ASSERT_TRUE(server->Start().ok());
+  RawSocket client(server->port());
+  ASSERT_TRUE(client.Send(Get("/stream")));
+  auto future = streaming.get_future();
+  ASSERT_EQ(future.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  const std::shared_ptr<Responder> out = future.get();
+  // The header is out: nothing is queued for the I/O thread now.
+  ASSERT_NE(client.ReadUntil(30, "\r\n\r\n").find("\r\n\r\n"), std::string::npos);
+  {
+    WakeBatch batch;
+    out->Write("data: a\n\n");
+    out->Write("data: b\n\n");
+    EXPECT_EQ(client.ReadUntil(0.3), "");  // still in the lane's queue
+  }
+  const std::string want =
+      http_internal::ChunkWire("data: a\n\n") + http_internal::ChunkWire("data: b\n\n");
+  EXPECT_EQ(client.ReadUntil(30, want), want);
+  {
+    WakeBatch batch;
+    out->Write("data: c\n\n");
+    server.reset();  // stopped and gone inside the batch
+  }
+  out->End();  // after the server: nothing
 }
 
 }  // namespace http_lanes_test

@@ -22,6 +22,7 @@
 
 #include "http/batch_send.h"
 #include "http/http_server.h"
+#include "sightline/wake_batch.h"
 
 namespace sightline::api::http_internal {
 
@@ -37,7 +38,10 @@ class Session;
 // each run, in one io_uring submission where the kernel allows (one
 // sendmsg each otherwise; BatchSender): what the sockets take then is sent,
 // and the rest of a write waits for room as any other (asio::async_write).
-class LaneQueue {
+//
+// The engine client's thread hands over an engine step's outputs inside a
+// WakeBatch: the lane is then woken once, at the end of the step.
+class LaneQueue : public Wakeable {
  public:
   // `use`: how the writes at the end of a run are made.
   explicit LaneQueue(boost::asio::io_context* io, BatchSender::Use use = BatchSender::Use::kSendmsg)
@@ -50,8 +54,12 @@ class LaneQueue {
   // On the io_context's thread: `session` has bytes to write, sent at the
   // end of this run (or of the next, when called outside one).
   void WantWrite(std::shared_ptr<Session> session);
-  // Drops what is queued. Once the io_context's threads have stopped, and
-  // before it goes (a queued session's socket belongs to it).
+  // Posts a run for what is queued, unless one is posted or the lane is
+  // closed (Clear()).
+  void Wake() override;
+  // Drops what is queued and closes the lane. Once the io_context's threads
+  // have stopped, and before it goes (a queued session's socket belongs to
+  // it).
   void Clear();
 
  private:
@@ -63,15 +71,16 @@ class LaneQueue {
     std::function<void(Session&)> call;
   };
   void Add(Item item);
-  void Wake(Item* item = nullptr);  // queues `item`; posts a Drain unless one is queued
-  void Drain();                     // on the io_context's thread
-  void Writes();                    // Drain's last step: the writes WantWrite asked for
+  void PostDrain();  // under mu_
+  void Drain();      // on the io_context's thread
+  void Writes();     // Drain's last step: the writes WantWrite asked for
 
   boost::asio::io_context* const io_;
   const BatchSender::Use use_;
   std::mutex mu_;
   std::vector<Item> items_;    // guarded by mu_
   bool posted_ = false;        // a Drain is queued (guarded by mu_)
+  bool closed_ = false;        // Clear() was called (guarded by mu_)
   std::vector<Item> running_;  // Drain's, its capacity kept
   // The io_context's thread's alone: the sessions with bytes to write, and
   // those whose write is in the batch (both keep their capacity).
@@ -115,7 +124,7 @@ struct HttpCore {
   int stream_threads = 1;  // the threads running stream_io (max(1, options.threads))
   // The lanes' queues: the control thread's, and the I/O threads' when one
   // thread runs them (else null: each connection posts to its strand).
-  std::unique_ptr<LaneQueue> control_lane, stream_lane;
+  std::shared_ptr<LaneQueue> control_lane, stream_lane;
 
   bool Authorized(const HttpRequest& req) const;
   // The handler for a request (HEAD falls back to GET), or nullptr with the

@@ -20,22 +20,26 @@ void LaneQueue::Post(std::shared_ptr<Session> session, std::uint64_t seq,
 }
 
 void LaneQueue::Add(Item item) {
-  Wake(&item);
+  std::lock_guard<std::mutex> g(mu_);
+  items_.push_back(std::move(item));
+  // The first call since the last Drain began posts the next one (or, in a
+  // WakeBatch, has it posted when the batch ends); the others join it.
+  if (posted_ || WakeBatch::Defer(*this)) return;
+  PostDrain();
 }
 
-void LaneQueue::Wake(Item* item) {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (item) items_.push_back(std::move(*item));
-    if (posted_) return;
-    posted_ = true;
-  }
-  // The first call since the last Drain began posts the next one; the
-  // others join it. The queue outlives the io_context's handlers (HttpCore).
+void LaneQueue::Wake() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!posted_ && !closed_) PostDrain();
+}
+
+void LaneQueue::PostDrain() {
+  posted_ = true;
+  // Under mu_, so that Clear() cannot close the lane (and its io_context
+  // go) meanwhile. The queue outlives the io_context's handlers.
   try {
     asio::post(*io_, [this] { Drain(); });
   } catch (...) {  // out of memory: the next call posts again
-    std::lock_guard<std::mutex> g(mu_);
     posted_ = false;
     throw;
   }
@@ -107,6 +111,7 @@ void LaneQueue::Clear() {
   {
     std::lock_guard<std::mutex> g(mu_);
     dropped.swap(items_);
+    closed_ = true;
   }
   running_.clear();
   writers_.clear();

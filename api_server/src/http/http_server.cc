@@ -249,9 +249,9 @@ Status HttpServer::Start() {
       m.options.max_connections > 0 ? m.options.max_connections : DefaultMaxConnections();
   m.stream_io = &m.io;
   m.stream_threads = std::max(1, m.options.threads);
-  m.control_lane = std::make_unique<http_internal::LaneQueue>(&m.control);
+  m.control_lane = std::make_shared<http_internal::LaneQueue>(&m.control);
   if (m.stream_threads == 1)
-    m.stream_lane = std::make_unique<http_internal::LaneQueue>(
+    m.stream_lane = std::make_shared<http_internal::LaneQueue>(
         &m.io, m.options.io_uring ? http_internal::BatchSender::Use::kRing
                                   : http_internal::BatchSender::Use::kSendmsg);
   m.accept.Start();
