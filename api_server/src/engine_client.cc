@@ -287,9 +287,10 @@ void EngineClient::Impl::RunHandlers() {
       if (work_stop) return;
       batch.swap(work);
     }
-    // Each HTTP lane the batch's outputs write to is woken once, at its end.
-    WakeBatch wakes;
     for (Work& w : batch) {
+      // Each HTTP lane that a message's outputs (an engine step's) write to
+      // is woken once, when they have all been handed over.
+      WakeBatch wakes;
       // The last line of defence: a handler's defect is logged, and the
       // other requests' outputs keep flowing (OpenAiServer fails the one
       // response itself, see OutputProcessor::OnOutput).
@@ -363,7 +364,7 @@ void EngineClient::Impl::Run() {
     if (alive && down &&
         now - down_since > std::chrono::duration<double>(options.engine_gone_after_s))
       Gone();
-    if (all || (fds[2].revents & POLLIN)) {
+    if (all || fds[2].revents) {
       std::uint64_t n;
       (void)!read(wake_fd, &n, sizeof n);
       std::lock_guard<std::mutex> g(mu);
@@ -384,7 +385,7 @@ void EngineClient::Impl::Run() {
     // What stays waits for the socket's descriptor, which ZMQ_EVENTS re-arms
     // (a send reads what changed only now and then).
     if (!pending.empty() && (in.get(zmq::sockopt::events) & ZMQ_POLLOUT)) send_pending();
-    if (all || (fds[1].revents & POLLIN)) {
+    if (all || fds[1].revents) {
       zmq::message_t event, address;
       while (monitor.recv(event, zmq::recv_flags::dontwait)) {
         if (!event.more() || !monitor.recv(address, zmq::recv_flags::dontwait)) continue;
@@ -406,7 +407,7 @@ void EngineClient::Impl::Run() {
         }
       }
     }
-    if (all || (fds[0].revents & POLLIN)) {
+    if (all || fds[0].revents) {
       zmq::message_t m;
       while (out.recv(m, zmq::recv_flags::dontwait)) {
         last_heard = MonotonicNanos();

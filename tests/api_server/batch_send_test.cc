@@ -75,12 +75,11 @@ TEST_P(BatchSend, EverySendArrivesWhole) {
     std::vector<std::vector<std::string>> bufs(pairs);
     std::vector<std::string> want(pairs);
     for (std::size_t i = 0; i < pairs; ++i) {
-      ASSERT_EQ(s.Add(sockets[i].fd[0]), i);
       for (std::size_t k = 0, n = 1 + rng() % 4; k < n; ++k) {
         bufs[i].push_back(std::string(1 + rng() % 300, static_cast<char>('a' + rng() % 26)));
         want[i] += bufs[i].back();
       }
-      for (const std::string& b : bufs[i]) s.Append(b.data(), b.size());
+      ASSERT_EQ(s.Add(sockets[i].fd[0], bufs[i]), i);
     }
     const std::vector<long>& sent = s.Flush();
     ASSERT_EQ(sent.size(), pairs);
@@ -105,18 +104,13 @@ TEST_P(BatchSend, PartialFullAndFailedSends) {
   close(spare[0]);
   close(spare[1]);
   const std::string large(8u << 20, 'x'), small = "hello";
-  s.Add(big.fd[0]);
-  s.Append(large.data(), large.size());
-  s.Add(closed_peer.fd[0]);
-  s.Append(small.data(), small.size());
-  s.Add(closed_fd);
-  s.Append(small.data(), small.size());
-  s.Add(after_closed.fd[0]);
-  s.Append(small.data(), small.size());
-  s.Add(big.fd[0]);  // full by now
-  s.Append(small.data(), small.size());
-  s.Add(after_big.fd[0]);
-  s.Append(small.data(), small.size());
+  const std::vector<std::string> one_large = {large}, one_small = {small};
+  s.Add(big.fd[0], one_large);
+  s.Add(closed_peer.fd[0], one_small);
+  s.Add(closed_fd, one_small);
+  s.Add(after_closed.fd[0], one_small);
+  s.Add(big.fd[0], one_small);  // full by now
+  s.Add(after_big.fd[0], one_small);
   const std::vector<long> sent = s.Flush();
   ASSERT_EQ(sent.size(), 6u);
   EXPECT_GT(sent[0], 0);
@@ -130,11 +124,23 @@ TEST_P(BatchSend, PartialFullAndFailedSends) {
   EXPECT_EQ(after_closed.Drain(), small);
   EXPECT_EQ(after_big.Drain(), small);
   // Room again: the rest goes.
-  const std::string rest = large.substr(static_cast<std::size_t>(sent[0]), 1000);
-  s.Add(big.fd[0]);
-  s.Append(rest.data(), rest.size());
+  const std::vector<std::string> rest = {large.substr(static_cast<std::size_t>(sent[0]), 1000)};
+  s.Add(big.fd[0], rest);
   EXPECT_EQ(s.Flush(), std::vector<long>{1000});
-  EXPECT_EQ(big.Drain(), rest);
+  EXPECT_EQ(big.Drain(), rest[0]);
+}
+
+// Sends dropped by Clear() are not made; the next batch starts afresh.
+TEST_P(BatchSend, ClearedSendsAreNotMade) {
+  Pair a, b;
+  BatchSender s(GetParam());
+  const std::vector<std::string> x = {"dropped"}, y = {"kept"};
+  s.Add(a.fd[0], x);
+  s.Clear();
+  EXPECT_EQ(s.Add(b.fd[0], y), 0u);
+  EXPECT_EQ(s.Flush(), std::vector<long>{4});
+  EXPECT_EQ(a.Drain(), "");
+  EXPECT_EQ(b.Drain(), "kept");
 }
 
 INSTANTIATE_TEST_SUITE_P(Uses, BatchSend,

@@ -5,9 +5,11 @@
 #include <liburing.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <mutex>
 
 namespace sightline::api::http_internal {
@@ -23,17 +25,21 @@ std::string Errno(const char* what, int err) {
   return std::string(what) + ": " + std::strerror(err);
 }
 
-// Reads the completions there are into `results` (indexed by user data);
-// returns how many.
-std::size_t Reap(io_uring* ring, std::vector<long>* results) {
+// A send's result until its completion is read.
+constexpr long kPending = std::numeric_limits<long>::min();
+// The user data of a cancellation's own completion (a send's is its index).
+constexpr std::uint64_t kCancel = std::uint64_t{1} << 63;
+
+// Reads the completions there are into `results` (a send's by its index).
+void Reap(io_uring* ring, std::vector<long>* results) {
   unsigned head = 0, seen = 0;
   io_uring_cqe* cqe = nullptr;
   io_uring_for_each_cqe(ring, head, cqe) {
-    (*results)[io_uring_cqe_get_data64(cqe)] = cqe->res;
+    const std::uint64_t data = io_uring_cqe_get_data64(cqe);
+    if (!(data & kCancel)) (*results)[data] = cqe->res;
     ++seen;
   }
   io_uring_cq_advance(ring, seen);
-  return seen;
 }
 
 // What BatchSender relies on: a MSG_DONTWAIT send that finds its socket's
@@ -117,30 +123,27 @@ BatchSender::BatchSender(Use use) {
 
 BatchSender::~BatchSender() = default;
 
-std::size_t BatchSender::Add(int fd) {
-  sends_.push_back({fd, iov_.size(), 0});
-  return sends_.size() - 1;
-}
-
-void BatchSender::Append(const void* data, std::size_t size) {
-  iov_.push_back({const_cast<void*>(data), size});
-  ++sends_.back().count;
+void BatchSender::Clear() {
+  sends_.clear();
+  iov_.clear();
 }
 
 const std::vector<long>& BatchSender::Flush() {
+  struct Cleared {  // however Flush ends, the next batch starts empty
+    BatchSender* s;
+    ~Cleared() { s->Clear(); }
+  } cleared{this};
   const std::size_t n = sends_.size();
   msgs_.assign(n, msghdr{});
   for (std::size_t i = 0; i < n; ++i) {
     msgs_[i].msg_iov = iov_.data() + sends_[i].first;
     msgs_[i].msg_iovlen = sends_[i].count;
   }
-  results_.assign(n, 0);
+  results_.assign(n, kPending);
   if (ring_)
     SendOnRing();
   else
     SendEach(0, n);
-  sends_.clear();
-  iov_.clear();
   return results_;
 }
 
@@ -152,6 +155,13 @@ void BatchSender::SendEach(std::size_t from, std::size_t to) {
     } while (r < 0 && errno == EINTR);
     results_[i] = r < 0 ? -errno : r;
   }
+}
+
+void BatchSender::GiveUpRing(const std::string& why) {
+  why_not_ = why;
+  std::fprintf(stderr, "sightline: HTTP: io_uring: %s: one sendmsg per write from now on\n",
+               why.c_str());
+  ring_.reset();
 }
 
 void BatchSender::SendOnRing() {
@@ -172,31 +182,53 @@ void BatchSender::SendOnRing() {
       const int r = io_uring_submit(ring);
       if (r == -EINTR) continue;
       if (r <= 0) {
-        // Entries the kernel has not taken stay in the queue: only closing
-        // the ring drops them. What was submitted has completed (below).
-        Reap(ring, &results_);
-        why_not_ = r < 0 ? Errno("io_uring_submit", -r) : "io_uring_submit took nothing";
-        std::fprintf(stderr, "sightline: HTTP: %s: one sendmsg per write from now on\n",
-                     why_not_.c_str());
-        ring_.reset();
+        // Entries the kernel has not taken stay in its queue until the ring
+        // closes; those it took are collected first.
+        Collect(next, next + submitted);
+        GiveUpRing(r < 0 ? Errno("io_uring_submit", -r) : "io_uring_submit took nothing");
         return SendEach(next + submitted, n);
       }
       submitted += static_cast<std::size_t>(r);
     }
-    // Each completed inside the submitting call (CheckNoWait).
-    const std::size_t reaped = Reap(ring, &results_);
-    if (reaped < queued) {
-      std::fprintf(stderr, "sightline: HTTP: io_uring: %zu of %zu sends had not completed\n",
-                   queued - reaped, queued);
-      // They still point at their buffers, so they must end before this
-      // returns: the peer's reading or going away ends them.
-      for (std::size_t left = queued - reaped; left > 0;) {
-        io_uring_cqe* cqe = nullptr;
-        if (io_uring_wait_cqe(ring, &cqe) == 0) left -= Reap(ring, &results_);
-      }
+    if (!Collect(next, next + queued)) {
+      GiveUpRing("sends that waited in the kernel were cancelled");
+      return SendEach(next + queued, n);
     }
     next += queued;
   }
+}
+
+bool BatchSender::Collect(std::size_t from, std::size_t to) {
+  io_uring* ring = &ring_->ring;
+  const auto first = results_.begin() + static_cast<std::ptrdiff_t>(from);
+  const auto last = results_.begin() + static_cast<std::ptrdiff_t>(to);
+  auto missing = [&] { return std::count(first, last, kPending); };
+  Reap(ring, &results_);
+  if (missing() == 0) return true;  // each completed inside the submitting call (CheckNoWait)
+  // Not expected after CheckNoWait. A send still in the kernel points at its
+  // caller's buffers, so it must end before Flush returns: given a second,
+  // then cancelled (it has sent nothing: a send completes at its first bytes).
+  __kernel_timespec second{1, 0};
+  for (io_uring_cqe* cqe = nullptr; missing() > 0;) {
+    const int r = io_uring_wait_cqe_timeout(ring, &cqe, &second);
+    if (r != 0 && r != -EINTR) break;
+    Reap(ring, &results_);
+  }
+  for (std::size_t i = from; i < to; ++i) {
+    if (results_[i] != kPending) continue;
+    io_uring_sqe* sqe = io_uring_get_sqe(ring);
+    if (!sqe) {
+      io_uring_submit(ring);
+      sqe = io_uring_get_sqe(ring);
+    }
+    io_uring_prep_cancel64(sqe, i, 0);
+    io_uring_sqe_set_data64(sqe, kCancel | i);
+  }
+  io_uring_submit(ring);
+  for (io_uring_cqe* cqe = nullptr; missing() > 0;)
+    if (io_uring_wait_cqe(ring, &cqe) == 0) Reap(ring, &results_);
+  std::replace(first, last, static_cast<long>(-ECANCELED), static_cast<long>(-EAGAIN));
+  return false;
 }
 
 }  // namespace sightline::api::http_internal

@@ -38,14 +38,30 @@ class BatchSender {
   bool ring() const { return ring_ != nullptr; }
   const std::string& why_not() const { return why_not_; }
 
-  // Begins a send to `fd` and returns its index among Flush's results.
-  std::size_t Add(int fd);
-  // Adds a buffer to the send begun last. It must stay valid, and the send
-  // must have at most IOV_MAX buffers, until Flush returns.
-  void Append(const void* data, std::size_t size);
-  // Makes every send added since the last Flush, in order: results[i] is
-  // the number of bytes the i-th wrote, or -errno. Valid until the next Add.
+  // Adds a send of `buffers` (a range of buffers with data() and size(), at
+  // most IOV_MAX; they must stay valid until Flush returns) to `fd`, and
+  // returns its index among Flush's results. Added whole or, if it throws
+  // (out of memory), not at all.
+  template <typename Buffers>
+  std::size_t Add(int fd, const Buffers& buffers) {
+    const std::size_t first = iov_.size();
+    try {
+      for (const auto& b : buffers)
+        iov_.push_back({const_cast<void*>(static_cast<const void*>(b.data())), b.size()});
+      sends_.push_back({fd, first, iov_.size() - first});
+    } catch (...) {
+      iov_.resize(first);
+      throw;
+    }
+    return sends_.size() - 1;
+  }
+  // Makes every send added since the last Flush (or Clear), in order:
+  // results[i] is the number of bytes the i-th wrote, or -errno (-EAGAIN:
+  // none). Valid until the next Add. If it throws (out of memory), nothing
+  // was sent; either way the sends are gone.
   const std::vector<long>& Flush();
+  // Drops the sends added since the last Flush, unsent.
+  void Clear();
 
  private:
   struct Ring;  // liburing's, kept out of this header
@@ -55,6 +71,10 @@ class BatchSender {
   };
   void SendEach(std::size_t from, std::size_t to);  // [from, to) by sendmsg
   void SendOnRing();
+  // Reads the results of the submitted sends [from, to); false when some had
+  // to be cancelled (reported -EAGAIN) after waiting in the kernel.
+  bool Collect(std::size_t from, std::size_t to);
+  void GiveUpRing(const std::string& why);  // sendmsg from now on
 
   std::unique_ptr<Ring> ring_;
   std::string why_not_;

@@ -45,7 +45,7 @@ class LaneQueue : public Wakeable {
  public:
   // `use`: how the writes at the end of a run are made.
   explicit LaneQueue(boost::asio::io_context* io, BatchSender::Use use = BatchSender::Use::kSendmsg)
-      : io_(io), use_(use) {}
+      : io_(io), sender_(use) {}
   // A stream chunk in wire form for Session::Queue; or another call.
   void Post(std::shared_ptr<Session> session, std::uint64_t seq, std::string wire,
             std::size_t payload);
@@ -76,7 +76,6 @@ class LaneQueue : public Wakeable {
   void Writes();     // Drain's last step: the writes WantWrite asked for
 
   boost::asio::io_context* const io_;
-  const BatchSender::Use use_;
   std::mutex mu_;
   std::vector<Item> items_;    // guarded by mu_
   bool posted_ = false;        // a Drain is queued (guarded by mu_)
@@ -85,8 +84,9 @@ class LaneQueue : public Wakeable {
   // The io_context's thread's alone: the sessions with bytes to write, and
   // those whose write is in the batch (both keep their capacity).
   bool draining_ = false;
-  std::vector<std::shared_ptr<Session>> writers_, batch_;
-  std::unique_ptr<BatchSender> sender_;  // made at the first write
+  std::vector<std::shared_ptr<Session>> writers_, flushing_;
+  std::vector<std::pair<std::size_t, std::shared_ptr<Session>>> batch_;  // by send index
+  BatchSender sender_;
 };
 
 // The Responders' references to their sessions. A handler may keep a

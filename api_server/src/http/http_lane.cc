@@ -1,5 +1,6 @@
 // LaneQueue (http_core.h): the calls posted to the connections of an
 // io_context that one thread runs, run there in order by one handler.
+#include <cerrno>
 #include <cstdio>
 #include <exception>
 #include <utility>
@@ -20,12 +21,21 @@ void LaneQueue::Post(std::shared_ptr<Session> session, std::uint64_t seq,
 }
 
 void LaneQueue::Add(Item item) {
-  std::lock_guard<std::mutex> g(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (closed_) {  // nothing runs it now (no responder calls after Stop)
+    lock.unlock();
+    return;  // `item`, and its session, go outside the lock
+  }
   items_.push_back(std::move(item));
+  if (posted_) return;
   // The first call since the last Drain began posts the next one (or, in a
   // WakeBatch, has it posted when the batch ends); the others join it.
-  if (posted_ || WakeBatch::Defer(*this)) return;
-  PostDrain();
+  bool deferred = false;
+  try {
+    deferred = WakeBatch::Defer(*this);
+  } catch (...) {  // out of memory: posted now instead
+  }
+  if (!deferred) PostDrain();
 }
 
 void LaneQueue::Wake() {
@@ -80,11 +90,12 @@ void LaneQueue::Drain() {
       }
     });
   }
-  Writes();
+  Contained([this] { Writes(); });
   draining_ = false;
   // Sessions may go here (the last reference), and their destruction may
   // post again: not under the lock.
   running_.clear();
+  if (!writers_.empty()) Wake();  // asked for while the writes went out
 }
 
 void LaneQueue::WantWrite(std::shared_ptr<Session> session) {
@@ -94,15 +105,31 @@ void LaneQueue::WantWrite(std::shared_ptr<Session> session) {
 
 void LaneQueue::Writes() {
   if (writers_.empty()) return;
-  if (!sender_) sender_ = std::make_unique<BatchSender>(use_);
+  flushing_.swap(writers_);  // both keep their capacity
   batch_.clear();
-  for (std::shared_ptr<Session>& s : writers_)
+  try {
+    batch_.reserve(flushing_.size());
+  } catch (...) {  // out of memory: the next run tries again
+    writers_.swap(flushing_);
+    throw;
+  }
+  // AddWrite contains what goes wrong with its session (which hangs up);
+  // a send is added whole or not at all, and its result is found by its
+  // index, whatever happened to the others.
+  for (std::shared_ptr<Session>& s : flushing_)
     Contained([&] {
-      if (s->AddWrite(*sender_)) batch_.push_back(std::move(s));
+      if (const std::optional<std::size_t> i = s->AddWrite(sender_))
+        batch_.push_back({*i, std::move(s)});
     });
-  writers_.clear();
-  const std::vector<long>& sent = sender_->Flush();
-  for (std::size_t i = 0; i < batch_.size(); ++i) Contained([&] { batch_[i]->Sent(sent[i]); });
+  flushing_.clear();
+  const std::vector<long>* sent = nullptr;
+  try {
+    sent = &sender_.Flush();
+  } catch (const std::exception& e) {  // out of memory: nothing was sent; Asio writes it all
+    std::fprintf(stderr, "sightline: HTTP: writing a lane's streams: %s\n", e.what());
+  }
+  for (auto& [index, session] : batch_)
+    Contained([&, i = index] { session->Sent(sent ? (*sent)[i] : -EAGAIN); });
   batch_.clear();
 }
 
@@ -115,6 +142,7 @@ void LaneQueue::Clear() {
   }
   running_.clear();
   writers_.clear();
+  flushing_.clear();
   batch_.clear();
 }
 

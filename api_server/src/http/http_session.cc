@@ -393,19 +393,22 @@ bool Session::Gather() {
   return true;
 }
 
-bool Session::AddWrite(BatchSender& out) {
+std::optional<std::size_t> Session::AddWrite(BatchSender& out) {
   write_wanted_ = false;
-  if (!Gather()) return false;
-  out.Add(stream_.socket().native_handle());
-  for (const asio::const_buffer& b : gather_) out.Append(b.data(), b.size());
-  return true;
+  std::optional<std::size_t> index;
+  Guard([&] {
+    if (Gather()) index = out.Add(stream_.socket().native_handle(), gather_);
+  });
+  return index;
 }
 
 void Session::Sent(long result) {
-  if (result == -EAGAIN || result == -EWOULDBLOCK) return WriteGathered(0);
-  if (result < 0)
-    return Written(beast::error_code(static_cast<int>(-result), beast::system_category()));
-  WriteGathered(static_cast<std::size_t>(result));
+  Guard([&] {
+    if (result == -EAGAIN || result == -EWOULDBLOCK) return WriteGathered(0);
+    if (result < 0)
+      return Written(beast::error_code(static_cast<int>(-result), beast::system_category()));
+    WriteGathered(static_cast<std::size_t>(result));
+  });
 }
 
 void Session::WriteGathered(std::size_t skip) {

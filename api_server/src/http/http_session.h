@@ -87,8 +87,14 @@ class Session : public std::enable_shared_from_this<Session> {
   template <typename F>
   void Run(std::uint64_t seq, F& f) {
     if (seq_ != seq) return;
+    Guard([&] { f(*this); });
+  }
+  // Runs `f`, on the strand; what it throws ends the connection (500 if
+  // nothing was sent yet), never another.
+  template <typename F>
+  void Guard(F f) {
     try {
-      f(*this);
+      f();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "sightline: HTTP: answering a request: %s\n", e.what());
       EndExchange(500);
@@ -128,8 +134,9 @@ class Session : public std::enable_shared_from_this<Session> {
       Pump();
   }
   // On a lane (LaneQueue::Writes): adds the write there is to make to `out`
-  // (false: none); then Sent() with what it wrote (or -errno).
-  bool AddWrite(BatchSender& out);
+  // and returns its index there (none: nothing to write, or it failed and
+  // the connection ended); then Sent() with what it wrote (or -errno).
+  std::optional<std::size_t> AddWrite(BatchSender& out);
   void Sent(long result);
   void SetOnDisconnect(std::function<void()> cb) {
     if (complete_) return;  // answered in full: the client no longer matters
