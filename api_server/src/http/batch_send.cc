@@ -144,6 +144,9 @@ const std::vector<long>& BatchSender::Flush() {
     SendOnRing();
   else
     SendEach(0, n);
+  // Every send has its result by now; were one missing, its connection
+  // would end rather than assume anything about its bytes.
+  std::replace(results_.begin(), results_.end(), kPending, static_cast<long>(-EIO));
   return results_;
 }
 
@@ -157,11 +160,14 @@ void BatchSender::SendEach(std::size_t from, std::size_t to) {
   }
 }
 
-void BatchSender::GiveUpRing(const std::string& why) {
-  why_not_ = why;
-  std::fprintf(stderr, "sightline: HTTP: io_uring: %s: one sendmsg per write from now on\n",
-               why.c_str());
-  ring_.reset();
+void BatchSender::GiveUpRing(const char* why, int err) noexcept {
+  ring_.reset();  // first: what is below may fail, once sends were made
+  try {
+    why_not_ = err ? Errno(why, err) : why;
+  } catch (...) {
+  }
+  std::fprintf(stderr, "sightline: HTTP: io_uring: %s%s%s: one sendmsg per write from now on\n",
+               why, err ? ": " : "", err ? std::strerror(err) : "");
 }
 
 void BatchSender::SendOnRing() {
@@ -182,16 +188,18 @@ void BatchSender::SendOnRing() {
       const int r = io_uring_submit(ring);
       if (r == -EINTR) continue;
       if (r <= 0) {
-        // Entries the kernel has not taken stay in its queue until the ring
-        // closes; those it took are collected first.
+        // The entries the kernel has not taken would go with the next
+        // submission (Collect's cancels): they become no-ops, sent below by
+        // sendmsg instead, once those it took are collected.
+        DisarmUntaken(ring);
         Collect(next, next + submitted);
-        GiveUpRing(r < 0 ? Errno("io_uring_submit", -r) : "io_uring_submit took nothing");
+        GiveUpRing(r < 0 ? "io_uring_submit" : "io_uring_submit took nothing", -r);
         return SendEach(next + submitted, n);
       }
       submitted += static_cast<std::size_t>(r);
     }
     if (!Collect(next, next + queued)) {
-      GiveUpRing("sends that waited in the kernel were cancelled");
+      GiveUpRing("sends that waited in the kernel were cancelled", 0);
       return SendEach(next + queued, n);
     }
     next += queued;
@@ -214,6 +222,7 @@ bool BatchSender::Collect(std::size_t from, std::size_t to) {
     if (r != 0 && r != -EINTR) break;
     Reap(ring, &results_);
   }
+  bool cancelled = false;
   for (std::size_t i = from; i < to; ++i) {
     if (results_[i] != kPending) continue;
     io_uring_sqe* sqe = io_uring_get_sqe(ring);
@@ -221,14 +230,25 @@ bool BatchSender::Collect(std::size_t from, std::size_t to) {
       io_uring_submit(ring);
       sqe = io_uring_get_sqe(ring);
     }
+    if (!sqe) continue;  // not expected: the queue holds as many as a round
     io_uring_prep_cancel64(sqe, i, 0);
     io_uring_sqe_set_data64(sqe, kCancel | i);
+    cancelled = true;
   }
   io_uring_submit(ring);
   for (io_uring_cqe* cqe = nullptr; missing() > 0;)
     if (io_uring_wait_cqe(ring, &cqe) == 0) Reap(ring, &results_);
   std::replace(first, last, static_cast<long>(-ECANCELED), static_cast<long>(-EAGAIN));
-  return false;
+  return !cancelled;
+}
+
+void BatchSender::DisarmUntaken(io_uring* ring) {
+  const unsigned tail = *ring->sq.ktail;
+  for (unsigned i = io_uring_smp_load_acquire(ring->sq.khead); i != tail; ++i) {
+    io_uring_sqe* sqe = &ring->sq.sqes[ring->sq.array[i & ring->sq.ring_mask]];
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data64(sqe, kCancel);
+  }
 }
 
 }  // namespace sightline::api::http_internal

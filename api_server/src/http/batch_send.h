@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+struct io_uring;  // liburing's
+
 namespace sightline::api::http_internal {
 
 class BatchSender {
@@ -74,7 +76,10 @@ class BatchSender {
   // Reads the results of the submitted sends [from, to); false when some had
   // to be cancelled (reported -EAGAIN) after waiting in the kernel.
   bool Collect(std::size_t from, std::size_t to);
-  void GiveUpRing(const std::string& why);  // sendmsg from now on
+  // Sendmsg from now on, because of `why` (and errno `err`, if not 0).
+  void GiveUpRing(const char* why, int err) noexcept;
+  // Makes the entries io_uring_submit left in the queue no-ops.
+  static void DisarmUntaken(::io_uring* ring);
 
   std::unique_ptr<Ring> ring_;
   std::string why_not_;
