@@ -285,22 +285,38 @@ TEST(HttpLanes, ManyStreamsWrittenFromSeveralThreadsKeepTheirBytes) {
 // A writer keeps writing while the server stops: what is queued for the I/O
 // thread and never ran goes with the server, and later writes do nothing
 // (the sanitizer build runs this).
+// A server with one stream open: its client, and the responder a writer
+// writes through.
+struct OneStream {
+  std::unique_ptr<HttpServer> server;
+  std::unique_ptr<RawSocket> client;
+  std::shared_ptr<Responder> out;
+};
+
+void OpenOneStream(OneStream* s) {
+  HttpServerOptions o;
+  o.port = 0;
+  s->server = std::make_unique<HttpServer>(o);
+  auto streaming = std::make_shared<std::promise<std::shared_ptr<Responder>>>();
+  s->server->RouteAsync("GET", "/stream",
+                        [streaming](const HttpRequest&, std::shared_ptr<Responder> out) {
+                          out->StartStream(200, "text/event-stream");
+                          streaming->set_value(std::move(out));
+                        });
+  ASSERT_TRUE(s->server->Start().ok());
+  s->client = std::make_unique<RawSocket>(s->server->port());
+  ASSERT_TRUE(s->client->Send(Get("/stream")));
+  auto future = streaming->get_future();
+  ASSERT_EQ(future.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  s->out = future.get();
+}
+
 TEST(HttpLanes, StoppingWhileChunksAreQueued) {
   for (int round = 0; round < 5; ++round) {
-    HttpServerOptions o;
-    o.port = 0;
-    auto server = std::make_unique<HttpServer>(o);
-    std::promise<std::shared_ptr<Responder>> streaming;
-    server->RouteAsync("GET", "/stream", [&](const HttpRequest&, std::shared_ptr<Responder> out) {
-      out->StartStream(200, "text/event-stream");
-      streaming.set_value(std::move(out));
-    });
-    ASSERT_TRUE(server->Start().ok());
-    RawSocket client(server->port());
-    ASSERT_TRUE(client.Send(Get("/stream")));
-    auto future = streaming.get_future();
-    ASSERT_EQ(future.wait_for(std::chrono::seconds(30)), std::future_status::ready);
-    const std::shared_ptr<Responder> out = future.get();
+    OneStream stream;
+    ASSERT_NO_FATAL_FAILURE(OpenOneStream(&stream));
+    auto& server = stream.server;
+    const std::shared_ptr<Responder> out = stream.out;
     std::atomic<bool> done{false};
     std::atomic<int> written{0};
     std::thread writer([&] {
@@ -325,20 +341,11 @@ TEST(HttpLanes, StoppingWhileChunksAreQueued) {
 // that outlives its server ends without touching it (the sanitizer build
 // runs this).
 TEST(HttpLanes, AWakeBatchHoldsItsChunksUntilItEnds) {
-  HttpServerOptions o;
-  o.port = 0;
-  auto server = std::make_unique<HttpServer>(o);
-  std::promise<std::shared_ptr<Responder>> streaming;
-  server->RouteAsync("GET", "/stream", [&](const HttpRequest&, std::shared_ptr<Responder> out) {
-    out->StartStream(200, "text/event-stream");
-    streaming.set_value(std::move(out));
-  });
-  ASSERT_TRUE(server->Start().ok());
-  RawSocket client(server->port());
-  ASSERT_TRUE(client.Send(Get("/stream")));
-  auto future = streaming.get_future();
-  ASSERT_EQ(future.wait_for(std::chrono::seconds(30)), std::future_status::ready);
-  const std::shared_ptr<Responder> out = future.get();
+  OneStream stream;
+  ASSERT_NO_FATAL_FAILURE(OpenOneStream(&stream));
+  auto& server = stream.server;
+  RawSocket& client = *stream.client;
+  const std::shared_ptr<Responder> out = stream.out;
   // The header is out: nothing is queued for the I/O thread now.
   ASSERT_NE(client.ReadUntil(30, "\r\n\r\n").find("\r\n\r\n"), std::string::npos);
   {
