@@ -128,8 +128,9 @@ void LaneQueue::Writes() {
   } catch (const std::exception& e) {  // out of memory: nothing was sent; Asio writes it all
     std::fprintf(stderr, "sightline: HTTP: writing a lane's streams: %s\n", e.what());
   }
-  for (auto& [index, session] : batch_)
-    Contained([&, i = index] { session->Sent(sent ? (*sent)[i] : -EAGAIN); });
+  // (Not a structured binding: clang 14 cannot capture one.)
+  for (auto& entry : batch_)
+    Contained([&] { entry.second->Sent(sent ? (*sent)[entry.first] : -EAGAIN); });
   batch_.clear();
 }
 
