@@ -1,7 +1,8 @@
 // Non-blocking sends to many sockets at once (issue 46). An engine step
 // writes one chunk to each of its streams' connections; one sendmsg each
-// costs a system call's entry and exit per token (about 0.6 µs of the
-// 1.7 µs a small send takes on loopback, measured on the 2-core VM). On
+// costs a system call's entry and exit per token (a step's writes to 64
+// loopback connections take 0.77 times the CPU in one submission:
+// tools/bench/send_bench, PERFORMANCE.md). On
 // Linux's io_uring the sends of one step go to the kernel in one call;
 // where io_uring is missing or refused (an old kernel, a container whose
 // seccomp profile forbids it), each is one sendmsg, with the same results.

@@ -10,6 +10,8 @@
 #include <boost/asio/strand.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <functional>
 #include <list>
 #include <map>
@@ -27,6 +29,22 @@
 namespace sightline::api::http_internal {
 
 class Session;
+
+// Runs `f`, which stands for one connection (or one accept): what it throws
+// is logged ("sightline: HTTP: <doing>: ...") and then `failed` runs, so that
+// it costs nothing else.
+template <typename F, typename Failed>
+void Contain(const char* doing, F&& f, Failed&& failed) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sightline: HTTP: %s: %s\n", doing, e.what());
+    failed();
+  } catch (...) {
+    std::fprintf(stderr, "sightline: HTTP: %s: unknown exception\n", doing);
+    failed();
+  }
+}
 
 // What is posted to the connections of an io_context that one thread runs,
 // queued here in order and run there by one handler: an engine step's

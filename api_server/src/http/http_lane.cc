@@ -61,13 +61,7 @@ namespace {
 // callback's exception, say) costs that connection only.
 template <typename F>
 void Contained(F f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "sightline: HTTP: answering a request: %s\n", e.what());
-  } catch (...) {
-    std::fprintf(stderr, "sightline: HTTP: answering a request: unknown exception\n");
-  }
+  Contain("answering a request", f, [] {});
 }
 
 }  // namespace

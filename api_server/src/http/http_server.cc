@@ -91,24 +91,19 @@ void AcceptLoop::Close() {
 
 void AcceptLoop::Accept() {
   // Each connection's handlers and writes never overlap.
-  acceptor_.async_accept(
-      ConnectionExecutor(io_, threads_), [this](beast::error_code ec, tcp::socket socket) {
-        if (!acceptor_.is_open()) return;
-        // Out of descriptors (or memory): retrying at once would spin on the
-        // same error; the connections waiting in the backlog are taken when
-        // some close.
-        if (ec) return Retry();
-        // Whatever admitting this connection does, the next accept is armed:
-        // an exception here used to end accepting for the life of the process.
-        try {
-          admit_(std::move(socket));
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "sightline: HTTP: admitting a connection: %s\n", e.what());
-        } catch (...) {
-          std::fprintf(stderr, "sightline: HTTP: admitting a connection: unknown exception\n");
-        }
-        Accept();
-      });
+  acceptor_.async_accept(ConnectionExecutor(io_, threads_),
+                         [this](beast::error_code ec, tcp::socket socket) {
+                           if (!acceptor_.is_open()) return;
+                           // Out of descriptors (or memory): retrying at once would spin on the
+                           // same error; the connections waiting in the backlog are taken when
+                           // some close.
+                           if (ec) return Retry();
+                           // Whatever admitting this connection does, the next accept is armed:
+                           // an exception here used to end accepting for the life of the process.
+                           http_internal::Contain(
+                               "admitting a connection", [&] { admit_(std::move(socket)); }, [] {});
+                           Accept();
+                         });
 }
 
 void AcceptLoop::Retry() {

@@ -93,17 +93,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // nothing was sent yet), never another.
   template <typename F>
   void Guard(F f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "sightline: HTTP: answering a request: %s\n", e.what());
+    Contain("answering a request", f, [this] {
       EndExchange(500);
       Hangup();
-    } catch (...) {
-      std::fprintf(stderr, "sightline: HTTP: answering a request: unknown exception\n");
-      EndExchange(500);
-      Hangup();
-    }
+    });
   }
   // The queue of the io_context this connection is on, when one thread runs
   // it; null: its strand.
