@@ -103,7 +103,7 @@ struct EngineClient::Impl {
   };
   std::mutex work_mu;
   std::condition_variable work_cv;
-  std::deque<Work> work;
+  std::vector<Work> work;  // swapped with RunHandlers' batch: both keep their capacity
   bool work_stop = false;
 
   void Wake() {
@@ -155,14 +155,16 @@ struct EngineClient::Impl {
               }});
   }
   void OnMessage(const zmq::message_t& m);
+  // OnMessage's copy of a frame ZeroMQ left unaligned, its capacity kept
+  // (the handler thread's).
+  std::vector<std::uint64_t> aligned_frame;
   std::uint64_t refused_frames = 0;  // failed verification (the I/O thread's own)
   void Run();
   void RunHandlers();
 };
 
 void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
-  std::vector<std::uint64_t> aligned;
-  const ipc::Envelope* e = ipc::DecodeFrame(m.data(), m.size(), &aligned);
+  const ipc::Envelope* e = ipc::DecodeFrame(m.data(), m.size(), &aligned_frame);
   if (!e) {  // never trusted, never read; said now and then, not per frame
     if (refused_frames++ % 1000 == 0)
       std::fprintf(stderr,
@@ -279,8 +281,9 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
 }
 
 void EngineClient::Impl::RunHandlers() {
+  std::vector<Work> batch;  // no allocation per message once grown
   for (;;) {
-    std::deque<Work> batch;
+    batch.clear();
     {
       std::unique_lock<std::mutex> lock(work_mu);
       work_cv.wait(lock, [&] { return work_stop || !work.empty(); });

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <string_view>
+
+#include "http/http_protocol.h"
 #include "output/responses_format.h"
 
 namespace sightline::api {
@@ -89,6 +93,31 @@ TEST(EventTemplate, RefusesAmbiguousOrMissingPlaceholders) {
   EXPECT_FALSE(t.Make("{\"a\":1}", 1));
   EXPECT_TRUE(t.Make("{\"a\":" + p + "}", 1));
   EXPECT_EQ(t.Fill({"2"}), "{\"a\":2}");
+}
+
+// Filled into a buffer: the same bytes as Fill's, what the buffer held
+// replaced, and a buffer that already has the room keeps its storage (a
+// recycled chunk buffer: no allocation per token). One that has to grow
+// gets spare room, so that a slightly longer text fits next time.
+TEST(EventTemplate, FillsABufferInPlace) {
+  EventTemplate t;
+  ASSERT_TRUE(t.Make("data: {\"a\":\"" + EventTemplate::Placeholder(0) + "\"}\n\n", 1));
+  std::string buffer = "stale bytes from an earlier chunk";
+  t.Fill({"\"x\""}, &buffer);
+  EXPECT_EQ(buffer, t.Fill({"\"x\""}));
+  const std::size_t room = buffer.capacity();
+  EXPECT_GE(room, buffer.size() + http_internal::kChunkFraming + 32);
+  const char* storage = buffer.data();
+  for (const std::string_view text : {"\"\"", "\"a longer token's text\"", "\"y\""}) {
+    t.Fill({text}, &buffer);
+    EXPECT_EQ(buffer, t.Fill({text}));
+    EXPECT_EQ(buffer.data(), storage) << text;
+  }
+  buffer.clear();
+  buffer.shrink_to_fit();
+  t.Fill({std::string(500, 'z')}, &buffer);  // grows, with its framing's room
+  EXPECT_EQ(buffer, t.Fill({std::string(500, 'z')}));
+  EXPECT_GE(buffer.capacity(), buffer.size() + http_internal::kChunkFraming);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "http/http_core.h"
 #include "http/http_protocol.h"
 #include "http/http_server.h"
 #include "sightline/wake_batch.h"
@@ -363,6 +364,46 @@ TEST(HttpLanes, AWakeBatchHoldsItsChunksUntilItEnds) {
     server.reset();  // stopped and gone inside the batch
   }
   out->End();  // after the server: nothing
+}
+
+// A chunk's buffer comes back once the chunk is written: a stream's later
+// ChunkBuffer() calls hand out written chunks' buffers (empty, with their
+// capacity), so that a streamed token costs no allocation; a buffer grown
+// past the lane's limit is freed instead. The client reads each chunk as it
+// was written, whatever buffer it was built in.
+TEST(HttpLanes, WrittenChunksBuffersComeBack) {
+  OneStream stream;
+  ASSERT_NO_FATAL_FAILURE(OpenOneStream(&stream));
+  RawSocket& client = *stream.client;
+  const std::shared_ptr<Responder> out = stream.out;
+  ASSERT_NE(client.ReadUntil(30, "\r\n\r\n").find("\r\n\r\n"), std::string::npos);
+  // Each chunk is read before the next is written. Chunk i's buffer is put
+  // back when the I/O thread's run that wrote it ends, handed to the
+  // responder with chunk i + 2's Write, and out as chunk i + 3's buffer.
+  const auto write_and_read = [&](int i, std::size_t size, std::size_t* capacity) {
+    std::string chunk = out->ChunkBuffer();
+    EXPECT_TRUE(chunk.empty()) << i;
+    *capacity = chunk.capacity();
+    chunk.reserve(size);
+    chunk.assign("data: " + std::to_string(i) + std::string(size - 40, 'a' + i % 26) + "\n\n");
+    const std::string want = http_internal::ChunkWire(chunk);
+    out->Write(std::move(chunk));
+    EXPECT_EQ(client.ReadUntil(30, want), want) << i;
+  };
+  int recycled = 0;
+  std::size_t capacity = 0;
+  for (int i = 0; i < 20; ++i) {
+    write_and_read(i, 256, &capacity);
+    if (capacity >= 256) ++recycled;
+  }
+  EXPECT_GE(recycled, 15);  // 17 when each run is its chunk's alone
+  const std::size_t big = http_internal::LaneQueue::kMaxSpareBytes * 2;
+  for (int i = 20; i < 26; ++i) write_and_read(i, big, &capacity);
+  for (int i = 26; i < 40; ++i) {
+    write_and_read(i, 256, &capacity);
+    EXPECT_LT(capacity, big) << i;  // the big ones were freed
+  }
+  out->End();
 }
 
 }  // namespace http_lanes_test

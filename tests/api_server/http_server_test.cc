@@ -8,11 +8,15 @@
 
 #include <atomic>
 #include <cstdio>
+#include <deque>
 #include <future>
 #include <random>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "admin_routes.h"
+#include "http/chunk_queue.h"
 #include "http/http_protocol.h"
 #include "http/http_server.h"
 #include "support/http_client.h"
@@ -193,7 +197,11 @@ TEST_P(GatheredWrites, KeepTheByteStream) {
   server.RouteAsync("GET", "/stream", [&](const HttpRequest&, std::shared_ptr<Responder> out) {
     out->StartStream(200, "text/event-stream");
     workers.emplace_back([out, &chunks] {
-      for (const std::string& c : chunks) out->Write(c);
+      for (const std::string& c : chunks) {  // in the buffers of chunks already written
+        std::string buffer = out->ChunkBuffer();
+        buffer.assign(c);
+        out->Write(std::move(buffer));
+      }
       out->End("data: [DONE]\n\n");
     });
   });
@@ -215,6 +223,37 @@ TEST_P(GatheredWrites, KeepTheByteStream) {
 }
 
 INSTANTIATE_TEST_SUITE_P(IoUring, GatheredWrites, ::testing::Bool());
+
+// A session's queue of chunks not yet being written, against std::deque:
+// the order holds through generated pushes and takes, including the
+// compactions that reuse the vector's front.
+TEST(ChunkQueue, KeepsTheOrderOfADeque) {
+  http_internal::ChunkQueue queue;
+  std::deque<std::string> model;
+  std::mt19937 rng(5);
+  int next = 0;
+  for (int step = 0; step < 5000; ++step) {
+    for (unsigned pushes = rng() % 5; pushes > 0; --pushes) {
+      const std::string chunk = "chunk " + std::to_string(next++) + std::string(rng() % 40, 'x');
+      queue.push_back(chunk);
+      model.push_back(chunk);
+    }
+    const std::size_t n = rng() % (queue.size() + 1);
+    std::vector<std::string> taken;
+    queue.PopFront(n, [&taken](std::string&& c) { taken.push_back(std::move(c)); });
+    ASSERT_EQ(taken.size(), n);
+    for (const std::string& c : taken) {
+      ASSERT_EQ(c, model.front()) << "step " << step;
+      model.pop_front();
+    }
+    ASSERT_EQ(queue.size(), model.size());
+    ASSERT_EQ(queue.empty(), model.empty());
+    if (rng() % 200 == 0) {
+      queue.clear();
+      model.clear();
+    }
+  }
+}
 
 // A chunk's framing against printf's hex, across the hex digits' edges; in
 // place, a string with kChunkFraming bytes to spare is not reallocated (a

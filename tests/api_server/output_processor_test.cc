@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
 
 #include "sightline/shm_registry/registry.h"
 #include "support/scrape.h"
@@ -28,7 +30,15 @@ class RecordingResponder : public Responder {
     status = s;
     started = true;
   }
-  void Write(std::string chunk) override { stream += chunk; }
+  // Each chunk's buffer comes back as the next one's ChunkBuffer(), as the
+  // HTTP layer's lanes recycle them: every stream here is rendered into
+  // reused buffers.
+  void Write(std::string chunk) override {
+    stream += chunk;
+    chunk.clear();
+    spare = std::move(chunk);
+  }
+  std::string ChunkBuffer() override { return std::exchange(spare, std::string()); }
   void End(std::string last) override {
     stream += last;
     ++lasts;
@@ -37,7 +47,7 @@ class RecordingResponder : public Responder {
 
   int status = 0, lasts = 0;  // lasts: a body sent or a stream ended
   bool started = false;
-  std::string body, stream;
+  std::string body, stream, spare;
 };
 
 // One RequestOutput of `text` as byte tokens, as the engine sends it.

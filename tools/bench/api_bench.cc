@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "http/http_protocol.h"
@@ -57,7 +58,9 @@ void operator delete[](void* p, std::size_t) noexcept {
 namespace sightline::api {
 namespace {
 
-// Counts what the HTTP layer would send.
+// Counts what the HTTP layer would send. A written chunk's buffer comes
+// back as the next ChunkBuffer(), as the lanes' recycling hands buffers
+// back once streams are under way.
 class CountingResponder : public Responder {
  public:
   void Send(HttpResponse r) override { bytes += r.body.size(); }
@@ -65,10 +68,16 @@ class CountingResponder : public Responder {
   void Write(std::string chunk) override {  // framed as the HTTP responder frames it
     http_internal::FrameChunk(&chunk);
     bytes += chunk.size();
+    chunk.clear();
+    spare_ = std::move(chunk);
   }
+  std::string ChunkBuffer() override { return std::exchange(spare_, std::string()); }
   void End(std::string last) override { bytes += last.size(); }
   void OnDisconnect(std::function<void()>) override {}
   std::size_t bytes = 0;
+
+ private:
+  std::string spare_;
 };
 
 // A one-token RequestOutput as the engine sends it.

@@ -59,19 +59,37 @@ void Contain(const char* doing, F&& f, Failed&& failed) {
 //
 // The engine client's thread hands over an engine step's outputs inside a
 // WakeBatch: the lane is then woken once, at the end of the step.
+//
+// Written chunks' buffers come back (Recycle) and go out again with later
+// Posts, so that a streamed token costs no heap allocation once a stream's
+// first chunks have been written (issue 46): each stream's responder holds
+// at most one spare, the lane at most kMaxSpares of at most kMaxSpareBytes.
 class LaneQueue : public Wakeable {
  public:
+  // The spares' limits: enough for an engine step's chunks of many
+  // streams; a buffer grown past a large chunk is freed, not kept.
+  static constexpr std::size_t kMaxSpares = 1024;
+  static constexpr std::size_t kMaxSpareBytes = 8192;
+
   // `use`: how the writes at the end of a run are made.
   explicit LaneQueue(boost::asio::io_context* io, BatchSender::Use use = BatchSender::Use::kSendmsg)
-      : io_(io), sender_(use) {}
-  // A stream chunk in wire form for Session::Queue; or another call.
+      : io_(io), sender_(use) {
+    spares_.reserve(kMaxSpares);
+    recycled_.reserve(kMaxSpares);
+  }
+  // A stream chunk in wire form for Session::Queue; or another call. When
+  // `spare` is given and empty, a recycled buffer (empty, with capacity)
+  // is put there if the lane has one.
   void Post(std::shared_ptr<Session> session, std::uint64_t seq, std::string wire,
-            std::size_t payload);
+            std::size_t payload, std::string* spare = nullptr);
   void Post(std::shared_ptr<Session> session, std::uint64_t seq,
             std::function<void(Session&)> call);
   // On the io_context's thread: `session` has bytes to write, sent at the
   // end of this run (or of the next, when called outside one).
   void WantWrite(std::shared_ptr<Session> session);
+  // On the io_context's thread: a chunk the kernel is done with, its buffer
+  // for a later Post's spare (or freed, past the limits).
+  void Recycle(std::string buffer);
   // Posts a run for what is queued, unless one is posted or the lane is
   // closed (Clear()).
   void Wake() override;
@@ -88,17 +106,19 @@ class LaneQueue : public Wakeable {
     std::size_t payload = 0;
     std::function<void(Session&)> call;
   };
-  void Add(Item item);
+  void Add(Item item, std::string* spare = nullptr);
   void PostDrain();  // under mu_
   void Drain();      // on the io_context's thread
   void Writes();     // Drain's last step: the writes WantWrite asked for
 
   boost::asio::io_context* const io_;
   std::mutex mu_;
-  std::vector<Item> items_;    // guarded by mu_
-  bool posted_ = false;        // a Drain is queued (guarded by mu_)
-  bool closed_ = false;        // Clear() was called (guarded by mu_)
-  std::vector<Item> running_;  // Drain's, its capacity kept
+  std::vector<Item> items_;            // guarded by mu_
+  bool posted_ = false;                // a Drain is queued (guarded by mu_)
+  bool closed_ = false;                // Clear() was called (guarded by mu_)
+  std::vector<std::string> spares_;    // guarded by mu_; recycled_ moves here at each Drain
+  std::vector<std::string> recycled_;  // the io_context's thread's: Recycle()d since the last Drain
+  std::vector<Item> running_;          // Drain's, its capacity kept
   // The io_context's thread's alone: the sessions with bytes to write, and
   // those whose write is in the batch (both keep their capacity).
   bool draining_ = false;

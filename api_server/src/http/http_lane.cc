@@ -11,8 +11,8 @@
 namespace sightline::api::http_internal {
 
 void LaneQueue::Post(std::shared_ptr<Session> session, std::uint64_t seq, std::string wire,
-                     std::size_t payload) {
-  Add({std::move(session), seq, std::move(wire), payload, nullptr});
+                     std::size_t payload, std::string* spare) {
+  Add({std::move(session), seq, std::move(wire), payload, nullptr}, spare);
 }
 
 void LaneQueue::Post(std::shared_ptr<Session> session, std::uint64_t seq,
@@ -20,13 +20,17 @@ void LaneQueue::Post(std::shared_ptr<Session> session, std::uint64_t seq,
   Add({std::move(session), seq, std::string(), 0, std::move(call)});
 }
 
-void LaneQueue::Add(Item item) {
+void LaneQueue::Add(Item item, std::string* spare) {
   std::unique_lock<std::mutex> lock(mu_);
   if (closed_) {  // nothing runs it now (no responder calls after Stop)
     lock.unlock();
     return;  // `item`, and its session, go outside the lock
   }
   items_.push_back(std::move(item));
+  if (spare && spare->capacity() == std::string().capacity() && !spares_.empty()) {
+    spare->swap(spares_.back());  // under the lock the post takes anyway
+    spares_.pop_back();
+  }
   if (posted_) return;
   // The first call since the last Drain began posts the next one (or, in a
   // WakeBatch, has it posted when the batch ends); the others join it.
@@ -66,12 +70,25 @@ void Contained(F f) {
 
 }  // namespace
 
+void LaneQueue::Recycle(std::string buffer) {
+  if (buffer.capacity() > kMaxSpareBytes || recycled_.size() == kMaxSpares) return;  // freed
+  buffer.clear();
+  recycled_.push_back(std::move(buffer));  // reserved: no allocation, no throw
+}
+
 void LaneQueue::Drain() {
   {
     std::lock_guard<std::mutex> g(mu_);
     running_.swap(items_);  // both keep their capacity: no allocation once grown
     posted_ = false;
+    // The buffers written since the last run, for the posts to come (those
+    // past the limit are freed below, outside the lock).
+    while (!recycled_.empty() && spares_.size() < kMaxSpares) {
+      spares_.push_back(std::move(recycled_.back()));  // reserved
+      recycled_.pop_back();
+    }
   }
+  recycled_.clear();
   draining_ = true;
   for (Item& item : running_) {
     // The other items run, each once, whatever one throws.

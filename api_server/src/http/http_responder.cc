@@ -1,6 +1,8 @@
 // The Responder of a Session: how a handler answers, from any thread.
 #include <list>
 #include <mutex>
+#include <string>
+#include <utility>
 
 #include "http/http_protocol.h"
 #include "http/http_session.h"
@@ -47,8 +49,9 @@ class SessionResponder : public Responder {
     // closing the connection (RFC 9112 §6.3 item 8).
     const std::size_t payload = chunk.size();
     if (version_ >= 11) FrameChunk(&chunk);
-    WithSession([&](Session& s) { s.PostChunk(seq_, std::move(chunk), payload); });
+    WithSession([&](Session& s) { s.PostChunk(seq_, std::move(chunk), payload, &spare_); });
   }
+  std::string ChunkBuffer() override { return std::exchange(spare_, std::string()); }
   void End(std::string last_chunk) override {
     const std::size_t payload = last_chunk.size();
     if (!last_chunk.empty() && version_ >= 11) FrameChunk(&last_chunk);
@@ -79,6 +82,9 @@ class SessionResponder : public Responder {
   const std::uint64_t seq_;
   const unsigned version_;
   const bool keep_alive_;
+  // A written chunk's buffer for ChunkBuffer(), from the lane (Write's
+  // callers are one thread at a time, as ChunkBuffer's).
+  std::string spare_;
 };
 
 }  // namespace

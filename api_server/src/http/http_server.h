@@ -77,6 +77,12 @@ class Responder {
   virtual void StartStream(int status, std::string content_type,
                            std::map<std::string, std::string> headers = {}) = 0;
   virtual void Write(std::string chunk) = 0;
+  // An empty string to build the next Write's chunk in: where a chunk this
+  // stream wrote has gone out, its buffer, with its capacity, so that a
+  // streamed token costs no heap allocation (issue 46). Any string may be
+  // written instead; this only saves. Called, like Write, by one thread at
+  // a time.
+  virtual std::string ChunkBuffer() { return {}; }
   // Ends a stream; `last_chunk`, if any, is its last data, written before
   // the end and counted with the stream once the exchange is reported.
   virtual void End(std::string last_chunk) = 0;

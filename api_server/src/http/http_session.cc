@@ -53,7 +53,7 @@ void Session::Read() {
   handler_ = nullptr;
   head_ = writing_ = ending_ = answered_ = complete_ = false;
   pending_.clear();
-  in_flight_ = 0;
+  in_flight_.clear();
   serializer_.reset();
   stream_header_.reset();
   whole_.reset();
@@ -273,8 +273,7 @@ void Session::Hangup() {
   AnswerDone();
   // Chunks queued behind the write under way are freed now, not when the
   // handler lets go of its responder (those it is writing stay until it ends).
-  if (pending_.size() > in_flight_)
-    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(in_flight_), pending_.end());
+  pending_.clear();
   Close();  // before the callback: a throwing one must not leave the socket open
   if (on_disconnect_) std::exchange(on_disconnect_, nullptr)();
 }
@@ -380,11 +379,13 @@ bool Session::Gather() {
     Linger();
     return false;
   }
-  in_flight_ = std::min(pending_.size(), kMaxGather);
+  in_flight_.clear();
+  pending_.PopFront(std::min(pending_.size(), kMaxGather),
+                    [this](std::string&& chunk) { in_flight_.push_back(std::move(chunk)); });
   // The last chunk goes in the write that takes everything still queued.
-  last_write_ = ending_ && version_ >= 11 && !head_ && in_flight_ == pending_.size();
+  last_write_ = ending_ && version_ >= 11 && !head_ && pending_.empty();
   gather_.clear();
-  for (std::size_t i = 0; i < in_flight_; ++i) gather_.push_back(asio::buffer(pending_[i]));
+  for (const std::string& chunk : in_flight_) gather_.push_back(asio::buffer(chunk));
   if (last_write_) {
     ending_ = false;
     gather_.push_back(asio::buffer(kLastChunk));
@@ -425,10 +426,11 @@ void Session::WriteGathered(std::size_t skip) {
 
 void Session::Written(beast::error_code ec) {
   writing_ = false;
-  const auto written = static_cast<std::ptrdiff_t>(in_flight_);
-  in_flight_ = 0;
+  // The kernel is done with the chunks: their buffers serve later ones.
+  if (LaneQueue* lane = Lane())
+    for (std::string& chunk : in_flight_) lane->Recycle(std::move(chunk));
+  in_flight_.clear();
   if (ec) return Hangup();
-  pending_.erase(pending_.begin(), pending_.begin() + written);
   if (last_write_) {
     Completed();
     return Linger();

@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <map>
@@ -23,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "http/chunk_queue.h"
 #include "http/http_core.h"
 #include "sightline/clock.h"
 
@@ -74,10 +74,10 @@ class Session : public std::enable_shared_from_this<Session> {
                [self = shared_from_this(), seq, f = std::move(f)]() mutable { self->Run(seq, f); });
   }
   // Queue(wire, payload) posted: a stream chunk, once per token, so without
-  // a std::function.
-  void PostChunk(std::uint64_t seq, std::string wire, std::size_t payload) {
+  // a std::function. On a lane, an empty *spare may get a recycled buffer.
+  void PostChunk(std::uint64_t seq, std::string wire, std::size_t payload, std::string* spare) {
     if (LaneQueue* lane = Lane())
-      return lane->Post(shared_from_this(), seq, std::move(wire), payload);
+      return lane->Post(shared_from_this(), seq, std::move(wire), payload, spare);
     Post(seq, [wire = std::move(wire), payload](Session& s) mutable {
       s.Queue(std::move(wire), payload);
     });
@@ -237,13 +237,14 @@ class Session : public std::enable_shared_from_this<Session> {
   // Streaming: the header, then chunks (in wire form). Every chunk queued
   // when a write can start goes in that one write (a gathered sendmsg), so
   // the chunks of one engine step for this connection cost one system call;
-  // the byte stream is the same as one write per chunk. The first
-  // `in_flight_` of pending_ are being written (std::deque keeps them in
-  // place while more are queued behind).
+  // the byte stream is the same as one write per chunk. A write takes its
+  // chunks out of pending_ into in_flight_, where they stay in place while
+  // more are queued; once written, their buffers go back to the lane
+  // (LaneQueue::Recycle) for later chunks. Both keep their capacity.
   std::unique_ptr<http::response<http::empty_body>> stream_header_;
   std::unique_ptr<http::response_serializer<http::empty_body>> serializer_;
-  std::deque<std::string> pending_;
-  std::size_t in_flight_ = 0;
+  ChunkQueue pending_;
+  std::vector<std::string> in_flight_;
   std::vector<asio::const_buffer> gather_;  // the write under way's buffers
   bool last_write_ = false;                 // it carries the last chunk
   bool write_wanted_ = false;               // in the lane's writers (WriteSoon)

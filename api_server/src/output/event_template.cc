@@ -29,18 +29,26 @@ bool EventTemplate::Make(const std::string& rendered, int n) {
 }
 
 std::string EventTemplate::Fill(std::span<const std::string_view> values) const {
+  std::string out;
+  Fill(values, &out);
+  return out;
+}
+
+void EventTemplate::Fill(std::span<const std::string_view> values, std::string* out) const {
   std::size_t size = 0;
   for (const auto& p : pieces_) size += p.size();
   for (const auto& v : values) size += v.size();
-  std::string out;
-  // Room for the HTTP chunk's framing, which the responder adds in place.
-  out.reserve(size + http_internal::kChunkFraming);
+  out->clear();
+  // Room for the HTTP chunk's framing, which the responder adds in place;
+  // and, when the buffer must grow, for a longer token's text, so that a
+  // recycled buffer (Responder::ChunkBuffer) seldom grows again.
+  const std::size_t need = size + http_internal::kChunkFraming;
+  if (out->capacity() < need) out->reserve(need + kSlack);
   auto value = values.begin();
   for (const std::string& piece : pieces_) {
-    out += piece;
-    if (value != values.end()) out += *value++;
+    *out += piece;
+    if (value != values.end()) *out += *value++;
   }
-  return out;
 }
 
 std::string EventTemplate::Quote(std::string_view s) {

@@ -31,13 +31,19 @@ class EventTemplate {
   bool empty() const { return pieces_.empty(); }
 
   // The event with `values` (already JSON: an escaped string with its quotes,
-  // or a number) in the placeholders' places. One allocation: the event,
-  // with room for the HTTP chunk framing (http_protocol.h's FrameChunk).
-  // Pass the values inline: the views must outlive the call.
+  // or a number) in the placeholders' places, with room for the HTTP chunk
+  // framing (http_protocol.h's FrameChunk). Pass the values inline: the
+  // views must outlive the call.
   std::string Fill(std::initializer_list<std::string_view> values) const {
     return Fill(std::span<const std::string_view>(values.begin(), values.size()));
   }
   std::string Fill(std::span<const std::string_view> values) const;
+  // The same event in *out, which it replaces: no allocation when *out's
+  // capacity holds it (a buffer handed back by Responder::ChunkBuffer).
+  void Fill(std::initializer_list<std::string_view> values, std::string* out) const {
+    Fill(std::span<const std::string_view>(values.begin(), values.size()), out);
+  }
+  void Fill(std::span<const std::string_view> values, std::string* out) const;
 
   // A string as a JSON string value, byte for byte as nlohmann's dump()
   // writes it (quotes; `"`, `\` and control characters escaped, \u00xx in
@@ -51,7 +57,8 @@ class EventTemplate {
   static void AppendQuoted(std::string_view s, std::string* out);
 
  private:
-  std::vector<std::string> pieces_;  // n + 1 pieces around n values
+  static constexpr std::size_t kSlack = 64;  // Fill's spare room when it grows a buffer
+  std::vector<std::string> pieces_;          // n + 1 pieces around n values
 };
 
 }  // namespace sightline::api

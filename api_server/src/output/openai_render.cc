@@ -69,6 +69,13 @@ void OpenAiRenderer::Write(std::string event) {
   out_->Write(std::move(event));
 }
 
+void OpenAiRenderer::Write(const EventTemplate& event,
+                           std::initializer_list<std::string_view> values) {
+  std::string chunk = out_->ChunkBuffer();  // a written chunk's, when one is back
+  event.Fill(values, &chunk);
+  out_->Write(std::move(chunk));
+}
+
 void OpenAiRenderer::Send(Last last) {
   if (options_.stream)
     out_->End(std::move(last.tail));  // the HTTP layer reports the exchange before these bytes go
@@ -216,7 +223,9 @@ void OpenAiRenderer::Text(std::uint32_t index, const std::string& delta, bool ne
   if (delta.empty() && (!new_token || !options_.stream || responses)) return;
   if (!options_.stream || responses) c.text += delta;  // Responses repeat it at the end
   if (!options_.stream) return;
-  const std::string text = EventTemplate::Quote(delta);
+  std::string& text = quoted_;
+  text.clear();
+  EventTemplate::AppendQuoted(delta, &text);
   if (!logprobs.empty() && !responses) {  // the chunk with a second slot: the logprobs object
     std::string& lp = logprobs_buffer_;
     lp.clear();
@@ -233,19 +242,19 @@ void OpenAiRenderer::Text(std::uint32_t index, const std::string& delta, bool ne
                                2))
       return Write("data: " + Chunk(index, delta, "", false, true, json::parse(lp)).dump() +
                    "\n\n");
-    return Write(options_.chat ? c.logprobs_chunk.Fill({text, lp})
-                               : c.logprobs_chunk.Fill({lp, text}));
+    return options_.chat ? Write(c.logprobs_chunk, {text, lp})
+                         : Write(c.logprobs_chunk, {lp, text});
   }
   if (responses) {
     if (delta_template_.empty() &&
         !delta_template_.Make(ResponseTextDeltaTemplate(ResponseItemId(options_.id)), 2))
       return Write(ResponseTextDelta(ResponseItemId(options_.id), delta, &sequence_));
-    return Write(delta_template_.Fill({text, std::to_string(sequence_++)}));
+    return Write(delta_template_, {text, std::to_string(sequence_++)});
   }
   if (c.chunk.empty() &&
       !c.chunk.Make("data: " + Chunk(index, EventTemplate::Placeholder(0), "").dump() + "\n\n", 1))
     return Write("data: " + Chunk(index, delta, "", false, /*content=*/true).dump() + "\n\n");
-  Write(c.chunk.Fill({text}));
+  Write(c.chunk, {text});
 }
 
 void OpenAiRenderer::FirstOutput() {

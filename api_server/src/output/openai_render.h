@@ -10,11 +10,13 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "http/http_server.h"
@@ -127,6 +129,9 @@ class OpenAiRenderer {
   // A Responses request has one choice; what its response object shows now.
   ResponseView View(const FinishedRequest& first) const;
   void Write(std::string event);
+  // `event` filled with `values`, in a buffer from the responder (the
+  // per-token path: no allocation once buffers come back).
+  void Write(const EventTemplate& event, std::initializer_list<std::string_view> values);
 
   const RenderOptions options_;
   const std::shared_ptr<Responder> out_;
@@ -135,6 +140,7 @@ class OpenAiRenderer {
   std::uint64_t sequence_ = 0;    // Responses stream events
   EventTemplate delta_template_;  // Responses' output_text.delta, made when first needed
   std::string logprobs_buffer_;   // a chunk's logprobs object, its capacity kept for the next
+  std::string quoted_;            // a token's text as JSON, likewise
 };
 
 }  // namespace sightline::api
