@@ -1,10 +1,10 @@
 #!/bin/bash
 # API-server CPU per streamed token, thread by thread, under a steady load.
 #
-# Usage: tools/bench/thread_cpu.sh BINARY [STREAMS]
+# Usage: tools/bench/thread_cpu.sh BINARY [STREAMS] [TOKENS]
 # Starts `BINARY engine` (the built-in tiny model, one thread) and one
 # `BINARY api-server`, loads it with `BINARY bench serve` (STREAMS, default 64,
-# concurrent streamed completions of 512 tokens), and after 4 s reads each
+# concurrent streamed completions of TOKENS tokens, default 512), and after 4 s reads each
 # API-server thread's CPU time (/proc, utime + stime) and context switches for
 # 6 s, and the tokens generated meanwhile (vllm:generation_tokens_total from
 # /metrics). Prints per thread: context switches and CPU µs per token.
@@ -12,6 +12,7 @@
 set -euo pipefail
 B=$1
 S=${2:-64}
+T=${3:-512}
 name=threadcpu$$
 port=$((19000 + RANDOM % 500))
 $B engine --input ipc:///tmp/$name.in --output ipc:///tmp/$name.out --registry $name \
@@ -32,8 +33,8 @@ snap() {
 generated() {
   curl -s http://127.0.0.1:$port/metrics | awk '/^vllm:generation_tokens_total/ {s+=$2} END {print s}'
 }
-$B bench serve --base-url http://127.0.0.1:$port --num-prompts $((S * 16)) \
-  --random-input-len 16 --random-output-len 512 --max-concurrency $S --ignore-eos \
+$B bench serve --base-url http://127.0.0.1:$port --num-prompts $((S * 8192 / T)) \
+  --random-input-len 16 --random-output-len $T --max-concurrency $S --ignore-eos \
   >/dev/null 2>&1 &
 L=$!
 sleep 4

@@ -62,8 +62,12 @@ void Contain(const char* doing, F&& f, Failed&& failed) {
 //
 // Written chunks' buffers come back (Recycle) and go out again with later
 // Posts, so that a streamed token costs no heap allocation once a stream's
-// first chunks have been written (issue 46): each stream's responder holds
-// at most one spare, the lane at most kMaxSpares of at most kMaxSpareBytes.
+// first chunks have been written (issue 46). Each stream's responder holds
+// at most one spare; the lane keeps at most kMaxSpares handed back since
+// its last run and kMaxSpares to hand out, of at most kMaxSpareBytes each
+// (16 MiB at worst; they are kept, not returned to the heap, once the load
+// that made them is over). Past kMaxSpares streams on a lane, the others
+// allocate their chunks as before.
 class LaneQueue : public Wakeable {
  public:
   // The spares' limits: enough for an engine step's chunks of many

@@ -71,7 +71,10 @@ void Contained(F f) {
 }  // namespace
 
 void LaneQueue::Recycle(std::string buffer) {
-  if (buffer.capacity() > kMaxSpareBytes || recycled_.size() == kMaxSpares) return;  // freed
+  // Freed: past the limits, or a string too short to have a buffer at all.
+  if (buffer.capacity() > kMaxSpareBytes || buffer.capacity() <= std::string().capacity() ||
+      recycled_.size() == kMaxSpares)
+    return;
   buffer.clear();
   recycled_.push_back(std::move(buffer));  // reserved: no allocation, no throw
 }
