@@ -7,9 +7,13 @@ and /metrics latency percentiles during the load.
 
 Usage: tools/bench/api_load.py [--cli build/tools/sightline] [--streams 256]
        [--tokens 64] [--rounds 2] [--per-request-metrics] [--stream-interval N]
-       [--syscalls] [--n N] [--otlp]
+       [--syscalls] [--allocations] [--n N] [--otlp]
 With --syscalls, `perf stat` counts the API server's system calls during each round
 (tracepoints; needs perf and root) and prints them per streamed token, the busiest by name.
+With --allocations, it counts the API server's calls of libc's malloc (operator new's
+too) during each round, through a uprobe it adds if missing (`perf probe`; needs root),
+and prints them per streamed token, thread by thread: requests included (a round is one
+wave of requests), so --tokens sets how far a request's own allocations spread.
 With --otlp, the API server traces every request (--otlp-traces-endpoint) to a stand-in
 collector in this script that accepts every export; the spans it received are printed.
 Python standard library only besides that; starts and stops every process it uses.
@@ -144,6 +148,42 @@ def stop_syscall_count(counter, tokens):
         f"{name} {n / tokens:.3f}" for name, n in busiest if n) + f", unlisted {other / tokens:.3f})"
 
 
+def libc_of(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            if "/libc.so" in line:
+                return line.split()[-1]
+    raise RuntimeError("no libc in the API server's maps")
+
+
+def start_alloc_count(pid):
+    if "probe_libc:malloc " not in subprocess.run(["perf", "probe", "-l"], capture_output=True,
+                                                  text=True).stdout:
+        subprocess.run(["perf", "probe", "-q", "-x", libc_of(pid), "malloc"], check=True)
+    out = tempfile.NamedTemporaryFile(suffix=".perf", delete=False).name
+    proc = subprocess.Popen(["perf", "stat", "-x", ",", "--per-thread", "-o", out,
+                             "-e", "probe_libc:malloc", "-p", str(pid)])
+    time.sleep(0.5)  # perf attaches before the round starts
+    return proc, out
+
+
+def stop_alloc_count(counter, tokens):
+    proc, out = counter
+    proc.send_signal(signal.SIGINT)
+    proc.wait(10)
+    threads = {}
+    with open(out) as f:
+        for line in f:
+            fields = line.strip().split(",")
+            if len(fields) > 3 and fields[1].isdigit():
+                name = fields[0].rsplit("-", 1)[0]
+                threads[name] = threads.get(name, 0) + int(fields[1])
+    os.remove(out)
+    busiest = sorted(threads.items(), key=lambda kv: -kv[1])
+    return f"allocations/token {sum(threads.values()) / tokens:.3f} (" + ", ".join(
+        f"{name} {n / tokens:.3f}" for name, n in busiest if n) + ")"
+
+
 def stop_processes(procs, name):
     """SIGTERM in the reverse order of starting (a kill after 10 s), then the
     files of the engine's IPC sockets ipc:///tmp/NAME.{in,out}."""
@@ -163,6 +203,7 @@ async def main(a, port, api_pid):
     scraper = Scraper(port)
     for _ in range(a.rounds):
         counter = start_syscall_count(api_pid) if a.syscalls else None
+        allocs = start_alloc_count(api_pid) if a.allocations else None
         scraper.start()
         cpu0, t0 = cpu_seconds(api_pid), time.perf_counter()
         chunks = await round_(port, a.streams, a.tokens, a.n)
@@ -171,6 +212,8 @@ async def main(a, port, api_pid):
         tokens = a.streams * a.tokens * a.n
         if counter:
             print(stop_syscall_count(counter, tokens))
+        if allocs:
+            print(stop_alloc_count(allocs, tokens))
         lat.sort()
         results.append((tokens / wall, cpu * 1e6 / tokens, lat[len(lat) // 2] * 1e3,
                         lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3, len(lat), chunks))
@@ -191,6 +234,8 @@ if __name__ == "__main__":
     p.add_argument("--api-threads", type=int, default=1, help="the API server's HTTP threads")
     p.add_argument("--stream-interval", type=int, default=1, help="the API server's --stream-interval")
     p.add_argument("--syscalls", action="store_true", help="count the API server's syscalls (perf)")
+    p.add_argument("--allocations", action="store_true",
+                   help="count the API server's heap allocations (perf uprobe on malloc)")
     p.add_argument("--n", type=int, default=1, help="choices per request (each engine step "
                    "then gives a stream n chunks)")
     p.add_argument("--otlp", action="store_true", help="trace every request to a collector here")
