@@ -104,7 +104,10 @@ struct EngineClient::Impl {
   std::mutex work_mu;
   std::condition_variable work_cv;
   std::vector<Work> work;  // swapped with RunHandlers' batch: both keep their capacity
-  bool work_stop = false;
+  // Set under work_mu (for the wait); read without it between messages,
+  // so that the handler thread takes no lock per message that the I/O
+  // thread, queueing the next one, would wait for.
+  std::atomic<bool> work_stop{false};
 
   void Wake() {
     const std::uint64_t one = 1;
@@ -158,6 +161,9 @@ struct EngineClient::Impl {
   // OnMessage's copy of a frame ZeroMQ left unaligned, its capacity kept
   // (the handler thread's).
   std::vector<std::uint64_t> aligned_frame;
+  // OnMessage's: an engine step's handlers and their outputs, its capacity kept.
+  std::vector<std::pair<std::shared_ptr<const OutputHandler>, const ipc::RequestOutput*>>
+      steps_handlers;
   std::uint64_t refused_frames = 0;  // failed verification (the I/O thread's own)
   void Run();
   void RunHandlers();
@@ -215,22 +221,33 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
     }
     case ipc::Body::EngineOutputs: {
       const auto* o = e->body_as_EngineOutputs();
-      if (o->outputs())
-        for (const ipc::RequestOutput* out : *o->outputs()) {
-          std::shared_ptr<const OutputHandler> handler;
-          {
-            std::lock_guard<std::mutex> g(mu);
+      if (o->outputs()) {
+        // The step's handlers, found under one lock (not one per output,
+        // which Submit on the HTTP threads contends for), then run outside
+        // it in the engine's order.
+        steps_handlers.clear();
+        {
+          std::lock_guard<std::mutex> g(mu);
+          for (const ipc::RequestOutput* out : *o->outputs()) {
             auto it = handlers.find(out->request_id()->string_view());
             if (it == handlers.end()) continue;  // aborted or unknown
             if (out->finish_reason() != ipc::FinishReason::None) {
-              handler = std::move(it->second);
+              steps_handlers.emplace_back(std::move(it->second), out);
               handlers.erase(it);
             } else {
-              handler = it->second;
+              steps_handlers.emplace_back(it->second, out);
             }
           }
-          (*handler)(RequestDelta{o->timestamp(), out, o->engine_index()});
         }
+        for (auto& [handler, out] : steps_handlers) {
+          try {  // one handler's defect costs the step's other requests nothing
+            (*handler)(RequestDelta{o->timestamp(), out, o->engine_index()});
+          } catch (const std::exception& ex) {
+            std::fprintf(stderr, "ERROR api-server: an output handler failed: %s\n", ex.what());
+          }
+        }
+        steps_handlers.clear();  // no handler kept alive past its last output
+      }
       if (const auto* u = o->utility_result()) {
         UtilityDone done;
         {
@@ -305,7 +322,6 @@ void EngineClient::Impl::RunHandlers() {
       } catch (const std::exception& e) {
         std::fprintf(stderr, "ERROR api-server: an output handler failed: %s\n", e.what());
       }
-      std::lock_guard<std::mutex> g(work_mu);
       if (work_stop) return;
     }
   }

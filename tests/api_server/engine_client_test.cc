@@ -20,6 +20,7 @@
 #include <iterator>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -389,6 +390,31 @@ TEST_F(EngineClientTest, OutputsReceivedBeforeTheEnginesDeathAreDeliveredFirst) 
   EXPECT_FALSE(c.engine_gone);
   EXPECT_EQ(c.reason, ipc::FinishReason::Length);
   EXPECT_EQ(c.tokens.size(), 3u);
+}
+
+// A handler that throws (a defect) costs the other requests of its engine
+// steps nothing: their outputs in the same messages are still delivered
+// (before, the throw left the rest of the message undelivered).
+TEST_F(EngineClientTest, AThrowingHandlerCostsTheOthersInItsStepsNothing) {
+  EngineInfo info;
+  ASSERT_TRUE(client_->Start(&info).ok());
+  // Submitted first, so that its output comes first in each step's message.
+  Collector bad;
+  auto record = bad.Handler();
+  ASSERT_TRUE(client_
+                  ->Submit("bad", AddRequest("bad", {4, 5, 6}, 64),
+                           [record](const RequestDelta& d) {
+                             record(d);
+                             throw std::runtime_error("a handler's defect");
+                           })
+                  .ok());
+  Collector good;
+  ASSERT_TRUE(client_->Submit("good", AddRequest("good", {4, 5, 7}, 64), good.Handler()).ok());
+  ASSERT_TRUE(good.Wait(std::chrono::seconds(120)));
+  EXPECT_EQ(good.reason, ipc::FinishReason::Length);
+  EXPECT_EQ(good.tokens.size(), 64u);
+  ASSERT_TRUE(bad.Wait(std::chrono::seconds(120)));
+  EXPECT_EQ(bad.tokens.size(), 64u);
 }
 
 }  // namespace
