@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <deque>
 #include <future>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -223,6 +224,53 @@ TEST_P(GatheredWrites, KeepTheByteStream) {
 }
 
 INSTANTIATE_TEST_SUITE_P(IoUring, GatheredWrites, ::testing::Bool());
+
+// A stream's header goes out in the stream's first write, with the chunks
+// queued by then (it used to be a write of its own). Its bytes are still
+// Beast's, for HTTP/1.1 (chunked), HTTP/1.0 (raw bytes, ended by the
+// close) and HEAD (the header alone); a stream that ends before any chunk
+// still sends its header.
+TEST(HttpServer, StreamHeadersKeepTheirBytes) {
+  HttpServerOptions o;
+  o.port = 0;
+  HttpServer server(o);
+  std::vector<std::thread> workers;
+  std::mutex mu;
+  server.RouteAsync("GET", "/stream", [&](const HttpRequest& r, std::shared_ptr<Responder> out) {
+    out->StartStream(200, "text/event-stream", {{"X-Request-Id", "abc"}});
+    const bool empty = r.query == "empty";
+    std::lock_guard<std::mutex> g(mu);
+    workers.emplace_back([out, empty] {
+      if (!empty) out->Write("data: a\n\n");
+      out->End(empty ? "" : "data: [DONE]\n\n");
+    });
+  });
+  ASSERT_TRUE(server.Start().ok());
+  const std::string fields =
+      " 200 OK\r\nServer: sightline\r\nContent-Type: text/event-stream\r\n"
+      "Cache-Control: no-cache\r\nX-Request-Id: abc\r\n";
+  const std::string chunked =
+      "HTTP/1.1" + fields + "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+  const std::string raw = "HTTP/1.0" + fields + "Connection: close\r\n\r\n";
+  const std::string body = "data: a\n\ndata: [DONE]\n\n";
+  const struct {
+    std::string request, want;
+  } cases[] = {
+      {"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n",
+       chunked + http_internal::ChunkWire("data: a\n\n") +
+           http_internal::ChunkWire("data: [DONE]\n\n") + "0\r\n\r\n"},
+      {"GET /stream HTTP/1.0\r\n\r\n", raw + body},
+      {"HEAD /stream HTTP/1.1\r\nHost: x\r\n\r\n", chunked},
+      {"GET /stream?empty HTTP/1.1\r\nHost: x\r\n\r\n", chunked + "0\r\n\r\n"},
+  };
+  for (const auto& c : cases) {
+    sightline::testing::RawSocket s(server.port());
+    ASSERT_TRUE(s.Send(c.request));
+    EXPECT_EQ(s.ReadUntil(30), c.want) << c.request;  // until the server closes
+  }
+  std::lock_guard<std::mutex> g(mu);
+  for (auto& w : workers) w.join();
+}
 
 // A session's queue of chunks not yet being written, against std::deque:
 // the order holds through generated pushes and takes, including the

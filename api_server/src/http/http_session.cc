@@ -44,6 +44,23 @@ bool IsHttpError(const beast::error_code& ec) {
   return &ec.category() == &http::make_error_code(http::error::need_more).category();
 }
 
+// A stream's header as Beast writes it (async_write_header's bytes).
+std::string HeaderWire(http::response<http::empty_body>& header) {
+  http::response_serializer<http::empty_body> sr(header);
+  sr.split(true);
+  std::string out;
+  beast::error_code ec;
+  while (!ec && !sr.is_header_done()) {
+    sr.next(ec, [&](beast::error_code&, const auto& buffers) {
+      for (const asio::const_buffer b : beast::buffers_range_ref(buffers))
+        out.append(static_cast<const char*>(b.data()), b.size());
+      sr.consume(beast::buffer_bytes(buffers));
+    });
+  }
+  if (ec) throw beast::system_error(ec);  // Beast fails no header it built; answered 500
+  return out;
+}
+
 }  // namespace
 
 void Session::Read() {
@@ -54,8 +71,8 @@ void Session::Read() {
   head_ = writing_ = ending_ = answered_ = complete_ = false;
   pending_.clear();
   in_flight_.clear();
-  serializer_.reset();
-  stream_header_.reset();
+  streaming_ = false;
+  header_wire_.clear();
   whole_.reset();
   on_disconnect_ = nullptr;
   // RFC 9112 §2.2: empty lines before a request line are ignored (some
@@ -328,25 +345,22 @@ void Session::StreamHeader(int status, std::string type,
   if (gone_ || closing_ || answered_) return;
   answered_ = true;
   exchange_.status = status;
-  stream_header_ = std::make_unique<http::response<http::empty_body>>(
-      static_cast<http::status>(status), version_);
-  stream_header_->set(http::field::server, "sightline");
-  stream_header_->set(http::field::content_type, type);
-  stream_header_->set(http::field::cache_control, "no-cache");
-  for (const auto& [k, v] : headers) stream_header_->set(k, v);
+  http::response<http::empty_body> header(static_cast<http::status>(status), version_);
+  header.set(http::field::server, "sightline");
+  header.set(http::field::content_type, type);
+  header.set(http::field::cache_control, "no-cache");
+  for (const auto& [k, v] : headers) header.set(k, v);
   // One stream per connection keeps the framing simple. HTTP/1.0 has no
   // chunked coding: no length, and the close ends the body.
-  if (version_ >= 11) stream_header_->chunked(true);
-  stream_header_->keep_alive(false);
-  stream_header_->set(http::field::connection, "close");
-  serializer_ = std::make_unique<http::response_serializer<http::empty_body>>(*stream_header_);
-  BeginTimedWrite();
-  http::async_write_header(stream_.socket(), *serializer_,
-                           [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                             self->writing_ = false;
-                             if (ec) return self->Hangup();
-                             self->Pump();
-                           });
+  if (version_ >= 11) header.chunked(true);
+  header.keep_alive(false);
+  header.set(http::field::connection, "close");
+  // Written with the stream's first chunks, in the same write (on a lane,
+  // in the run's one submission): a system call and a segment fewer per
+  // request than writing it alone, and the same bytes.
+  header_wire_ = HeaderWire(header);
+  streaming_ = true;
+  WriteSoon();
 }
 
 namespace {
@@ -371,15 +385,17 @@ void Session::Pump() {
 }
 
 bool Session::Gather() {
-  if (writing_ || gone_ || closing_ || !serializer_) return false;
-  if (pending_.empty() && !ending_) return false;
-  if (pending_.empty() && (version_ < 11 || head_)) {  // no last chunk: the close ends the body
+  if (writing_ || gone_ || closing_ || !streaming_) return false;
+  const bool header = !header_wire_.empty();  // not written yet: it goes first
+  if (!header && pending_.empty() && !ending_) return false;
+  if (!header && pending_.empty() && (version_ < 11 || head_)) {  // the close ends the body
     ending_ = false;
     Completed();
     Linger();
     return false;
   }
   in_flight_.clear();
+  if (header) in_flight_.push_back(std::exchange(header_wire_, std::string()));
   pending_.PopFront(std::min(pending_.size(), kMaxGather),
                     [this](std::string&& chunk) { in_flight_.push_back(std::move(chunk)); });
   // The last chunk goes in the write that takes everything still queued.

@@ -114,7 +114,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   void EndStream(std::string last_wire, std::size_t payload) {
     if (gone_ || closing_) return;
-    if (stream_header_) {
+    if (streaming_) {
       if (!head_) exchange_.response_bytes += payload;
       EndExchange(0);  // before the last bytes can reach the client
     }
@@ -241,8 +241,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // chunks out of pending_ into in_flight_, where they stay in place while
   // more are queued; once written, their buffers go back to the lane
   // (LaneQueue::Recycle) for later chunks. Both keep their capacity.
-  std::unique_ptr<http::response<http::empty_body>> stream_header_;
-  std::unique_ptr<http::response_serializer<http::empty_body>> serializer_;
+  bool streaming_ = false;   // StreamHeader() ran: the header is written or in header_wire_
+  std::string header_wire_;  // the header, until a write takes it (ahead of any chunk)
   ChunkQueue pending_;
   std::vector<std::string> in_flight_;
   std::vector<asio::const_buffer> gather_;  // the write under way's buffers
