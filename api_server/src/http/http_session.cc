@@ -57,7 +57,9 @@ std::string HeaderWire(http::response<http::empty_body>& header) {
       sr.consume(beast::buffer_bytes(buffers));
     });
   }
-  if (ec) throw beast::system_error(ec);  // Beast fails no header it built; answered 500
+  // Beast fails no header it built; should it, the connection ends unanswered
+  // (Session::Guard), reported as 500.
+  if (ec) throw beast::system_error(ec);
   return out;
 }
 
@@ -343,8 +345,6 @@ void Session::WriteWhole(bool keep_alive) {
 void Session::StreamHeader(int status, std::string type,
                            std::map<std::string, std::string> headers) {
   if (gone_ || closing_ || answered_) return;
-  answered_ = true;
-  exchange_.status = status;
   http::response<http::empty_body> header(static_cast<http::status>(status), version_);
   header.set(http::field::server, "sightline");
   header.set(http::field::content_type, type);
@@ -359,7 +359,8 @@ void Session::StreamHeader(int status, std::string type,
   // in the run's one submission): a system call and a segment fewer per
   // request than writing it alone, and the same bytes.
   header_wire_ = HeaderWire(header);
-  streaming_ = true;
+  answered_ = streaming_ = true;
+  exchange_.status = status;
   WriteSoon();
 }
 
