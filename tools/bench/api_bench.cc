@@ -83,7 +83,8 @@ class CountingResponder : public Responder {
 // A one-token RequestOutput as the engine sends it.
 struct Output {
   flatbuffers::FlatBufferBuilder b;
-  const ipc::RequestOutput* Build(const std::string& id, std::int32_t token, int logprobs = -1) {
+  const ipc::RequestOutput* Build(const std::string& id, std::int32_t token, int logprobs = -1,
+                                  ipc::FinishReason finish = ipc::FinishReason::None) {
     b.Clear();
     const auto id_off = b.CreateString(id);
     const auto tokens = b.CreateVector(std::vector<std::int32_t>{token});
@@ -101,6 +102,7 @@ struct Output {
     o.add_request_id(id_off);
     o.add_new_token_ids(tokens);
     if (logprobs >= 0) o.add_logprobs(lp);
+    o.add_finish_reason(finish);
     b.Finish(o.Finish());
     return flatbuffers::GetRoot<ipc::RequestOutput>(b.GetBufferPointer());
   }
@@ -177,6 +179,54 @@ BENCHMARK(BM_StreamedToken)
     ->Args({256, 1, 0, 5})
     ->Args({256, 0, 0, 20})
     ->Unit(benchmark::kMillisecond);
+
+// What a streamed request costs the output side once, whatever its length:
+// its OutputProcessor made, a first token (the chunk templates are made
+// then), and a last token with the finish (the closing chunk, usage, [DONE],
+// the request's metrics). Allocations and µs per request, for issue 46's
+// per-request share (about 100 µs of API-server CPU per request end to end).
+void BM_StreamedRequest(benchmark::State& state) {
+  const auto api = state.range(0);
+  std::unique_ptr<metrics::Registry> registry;
+  const std::string instance = "apibenchr" + std::to_string(getpid());
+  if (!metrics::Registry::Create(instance, metrics::Capacity{}, "bench", &registry).ok())
+    return state.SkipWithError("no registry");
+  std::unique_ptr<RequestMetrics> metrics;
+  if (!RequestMetrics::Create(registry.get(), "tiny", 4096, false, &metrics).ok())
+    return state.SkipWithError("no metrics");
+  const auto tokenizer = MakeByteTokenizer();
+  const TokenTexts texts(tokenizer.get());
+  auto responder = std::make_shared<CountingResponder>();
+  Output output;
+  std::uint64_t allocations = 0, n = 0;
+  for (auto _ : state) {
+    const std::uint64_t before = g_allocations.load(std::memory_order_relaxed);
+    OutputProcessor::Options o;
+    o.id = "cmpl-0-" + std::to_string(n++);
+    o.model = "tiny";
+    o.token_texts = &texts;
+    CompletionParams params;
+    params.stream = true;
+    params.chat = api != 0;
+    params.prompts = {std::vector<std::int32_t>(16, 'a')};
+    const std::string engine_id = o.id + "-0";
+    auto gen =
+        std::make_shared<OutputProcessor>(std::move(o), std::move(params), tokenizer.get(),
+                                          /*engine=*/nullptr, metrics.get(), responder, [] {});
+    gen->OnOutput(0, RequestDelta{0.01, output.Build(engine_id, 'a')});
+    gen->OnOutput(0,
+                  RequestDelta{0.02, output.Build(engine_id, 'b', -1, ipc::FinishReason::Length)});
+    gen.reset();
+    allocations += g_allocations.load(std::memory_order_relaxed) - before;
+  }
+  state.counters["allocs_per_request"] =
+      static_cast<double>(allocations) / static_cast<double>(state.iterations());
+  state.counters["us_per_request"] = benchmark::Counter(
+      static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert, benchmark::Counter::kIs1000);
+  benchmark::DoNotOptimize(responder->bytes);
+}
+BENCHMARK(BM_StreamedRequest)->ArgNames({"api"})->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 // The body of a request that does not stream, with logprobs: an echoed
 // prompt of `tokens` entries, 5 top each (lm-eval's scoring requests).
