@@ -4,10 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <random>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "http/http_protocol.h"
+#include "output/openai_render.h"
 #include "output/responses_format.h"
 
 namespace sightline::api {
@@ -118,6 +122,72 @@ TEST(EventTemplate, FillsABufferInPlace) {
   t.Fill({std::string(500, 'z')}, &buffer);  // grows, with its framing's room
   EXPECT_EQ(buffer, t.Fill({std::string(500, 'z')}));
   EXPECT_GE(buffer.capacity(), buffer.size() + http_internal::kChunkFraming);
+}
+
+// The streamed chunk written by hand (ChunkEvent) against the object it
+// replaced, built as nlohmann values and dumped: generated ids, models
+// (escapes, control characters, UTF-8, DEL), times, indices, texts, finish
+// reasons, role and content flags, logprobs values, chat and completions.
+TEST(ChunkEvent, EqualsDumpingTheObject) {
+  const auto reference = [](const RenderOptions& o, std::uint32_t index, const std::string& delta,
+                            const char* finish, bool role, bool content, json logprobs) {
+    json choice = {{"index", index},
+                   {"logprobs", std::move(logprobs)},
+                   {"finish_reason", finish[0] ? json(finish) : json(nullptr)}};
+    if (o.chat) {
+      choice["delta"] = json::object();
+      if (role) choice["delta"]["role"] = "assistant";
+      if (role || content || !delta.empty()) choice["delta"]["content"] = delta;
+    } else {
+      choice["text"] = delta;
+    }
+    const json chunk = {{"id", o.id},
+                        {"object", o.chat ? "chat.completion.chunk" : "text_completion"},
+                        {"created", o.created},
+                        {"model", o.model},
+                        {"choices", {choice}}};
+    return "data: " + chunk.dump() + "\n\n";
+  };
+  std::mt19937 rng(46);
+  const std::vector<std::string> pieces = {"a",
+                                           "Z",
+                                           " ",
+                                           "\"",
+                                           "\\",
+                                           "/",
+                                           "\n",
+                                           "\t",
+                                           "\x01",
+                                           "\x1f",
+                                           "\x7f",
+                                           "\xc3\xa9",
+                                           "\xe2\x82\xac",
+                                           "\xf0\x9f\x98\x80",
+                                           EventTemplate::Placeholder(0)};
+  const auto text = [&](std::size_t most) {
+    std::string t;
+    for (std::size_t n = rng() % (most + 1); n > 0; --n) t += pieces[rng() % pieces.size()];
+    return t;
+  };
+  const char* finishes[] = {"", "stop", "length", "abort", "tool_calls"};
+  const std::int64_t times[] = {0, 1733500000, -1, INT64_MAX, INT64_MIN};
+  for (int i = 0; i < 20000; ++i) {
+    RenderOptions o;
+    o.chat = rng() % 2;
+    o.id = "cmpl-" + text(6);
+    o.model = text(8);
+    o.created = times[rng() % 5];
+    const std::uint32_t index = rng() % 3 == 0 ? rng() : rng() % 8;
+    const std::string delta = text(5);
+    const char* finish = finishes[rng() % 5];
+    const bool role = rng() % 4 == 0, content = rng() % 2;
+    json logprobs = nullptr;
+    if (rng() % 3 == 0) logprobs = EventTemplate::Placeholder(1);
+    if (rng() % 5 == 0) logprobs = json{{"content", json::array({{{"token", text(3)}}})}};
+    ASSERT_EQ(ChunkEvent(o, index, delta, finish, role, content, logprobs),
+              reference(o, index, delta, finish, role, content, logprobs))
+        << "case " << i;
+  }
 }
 
 }  // namespace

@@ -35,23 +35,42 @@ const char* OpenAiRenderer::Object(bool chunk) const {
   return options_.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
 }
 
-json OpenAiRenderer::Chunk(std::uint32_t index, const std::string& delta, const char* finish,
-                           bool role, bool content, json logprobs) const {
-  json choice = {{"index", index},
-                 {"logprobs", std::move(logprobs)},
-                 {"finish_reason", finish[0] ? json(finish) : json(nullptr)}};
-  if (options_.chat) {
-    choice["delta"] = json::object();
-    if (role) choice["delta"]["role"] = "assistant";
-    if (role || content || !delta.empty()) choice["delta"]["content"] = delta;
-  } else {
-    choice["text"] = delta;
+std::string ChunkEvent(const RenderOptions& o, std::uint32_t index, std::string_view delta,
+                       const char* finish, bool role, bool content, const json& logprobs) {
+  // Keys in the order nlohmann's std::map dumps them: alphabetical.
+  std::string out = "data: {\"choices\":[{";
+  if (o.chat) {
+    out += "\"delta\":{";
+    const bool has_content = role || content || !delta.empty();
+    if (has_content) {
+      out += "\"content\":";
+      EventTemplate::AppendQuoted(delta, &out);
+    }
+    if (role) out += has_content ? ",\"role\":\"assistant\"" : "\"role\":\"assistant\"";
+    out += "},";
   }
-  return {{"id", options_.id},
-          {"object", Object(true)},
-          {"created", options_.created},
-          {"model", options_.model},
-          {"choices", {choice}}};
+  out += "\"finish_reason\":";
+  if (finish[0])
+    EventTemplate::AppendQuoted(finish, &out);
+  else
+    out += "null";
+  out += ",\"index\":";
+  out += std::to_string(index);
+  out += ",\"logprobs\":";
+  out += logprobs.dump();
+  if (!o.chat) {
+    out += ",\"text\":";
+    EventTemplate::AppendQuoted(delta, &out);
+  }
+  out += "}],\"created\":";
+  out += std::to_string(o.created);
+  out += ",\"id\":";
+  EventTemplate::AppendQuoted(o.id, &out);
+  out += ",\"model\":";
+  EventTemplate::AppendQuoted(o.model, &out);
+  out += o.chat ? ",\"object\":\"chat.completion.chunk\"}\n\n"
+                : ",\"object\":\"text_completion\"}\n\n";
+  return out;
 }
 
 json OpenAiRenderer::Usage(std::uint64_t completion_tokens) const {
@@ -104,7 +123,9 @@ OpenAiRenderer::Last OpenAiRenderer::Failed(int status, const std::string& messa
 
 OpenAiRenderer::Last OpenAiRenderer::Finished(const FinishedRequest& first,
                                               std::uint64_t completion_tokens) {
-  const json metrics = Metrics(first);
+  // Built only when shown (--enable-per-request-metrics): a JSON object of
+  // its own per request otherwise made for nothing.
+  const json metrics = options_.per_request_metrics ? Metrics(first) : json(nullptr);
   Last last;
   if (options_.stream) {
     if (options_.responses) {  // metrics on response.completed only
@@ -206,7 +227,7 @@ void OpenAiRenderer::Echo(std::uint32_t index, const std::string& prompt_text,
     logprobs = options_.chat ? ChatLogprobs(entries) : CompletionLogprobs(entries, c.text_offset);
     for (const LogprobEntry& e : entries) c.text_offset += TextOffsetLength(e.text);
   }
-  Write("data: " + Chunk(index, prompt_text, "", false, true, std::move(logprobs)).dump() + "\n\n");
+  Write(ChunkEvent(options_, index, prompt_text, "", false, true, logprobs));
 }
 
 void OpenAiRenderer::PromptLogprobsField(std::uint32_t index, json list) {
@@ -234,14 +255,11 @@ void OpenAiRenderer::Text(std::uint32_t index, const std::string& delta, bool ne
     // before "logprobs", a completion's "text" after it.
     const int text_slot = options_.chat ? 0 : 1;
     if (c.logprobs_chunk.empty() &&
-        !c.logprobs_chunk.Make("data: " +
-                                   Chunk(index, EventTemplate::Placeholder(text_slot), "", false,
-                                         true, EventTemplate::Placeholder(1 - text_slot))
-                                       .dump() +
-                                   "\n\n",
-                               2))
-      return Write("data: " + Chunk(index, delta, "", false, true, json::parse(lp)).dump() +
-                   "\n\n");
+        !c.logprobs_chunk.Make(
+            ChunkEvent(options_, index, EventTemplate::Placeholder(text_slot), "", false, true,
+                       json(EventTemplate::Placeholder(1 - text_slot))),
+            2))
+      return Write(ChunkEvent(options_, index, delta, "", false, true, json::parse(lp)));
     return options_.chat ? Write(c.logprobs_chunk, {text, lp})
                          : Write(c.logprobs_chunk, {lp, text});
   }
@@ -252,8 +270,8 @@ void OpenAiRenderer::Text(std::uint32_t index, const std::string& delta, bool ne
     return Write(delta_template_, {text, std::to_string(sequence_++)});
   }
   if (c.chunk.empty() &&
-      !c.chunk.Make("data: " + Chunk(index, EventTemplate::Placeholder(0), "").dump() + "\n\n", 1))
-    return Write("data: " + Chunk(index, delta, "", false, /*content=*/true).dump() + "\n\n");
+      !c.chunk.Make(ChunkEvent(options_, index, EventTemplate::Placeholder(0), ""), 1))
+    return Write(ChunkEvent(options_, index, delta, "", false, /*content=*/true));
   Write(c.chunk, {text});
 }
 
@@ -261,7 +279,7 @@ void OpenAiRenderer::FirstOutput() {
   if (roles_sent_ || !options_.stream || !options_.chat || options_.responses) return;
   roles_sent_ = true;
   for (std::uint32_t i = 0; i < choices_.size(); ++i)
-    Write("data: " + Chunk(i, "", "", /*role=*/true).dump() + "\n\n");
+    Write(ChunkEvent(options_, i, "", "", /*role=*/true));
 }
 
 void OpenAiRenderer::StartStream(const FinishedRequest& first) {
@@ -273,7 +291,7 @@ void OpenAiRenderer::EndChoice(std::uint32_t index, const std::string& finish) {
   choices_.at(index).finish = finish;
   FirstOutput();  // a choice ended before any output (a drain's abort) still opens with its role
   if (options_.stream && !options_.responses)
-    Write("data: " + Chunk(index, "", finish.c_str()).dump() + "\n\n");
+    Write(ChunkEvent(options_, index, "", finish.c_str()));
 }
 
 }  // namespace sightline::api

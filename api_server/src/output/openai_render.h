@@ -44,6 +44,20 @@ struct RenderOptions {
 // timestamps are missing), and its speculative_decoding object when kept.
 nlohmann::json PerRequestMetrics(const FinishedRequest& stats);
 
+// A streamed chunk's event, "data: {...}\n\n", for choice `index`: `delta`
+// its text (a completion's "text", a chat delta's "content"), `finish` its
+// finish_reason ("" for null), `logprobs` its logprobs value. A chat
+// chunk's delta has "content" when it is the role chunk (`role`), when
+// `content` (a token's chunk, even of empty text), or when `delta` is not
+// empty; a choice's closing chunk has an empty delta. Byte for byte what
+// dumping the chunk object as nlohmann values writes (keys in its
+// std::map's order), written by hand: rendered a few times per request
+// (templates, role, closing chunk), where the values cost dozens of
+// allocations each (issue 46); the test compares the two over a corpus.
+std::string ChunkEvent(const RenderOptions& options, std::uint32_t index, std::string_view delta,
+                       const char* finish, bool role = false, bool content = false,
+                       const nlohmann::json& logprobs = nullptr);
+
 // `body` (a dump whose choice i has EventTemplate::Placeholder(i) for its
 // logprobs) with each choice's logprobs object written in its place, as
 // dump() would write it; nullopt when the placeholders are not each there
@@ -117,12 +131,6 @@ class OpenAiRenderer {
   void StreamLogprobs(Choice& c, std::span<const LogprobEntry> entries, std::string* out) const;
 
   const char* Object(bool chunk) const;
-  // A chat chunk's delta has "content" when it is the role chunk, when
-  // `content` (a token's chunk, even of empty text), or when `delta` is not
-  // empty; a choice's closing chunk has an empty delta.
-  nlohmann::json Chunk(std::uint32_t choice, const std::string& delta, const char* finish,
-                       bool role = false, bool content = false,
-                       nlohmann::json logprobs = nullptr) const;
   nlohmann::json Usage(std::uint64_t completion_tokens) const;
   // Per-request metrics exist for one prompt and n = 1 only (METRICS.md §8).
   nlohmann::json Metrics(const FinishedRequest& first) const;
