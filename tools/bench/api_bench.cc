@@ -108,18 +108,35 @@ struct Output {
   }
 };
 
+// The request metrics an API server records into, in a registry of this
+// benchmark's own; false (and the benchmark skipped) when either cannot be made.
+struct BenchMetrics {
+  std::unique_ptr<metrics::Registry> registry;
+  std::unique_ptr<RequestMetrics> metrics;
+  bool Make(benchmark::State& state) {
+    static int made = 0;
+    const std::string instance =
+        "apibench" + std::to_string(getpid()) + "-" + std::to_string(made++);
+    if (!metrics::Registry::Create(instance, metrics::Capacity{}, "bench", &registry).ok()) {
+      state.SkipWithError("no registry");
+      return false;
+    }
+    if (!RequestMetrics::Create(registry.get(), "tiny", 4096, false, &metrics).ok()) {
+      state.SkipWithError("no metrics");
+      return false;
+    }
+    return true;
+  }
+};
+
 void BM_StreamedToken(benchmark::State& state) {
   const auto streams = static_cast<std::size_t>(state.range(0));
   const auto api = state.range(1);
   const bool per_request = state.range(2) != 0;
   const int logprobs = static_cast<int>(state.range(3));
-  std::unique_ptr<metrics::Registry> registry;
-  const std::string instance = "apibench" + std::to_string(getpid());
-  if (!metrics::Registry::Create(instance, metrics::Capacity{}, "bench", &registry).ok())
-    return state.SkipWithError("no registry");
-  std::unique_ptr<RequestMetrics> metrics;
-  if (!RequestMetrics::Create(registry.get(), "tiny", 4096, false, &metrics).ok())
-    return state.SkipWithError("no metrics");
+  BenchMetrics bench;
+  if (!bench.Make(state)) return;
+  RequestMetrics* const metrics = bench.metrics.get();
   const auto tokenizer = MakeByteTokenizer();
   const TokenTexts texts(tokenizer.get());  // the server's, shared by its requests
   auto responder = std::make_shared<CountingResponder>();
@@ -142,8 +159,8 @@ void BM_StreamedToken(benchmark::State& state) {
     engine_ids.push_back(o.id + "-0");
     // Never submitted, and the streams never end here: no engine is needed.
     gens.push_back(std::make_shared<OutputProcessor>(std::move(o), std::move(params),
-                                                     tokenizer.get(), /*engine=*/nullptr,
-                                                     metrics.get(), responder, [] {}));
+                                                     tokenizer.get(), /*engine=*/nullptr, metrics,
+                                                     responder, [] {}));
   }
   Output output;
   double step = 0;
@@ -187,13 +204,9 @@ BENCHMARK(BM_StreamedToken)
 // per-request share (about 100 µs of API-server CPU per request end to end).
 void BM_StreamedRequest(benchmark::State& state) {
   const auto api = state.range(0);
-  std::unique_ptr<metrics::Registry> registry;
-  const std::string instance = "apibenchr" + std::to_string(getpid());
-  if (!metrics::Registry::Create(instance, metrics::Capacity{}, "bench", &registry).ok())
-    return state.SkipWithError("no registry");
-  std::unique_ptr<RequestMetrics> metrics;
-  if (!RequestMetrics::Create(registry.get(), "tiny", 4096, false, &metrics).ok())
-    return state.SkipWithError("no metrics");
+  BenchMetrics bench;
+  if (!bench.Make(state)) return;
+  RequestMetrics* const metrics = bench.metrics.get();
   const auto tokenizer = MakeByteTokenizer();
   const TokenTexts texts(tokenizer.get());
   auto responder = std::make_shared<CountingResponder>();
@@ -210,9 +223,8 @@ void BM_StreamedRequest(benchmark::State& state) {
     params.chat = api != 0;
     params.prompts = {std::vector<std::int32_t>(16, 'a')};
     const std::string engine_id = o.id + "-0";
-    auto gen =
-        std::make_shared<OutputProcessor>(std::move(o), std::move(params), tokenizer.get(),
-                                          /*engine=*/nullptr, metrics.get(), responder, [] {});
+    auto gen = std::make_shared<OutputProcessor>(std::move(o), std::move(params), tokenizer.get(),
+                                                 /*engine=*/nullptr, metrics, responder, [] {});
     gen->OnOutput(0, RequestDelta{0.01, output.Build(engine_id, 'a')});
     gen->OnOutput(0,
                   RequestDelta{0.02, output.Build(engine_id, 'b', -1, ipc::FinishReason::Length)});
