@@ -157,6 +157,9 @@ TEST(ChunkEvent, EqualsDumpingTheObject) {
                                            "/",
                                            "\n",
                                            "\t",
+                                           "\b",
+                                           "\f",
+                                           "\r",
                                            "\x01",
                                            "\x1f",
                                            "\x7f",
@@ -169,7 +172,7 @@ TEST(ChunkEvent, EqualsDumpingTheObject) {
     for (std::size_t n = rng() % (most + 1); n > 0; --n) t += pieces[rng() % pieces.size()];
     return t;
   };
-  const char* finishes[] = {"", "stop", "length", "abort", "tool_calls"};
+  const char* finishes[] = {"", "stop", "length", "abort", "a \"quoted\"\\reason\n"};
   const std::int64_t times[] = {0, 1733500000, -1, INT64_MAX, INT64_MIN};
   for (int i = 0; i < 20000; ++i) {
     RenderOptions o;
@@ -184,9 +187,16 @@ TEST(ChunkEvent, EqualsDumpingTheObject) {
     json logprobs = nullptr;
     if (rng() % 3 == 0) logprobs = EventTemplate::Placeholder(1);
     if (rng() % 5 == 0) logprobs = json{{"content", json::array({{{"token", text(3)}}})}};
+    if (rng() % 7 == 0) logprobs = json{{"token_logprobs", {-0.5, -1e-300, 0.0, 12.25}}};
     ASSERT_EQ(ChunkEvent(o, index, delta, finish, role, content, logprobs),
               reference(o, index, delta, finish, role, content, logprobs))
         << "case " << i;
+  }
+  // Text that is not UTF-8 is refused as dump() refuses it.
+  RenderOptions o;
+  for (const std::string bad : {"\xff", "a\xc3", "\xed\xa0\x80"}) {
+    EXPECT_THROW(ChunkEvent(o, 0, bad, ""), json::type_error) << bad;
+    EXPECT_THROW(reference(o, 0, bad, "", false, false, nullptr), json::type_error) << bad;
   }
 }
 
