@@ -122,25 +122,35 @@ SYSCALLS = ["sendto", "sendmsg", "writev", "write", "read", "recvfrom", "recvmsg
             "io_uring_enter", "timerfd_settime", "getsockname", "fcntl", "clock_gettime"]
 
 
-def start_syscall_count(pid):
+def start_perf_stat(pid, options):
+    """`perf stat -x, OPTIONS -p PID` into a file of its own, attached before the round."""
     out = tempfile.NamedTemporaryFile(suffix=".perf", delete=False).name
-    events = ",".join(["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{n}" for n in SYSCALLS])
-    proc = subprocess.Popen(["perf", "stat", "-x", ",", "-o", out, "-e", events, "-p", str(pid)])
+    proc = subprocess.Popen(["perf", "stat", "-x", ",", "-o", out] + options + ["-p", str(pid)])
     time.sleep(0.5)  # perf attaches before the round starts
     return proc, out
 
 
-def stop_syscall_count(counter, tokens):
+def stop_perf_stat(counter):
+    """Stops a start_perf_stat and returns its CSV lines' fields."""
     proc, out = counter
     proc.send_signal(signal.SIGINT)
     proc.wait(10)
-    counts = {}
     with open(out) as f:
-        for line in f:
-            fields = line.strip().split(",")
-            if len(fields) > 2 and fields[0].isdigit():
-                counts[fields[2].split(":")[1].replace("sys_enter_", "")] = int(fields[0])
+        rows = [line.strip().split(",") for line in f]
     os.remove(out)
+    return rows
+
+
+def start_syscall_count(pid):
+    events = ",".join(["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{n}" for n in SYSCALLS])
+    return start_perf_stat(pid, ["-e", events])
+
+
+def stop_syscall_count(counter, tokens):
+    counts = {}
+    for fields in stop_perf_stat(counter):
+        if len(fields) > 2 and fields[0].isdigit():
+            counts[fields[2].split(":")[1].replace("sys_enter_", "")] = int(fields[0])
     total = counts.pop("sys_enter", 0)
     busiest = sorted(counts.items(), key=lambda kv: -kv[1])[:10]
     other = total - sum(counts.values())
@@ -160,25 +170,15 @@ def start_alloc_count(pid):
     if "probe_libc:malloc " not in subprocess.run(["perf", "probe", "-l"], capture_output=True,
                                                   text=True).stdout:
         subprocess.run(["perf", "probe", "-q", "-x", libc_of(pid), "malloc"], check=True)
-    out = tempfile.NamedTemporaryFile(suffix=".perf", delete=False).name
-    proc = subprocess.Popen(["perf", "stat", "-x", ",", "--per-thread", "-o", out,
-                             "-e", "probe_libc:malloc", "-p", str(pid)])
-    time.sleep(0.5)  # perf attaches before the round starts
-    return proc, out
+    return start_perf_stat(pid, ["--per-thread", "-e", "probe_libc:malloc"])
 
 
 def stop_alloc_count(counter, tokens):
-    proc, out = counter
-    proc.send_signal(signal.SIGINT)
-    proc.wait(10)
     threads = {}
-    with open(out) as f:
-        for line in f:
-            fields = line.strip().split(",")
-            if len(fields) > 3 and fields[1].isdigit():
-                name = fields[0].rsplit("-", 1)[0]
-                threads[name] = threads.get(name, 0) + int(fields[1])
-    os.remove(out)
+    for fields in stop_perf_stat(counter):
+        if len(fields) > 3 and fields[1].isdigit():
+            name = fields[0].rsplit("-", 1)[0]
+            threads[name] = threads.get(name, 0) + int(fields[1])
     busiest = sorted(threads.items(), key=lambda kv: -kv[1])
     return f"allocations/token {sum(threads.values()) / tokens:.3f} (" + ", ".join(
         f"{name} {n / tokens:.3f}" for name, n in busiest if n) + ")"
