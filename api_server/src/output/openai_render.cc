@@ -41,12 +41,11 @@ std::string ChunkEvent(const RenderOptions& o, std::uint32_t index, std::string_
   std::string out = "data: {\"choices\":[{";
   if (o.chat) {
     out += "\"delta\":{";
-    const bool has_content = role || content || !delta.empty();
-    if (has_content) {
+    if (role || content || !delta.empty()) {
       out += "\"content\":";
       EventTemplate::AppendQuoted(delta, &out);
+      if (role) out += ",\"role\":\"assistant\"";  // the role chunk always has content
     }
-    if (role) out += has_content ? ",\"role\":\"assistant\"" : "\"role\":\"assistant\"";
     out += "},";
   }
   out += "\"finish_reason\":";
