@@ -5,11 +5,19 @@ For each binary given (alternating, --rounds times), starts `sightline engine`
 (the built-in tiny model, one thread) and one `sightline api-server`, loads it
 with `sightline bench serve` (256 concurrent streamed completions of 256
 tokens, from the C++ load generator), and once the load runs scrapes /metrics
-every 50 ms over a new connection from a process of its own, as a scraper on
-another machine would. Reports the percentiles of the time to connect, to the
-first byte of the answer (after the request is sent) and to the last.
+every 50 ms from a process of its own. Reports the percentiles of the time to
+connect, to the first byte of the answer (after the request is sent) and to
+the last.
 
-Usage: tools/bench/scrape_latency.py [--rounds 3] [--scrapes 300] BINARY [BINARY ...]
+--scraper prometheus (the default) scrapes as Prometheus 2.x and 3.x do: one
+kept-alive connection for every scrape (a new one only if the server closes
+it), asking for OpenMetrics with Prometheus's Accept header and for gzip.
+Its connect column is the one connection's, repeated. --scraper new-connection
+opens a connection per scrape and asks for the plain text format, unzipped
+(what this script measured before; Prometheus 1.x scraped so).
+
+Usage: tools/bench/scrape_latency.py [--rounds 3] [--scrapes 300]
+       [--scraper prometheus|new-connection] BINARY [BINARY ...]
 Python standard library only; starts and stops every process it uses.
 """
 import argparse, os, socket, subprocess, sys, time
@@ -18,22 +26,69 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from api_load import stop_processes  # noqa: E402
 
 PROBE = r"""
-import socket, sys, time
-port, n = int(sys.argv[1]), int(sys.argv[2])
-request = b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+import gzip, socket, sys, time
+port, n, mode, short_slice = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+if short_slice:  # sched_setattr: SCHED_OTHER with a 0.1 ms slice (EEVDF), as http-control asks
+    import ctypes, struct
+    attr = struct.pack("IIQiIQQQ", 48, 0, 0, 0, 0, 100_000, 0, 0)
+    if ctypes.CDLL(None, use_errno=True).syscall(314, 0, attr, 0) != 0:
+        raise OSError(ctypes.get_errno(), "sched_setattr")
+if mode == "new-connection":
+    request = b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+else:  # Prometheus 2.x's scrape request (scrape/scrape.go): OpenMetrics first, gzip
+    request = (b"GET /metrics HTTP/1.1\r\nHost: x\r\nUser-Agent: Prometheus/2.45.0\r\n"
+               b"Accept: application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+               b"version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\n"
+               b"Accept-Encoding: gzip\r\nX-Prometheus-Scrape-Timeout-Seconds: 10\r\n\r\n")
+
+
+def read_response(s, data):
+    # One response with a Content-Length (what /metrics answers); returns it
+    # and what followed it.
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(1 << 16)
+        if not chunk:
+            raise RuntimeError("closed mid-header")
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    while len(rest) < length:
+        chunk = s.recv(1 << 16)
+        if not chunk:
+            raise RuntimeError("closed mid-body")
+        rest += chunk
+    return head, rest[:length], rest[length:]
+
+
+s, connect = None, 0.0
 for _ in range(n):
     t0 = time.perf_counter()
-    s = socket.create_connection(("127.0.0.1", port))
+    if s is None:
+        s = socket.create_connection(("127.0.0.1", port))
+        connect = time.perf_counter() - t0
     t1 = time.perf_counter()
     s.sendall(request)
     data = s.recv(1 << 16)
     t2 = time.perf_counter()
-    while chunk := s.recv(1 << 16):
-        data += chunk
-    t3 = time.perf_counter()
-    s.close()
-    assert data.startswith(b"HTTP/1.1 200"), data[:100]
-    print(f"{t1 - t0:.6f} {t2 - t1:.6f} {t3 - t0:.6f}", flush=True)
+    if mode == "new-connection":
+        while chunk := s.recv(1 << 16):
+            data += chunk
+        t3 = time.perf_counter()
+        s.close()
+        s = None
+        assert data.startswith(b"HTTP/1.1 200"), data[:100]
+    else:
+        head, body, left = read_response(s, data)
+        t3 = time.perf_counter()
+        assert head.startswith(b"HTTP/1.1 200") and not left, head[:100]
+        assert b"content-encoding: gzip" in head.lower(), head
+        assert gzip.decompress(body).endswith(b"# EOF\n")
+        if b"connection: close" in head.lower():
+            s.close()
+            s = None
+    # total: from the start of the scrape (its connect, when it made one)
+    print(f"{connect:.6f} {t2 - t1:.6f} {t3 - t0:.6f}", flush=True)
     time.sleep(0.05)
 """
 
@@ -63,7 +118,7 @@ def percentile(values, p):
     return values[min(len(values) - 1, int(len(values) * p))] * 1e3
 
 
-def run(binary, scrapes):
+def run(binary, scrapes, scraper, short_slice):
     name = f"scrape{os.getpid()}"
     base = f"ipc:///tmp/{name}"
     port = free_port()
@@ -82,7 +137,8 @@ def run(binary, scrapes):
              "8192", "--random-input-len", "16", "--random-output-len", "256", "--max-concurrency",
              "256", "--ignore-eos"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(3)  # 256 streams under way
-        out = subprocess.run([sys.executable, "-c", PROBE, str(port), str(scrapes)],
+        out = subprocess.run([sys.executable, "-c", PROBE, str(port), str(scrapes), scraper,
+                             "1" if short_slice else "0"],
                              capture_output=True, text=True, check=True).stdout
         rows = [tuple(map(float, line.split())) for line in out.splitlines()]
         if procs[2].poll() is not None:
@@ -97,10 +153,13 @@ def main():
     p.add_argument("binaries", nargs="+")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--scrapes", type=int, default=300)
+    p.add_argument("--scraper", choices=("prometheus", "new-connection"), default="prometheus")
+    p.add_argument("--scraper-slice", action="store_true",
+                   help="the scraping process asks for a 0.1 ms time slice (x86-64 Linux)")
     a = p.parse_args()
     for r in range(a.rounds):
         for binary in a.binaries:
-            rows = run(binary, a.scrapes)
+            rows = run(binary, a.scrapes, a.scraper, a.scraper_slice)
             cols = []
             for i, what in enumerate(("connect", "first byte", "total")):
                 v = [row[i] for row in rows]
