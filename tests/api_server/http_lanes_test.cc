@@ -241,7 +241,8 @@ TEST(HttpLanes, ManyStreamsWrittenFromSeveralThreadsKeepTheirBytes) {
     std::vector<std::unique_ptr<RawSocket>> clients;
     for (int i = 0; i < kStreams; ++i) {
       clients.push_back(std::make_unique<RawSocket>(server.port()));
-      ASSERT_TRUE(clients.back()->Send(Get("/stream?i=" + std::to_string(i))));
+      ASSERT_TRUE(
+          clients.back()->Send(Get("/stream?i=" + std::to_string(i), "Connection: close\r\n")));
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     for (;;) {

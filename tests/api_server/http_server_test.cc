@@ -212,7 +212,7 @@ TEST_P(GatheredWrites, KeepTheByteStream) {
   want += http_internal::ChunkWire("data: [DONE]\n\n") + "0\r\n\r\n";
   for (const double pause_s : {0.5, 0.0}) {
     sightline::testing::RawSocket s(server.port());
-    ASSERT_TRUE(s.Send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n"));
+    ASSERT_TRUE(s.Send("GET /stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
     std::this_thread::sleep_for(std::chrono::duration<double>(pause_s));
     const std::string got = s.ReadUntil(60);  // until the server closes
     const std::size_t body = got.find("\r\n\r\n");
@@ -249,24 +249,39 @@ TEST(HttpServer, StreamHeadersKeepTheirBytes) {
   const std::string fields =
       " 200 OK\r\nServer: sightline\r\nContent-Type: text/event-stream\r\n"
       "Cache-Control: no-cache\r\nX-Request-Id: abc\r\n";
+  // HTTP/1.1 keeps the connection after a stream (its last chunk ends the
+  // body) unless the client said otherwise; HTTP/1.0 and HEAD close it.
+  const std::string kept = "HTTP/1.1" + fields + "Transfer-Encoding: chunked\r\n\r\n";
   const std::string chunked =
       "HTTP/1.1" + fields + "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
   const std::string raw = "HTTP/1.0" + fields + "Connection: close\r\n\r\n";
   const std::string body = "data: a\n\ndata: [DONE]\n\n";
+  const std::string chunks = http_internal::ChunkWire("data: a\n\n") +
+                             http_internal::ChunkWire("data: [DONE]\n\n") + "0\r\n\r\n";
   const struct {
     std::string request, want;
+    bool closes;
   } cases[] = {
-      {"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n",
-       chunked + http_internal::ChunkWire("data: a\n\n") +
-           http_internal::ChunkWire("data: [DONE]\n\n") + "0\r\n\r\n"},
-      {"GET /stream HTTP/1.0\r\n\r\n", raw + body},
-      {"HEAD /stream HTTP/1.1\r\nHost: x\r\n\r\n", chunked},
-      {"GET /stream?empty HTTP/1.1\r\nHost: x\r\n\r\n", chunked + "0\r\n\r\n"},
+      {"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n", kept + chunks, false},
+      {"GET /stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", chunked + chunks, true},
+      {"GET /stream HTTP/1.0\r\n\r\n", raw + body, true},
+      {"HEAD /stream HTTP/1.1\r\nHost: x\r\n\r\n", chunked, true},
+      {"GET /stream?empty HTTP/1.1\r\nHost: x\r\n\r\n", kept + "0\r\n\r\n", false},
   };
   for (const auto& c : cases) {
     sightline::testing::RawSocket s(server.port());
-    ASSERT_TRUE(s.Send(c.request));
-    EXPECT_EQ(s.ReadUntil(30), c.want) << c.request;  // until the server closes
+    // Twice on one connection where it is kept: the second request is
+    // answered as the first was.
+    for (int round = 0; round < (c.closes ? 1 : 2); ++round) {
+      ASSERT_TRUE(s.Send(c.request));
+      if (c.closes) {
+        EXPECT_EQ(s.ReadUntil(30), c.want) << c.request;  // until the server closes
+        EXPECT_TRUE(s.eof()) << c.request;
+      } else {
+        EXPECT_EQ(s.ReadUntil(30, "0\r\n\r\n"), c.want) << c.request << " round " << round;
+        EXPECT_FALSE(s.ClosedWithin(0.2)) << c.request;
+      }
+    }
   }
   std::lock_guard<std::mutex> g(mu);
   for (auto& w : workers) w.join();

@@ -76,6 +76,68 @@ TEST_F(CompletionsTest, EveryStreamedTokenIsAChunkEvenWhenItsTextIsHeldBack) {
   }
 }
 
+// HTTP/1.1 keeps the connection after a stream, as vLLM's server does: a
+// client that reuses connections (vLLM's benchmark, the OpenAI SDKs) sends
+// its next request on it, streamed or not, and one sent before the stream
+// ended (pipelined) is answered after it, in order.
+TEST_F(CompletionsTest, AConnectionServesRequestsAfterAStream) {
+  auto body = [](bool stream, int max_tokens) {
+    json b = {{"model", "tiny"},
+              {"prompt", "Hello"},
+              {"max_tokens", max_tokens},
+              {"ignore_eos", true},
+              {"stream", stream}};
+    if (stream) b["stream_options"] = {{"include_usage", true}};
+    return b.dump();
+  };
+  HttpClient c(port_);
+  for (const bool stream : {true, true, false, true}) {
+    const auto r = c.Post("/v1/completions", body(stream, 8));
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(r["Connection"], "") << "HTTP/1.1 keeps the connection without saying so";
+    if (stream) {
+      const std::vector<std::string> events = SseEvents(r.body());
+      ASSERT_FALSE(events.empty());
+      EXPECT_EQ(events.back(), "[DONE]");
+    } else {
+      EXPECT_EQ(json::parse(r.body())["usage"]["completion_tokens"], 8);
+    }
+  }
+  // Pipelined: both requests in one write, before the first stream began.
+  sightline::testing::RawSocket raw(port_);
+  std::string two;
+  for (const int n : {5, 7}) {
+    const std::string b = body(true, n);
+    two +=
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: " +
+        std::to_string(b.size()) + "\r\n\r\n" + b;
+  }
+  ASSERT_TRUE(raw.Send(two));
+  // Read until both streams' last chunks arrived (each is an event apart).
+  std::string wire;
+  auto ends = [&wire] {
+    int n = 0;
+    for (std::size_t at = 0; (at = wire.find("\r\n0\r\n\r\n", at)) != std::string::npos; at += 7)
+      ++n;
+    return n;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (ends() < 2 && !raw.eof() && std::chrono::steady_clock::now() < deadline)
+    wire += raw.ReadSome(1);
+  ASSERT_EQ(ends(), 2) << wire;
+  EXPECT_FALSE(raw.ClosedWithin(0.2)) << "the connection is still kept";
+  const std::size_t second = wire.find("HTTP/1.1 200", 1);
+  ASSERT_NE(second, std::string::npos) << wire;
+  for (const auto& [part, tokens] :
+       {std::pair{wire.substr(0, second), 5}, std::pair{wire.substr(second), 7}}) {
+    const std::vector<std::string> events = SseEvents(part);
+    ASSERT_GE(events.size(), 2u) << part;
+    EXPECT_EQ(events.back(), "[DONE]");
+    EXPECT_EQ(json::parse(events[events.size() - 2])["usage"]["completion_tokens"], tokens) << part;
+  }
+}
+
 // With the engine stopped (SIGSTOP) no output can exist, so whatever the
 // client receives besides the headers comes from the API server alone.
 TEST_F(CompletionsTest, AChatStreamSendsItsRoleWithTheFirstOutputNotBefore) {

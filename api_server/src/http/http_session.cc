@@ -73,7 +73,7 @@ void Session::Read() {
   head_ = writing_ = ending_ = answered_ = complete_ = false;
   pending_.clear();
   in_flight_.clear();
-  streaming_ = false;
+  streaming_ = keep_after_stream_ = false;
   header_wire_.clear();
   whole_.reset();
   on_disconnect_ = nullptr;
@@ -350,11 +350,16 @@ void Session::StreamHeader(int status, std::string type,
   header.set(http::field::content_type, type);
   header.set(http::field::cache_control, "no-cache");
   for (const auto& [k, v] : headers) header.set(k, v);
-  // One stream per connection keeps the framing simple. HTTP/1.0 has no
-  // chunked coding: no length, and the close ends the body.
+  // HTTP/1.1: chunked, and the last chunk ends the body, so the connection
+  // serves the client's next request after it, as after any other answer
+  // (HTTP/1.1's default). Clients that reuse connections (vLLM's benchmark,
+  // the OpenAI SDKs' pools) then pay no connect, accept and close per
+  // request. HTTP/1.0 has no chunked coding: no length, and the close ends
+  // the body; so does a HEAD stream's.
+  keep_after_stream_ = version_ >= 11 && keep_alive_ && !head_ && !core_->draining;
   if (version_ >= 11) header.chunked(true);
-  header.keep_alive(false);
-  header.set(http::field::connection, "close");
+  header.keep_alive(keep_after_stream_);
+  if (!keep_after_stream_) header.set(http::field::connection, "close");
   // Written with the stream's first chunks, in the same write (on a lane,
   // in the run's one submission): a system call and a segment fewer per
   // request than writing it alone, and the same bytes.
@@ -450,6 +455,9 @@ void Session::Written(beast::error_code ec) {
   if (ec) return Hangup();
   if (last_write_) {
     Completed();
+    // A drain that began during the stream closes the connection anyway
+    // (a server may close an idle persistent connection at any time).
+    if (keep_after_stream_ && !core_->draining) return Read();
     return Linger();
   }
   Pump();

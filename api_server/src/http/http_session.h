@@ -247,6 +247,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<std::string> in_flight_;
   std::vector<asio::const_buffer> gather_;  // the write under way's buffers
   bool last_write_ = false;                 // it carries the last chunk
+  bool keep_after_stream_ = false;          // the header kept the connection alive
   bool write_wanted_ = false;               // in the lane's writers (WriteSoon)
   std::uint64_t seq_ = 0;                   // the request being answered
   unsigned version_ = 11;
