@@ -320,6 +320,79 @@ TEST(Runner, AnErrorWithAContentLengthIsReportedAsTheServerSaidIt) {
   EXPECT_EQ(out.results[0].failure, "HTTP 404: no such model");
 }
 
+// Requests reuse the connections the server keeps, as vLLM's benchmark
+// does; one the server closed while it sat idle costs the request nothing
+// (it goes again on a new connection). A fake server answers each request
+// with a one-token stream and closes its first connection after two.
+TEST(Runner, RequestsReuseKeptConnectionsAndSurviveTheirClose) {
+  for (const bool keep_alive : {true, false}) {
+    const int listener = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(listener, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(listen(listener, 8), 0);
+    ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    constexpr int kRequests = 5;
+    int accepted = 0;
+    std::thread server([listener, &accepted] {
+      const std::string events =
+          "data: {\"choices\":[{\"index\":0,\"text\":\"A\",\"finish_reason\":null}]}\n\n"
+          "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n"
+          "data: [DONE]\n\n";
+      char size[16];
+      std::snprintf(size, sizeof size, "%zx", events.size());
+      const std::string res =
+          "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+          "\r\n" +
+          std::string(size) + "\r\n" + events + "\r\n0\r\n\r\n";
+      for (int answered = 0; answered < kRequests;) {
+        const int c = accept(listener, nullptr, nullptr);
+        if (c < 0) return;
+        ++accepted;
+        std::string in;
+        char buf[4096];
+        for (int here = 0; answered < kRequests && (accepted > 1 || here < 2);) {
+          const std::size_t end = in.find("\r\n\r\n");
+          const std::size_t cl = in.find("Content-Length: ");
+          if (end != std::string::npos && cl != std::string::npos && cl < end &&
+              in.size() >= end + 4 + std::stoul(in.substr(cl + 16))) {
+            in.erase(0, end + 4 + std::stoul(in.substr(cl + 16)));
+            if (write(c, res.data(), res.size()) < 0) break;
+            ++answered, ++here;
+            continue;
+          }
+          const ssize_t n = read(c, buf, sizeof buf);
+          if (n <= 0) break;  // the client closed it (or gave it up)
+          in.append(buf, static_cast<std::size_t>(n));
+        }
+        close(c);
+      }
+    });
+    RunOptions o;
+    o.target.port = ntohs(addr.sin_port);
+    o.target.model = "m";
+    o.request_timeout_s = 30;
+    o.max_concurrency = 1;
+    o.keep_alive = keep_alive;
+    BenchRequest r;
+    r.prompt_ids = {65};
+    r.max_tokens = 1;
+    const RunOutput out = loadgen::Run(o, std::vector<BenchRequest>(kRequests, r));
+    server.join();
+    close(listener);
+    ASSERT_EQ(out.results.size(), static_cast<std::size_t>(kRequests));
+    for (const RequestResult& result : out.results) {
+      EXPECT_TRUE(result.ok) << result.failure;
+      EXPECT_EQ(result.output_tokens, 1u);
+    }
+    // Kept: two requests on the first connection, three on the second.
+    EXPECT_EQ(accepted, keep_alive ? 2 : kRequests) << keep_alive;
+  }
+}
+
 TEST(Compare, CountsMatchOnlyWhenTheServerSawWhatTheClientSaw) {
   auto page = [](double ok, double prompt, double gen, double ttft, double itl) {
     std::vector<Sample> s;

@@ -8,7 +8,9 @@
 # API-server thread's CPU time (/proc, utime + stime) and context switches for
 # 6 s, and the tokens generated meanwhile (vllm:generation_tokens_total from
 # /metrics). Prints per thread: context switches and CPU µs per token.
-# Needs curl and bc; stops everything it started.
+# The load comes from `$CLIENT bench serve $BENCH_FLAGS` (CLIENT defaults to BINARY), so
+# two servers can be compared under one client (BENCH_FLAGS=--no-keep-alive: a new
+# connection per request). Needs curl and bc; stops everything it started.
 set -euo pipefail
 B=$1
 S=${2:-64}
@@ -33,7 +35,7 @@ snap() {
 generated() {
   curl -s http://127.0.0.1:$port/metrics | awk '/^vllm:generation_tokens_total/ {s+=$2} END {print s}'
 }
-$B bench serve --base-url http://127.0.0.1:$port --num-prompts $((S * 8192 / T)) \
+${CLIENT:-$B} bench serve ${BENCH_FLAGS:-} --base-url http://127.0.0.1:$port --num-prompts $((S * 8192 / T)) \
   --random-input-len 16 --random-output-len $T --max-concurrency $S --ignore-eos \
   >/dev/null 2>&1 &
 L=$!

@@ -33,7 +33,7 @@ struct BenchOptions {
   loadgen::SharedPrefixOptions shared;
   loadgen::CopyOptions copy;
   std::uint32_t sharegpt_output_len = 0;
-  bool ignore_eos = false, compare_metrics = false, no_progress = false;
+  bool ignore_eos = false, compare_metrics = false, no_progress = false, no_keep_alive = false;
   double temperature = 0;
   std::uint64_t seed = 0;
   double max_duration = 600, request_timeout = 600;
@@ -126,6 +126,7 @@ int RunBench(BenchOptions o) {
   ro.max_duration_s = o.max_duration;
   ro.request_timeout_s = o.request_timeout;
   ro.seed = o.seed;
+  ro.keep_alive = !o.no_keep_alive;
   const bool tty = isatty(STDERR_FILENO);
   if (!o.no_progress) {
     ro.progress = Progress(tty);
@@ -234,6 +235,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "Requests in flight at most (0: no limit)")
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Generate max_tokens whatever the model says");
+  cmd->add_flag("--no-keep-alive", o->no_keep_alive,
+                "A new connection per request (by default requests reuse the connections the "
+                "server keeps, as vLLM's benchmark does)");
   cmd->add_option("--temperature", o->temperature, "Every request's temperature (0: greedy)")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed for prompts and arrivals")->capture_default_str();

@@ -8,7 +8,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <set>
 
@@ -97,44 +99,65 @@ struct Shared {
   std::size_t next = 0, done = 0, in_flight = 0;
   bool stopping = false;
   std::set<beast::tcp_stream*> streams;  // in flight, for cancellation
+  // Connections the server kept after an answer, for the next requests
+  // (RunOptions::keep_alive).
+  std::vector<std::unique_ptr<beast::tcp_stream>> idle;
 };
 
 asio::awaitable<void> RunOne(Shared& s, std::size_t i) {
   RequestResult& r = s.results[i];
   s.sent[i] = true;
   ++s.in_flight;
-  beast::tcp_stream stream(co_await asio::this_coro::executor);
-  s.streams.insert(&stream);
   beast::error_code ec;
   const Clock::time_point sent = Clock::now();
-  stream.expires_after(Seconds(s.options.request_timeout_s));
-  co_await stream.async_connect(s.endpoint, asio::redirect_error(asio::use_awaitable, ec));
   auto req = MakeRequest(s.options.target, http::verb::post, s.options.target.endpoint,
                          RequestBody(s.options, s.workload[i]));
-  if (!ec) co_await http::async_write(stream, req, asio::redirect_error(asio::use_awaitable, ec));
+  std::unique_ptr<beast::tcp_stream> stream;
   beast::flat_buffer buffer;
-  http::response_parser<http::buffer_body> parser;
-  // No limit, spelled as the largest one: Boost 1.74's parser compares a
-  // Content-Length against an empty optional as exceeding it, so `none`
-  // turned every non-chunked response (an HTTP error's JSON) into "body
-  // limit exceeded".
-  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  if (!ec)
-    co_await http::async_read_header(stream, buffer, parser,
-                                     asio::redirect_error(asio::use_awaitable, ec));
+  std::optional<http::response_parser<http::buffer_body>> parser;
+  // A kept connection that the server closed while it sat idle fails before
+  // any answer comes; the request then goes once more on a new connection,
+  // as HTTP clients' pools do.
+  for (bool reuse = s.options.keep_alive && !s.idle.empty();; reuse = false) {
+    if (reuse) {
+      stream = std::move(s.idle.back());
+      s.idle.pop_back();
+    } else {
+      stream = std::make_unique<beast::tcp_stream>(co_await asio::this_coro::executor);
+    }
+    s.streams.insert(stream.get());
+    ec = {};
+    buffer.clear();
+    parser.emplace();
+    // No limit, spelled as the largest one: Boost 1.74's parser compares a
+    // Content-Length against an empty optional as exceeding it, so `none`
+    // turned every non-chunked response (an HTTP error's JSON) into "body
+    // limit exceeded".
+    parser->body_limit(std::numeric_limits<std::uint64_t>::max());
+    stream->expires_after(Seconds(s.options.request_timeout_s));
+    if (!reuse)
+      co_await stream->async_connect(s.endpoint, asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec)
+      co_await http::async_write(*stream, req, asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec)
+      co_await http::async_read_header(*stream, buffer, *parser,
+                                       asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec || !reuse || s.stopping) break;
+    s.streams.erase(stream.get());
+  }
   std::string pending, error_body;
   bool saw_done = false;
   Clock::time_point last = sent;
   char chunk[16384];
-  while (!ec && !parser.is_done()) {
-    parser.get().body().data = chunk;
-    parser.get().body().size = sizeof chunk;
-    co_await http::async_read_some(stream, buffer, parser,
+  while (!ec && !parser->is_done()) {
+    parser->get().body().data = chunk;
+    parser->get().body().size = sizeof chunk;
+    co_await http::async_read_some(*stream, buffer, *parser,
                                    asio::redirect_error(asio::use_awaitable, ec));
     if (ec == http::error::need_buffer) ec = {};
     const Clock::time_point now = Clock::now();
-    const std::size_t n = sizeof chunk - parser.get().body().size;
-    if (parser.get().result_int() != 200) {
+    const std::size_t n = sizeof chunk - parser->get().body().size;
+    if (parser->get().result_int() != 200) {
       error_body.append(chunk, n);
       continue;
     }
@@ -152,9 +175,16 @@ asio::awaitable<void> RunOne(Shared& s, std::size_t i) {
     }
   }
   r.e2e = Since(sent);
-  s.streams.erase(&stream);
-  beast::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  s.streams.erase(stream.get());
+  // Kept for a later request when the server keeps it and the answer was
+  // read whole; closed otherwise.
+  if (s.options.keep_alive && !ec && !s.stopping && parser->is_done() &&
+      parser->get().keep_alive()) {
+    s.idle.push_back(std::move(stream));
+  } else {
+    beast::error_code ignored;
+    stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+  }
   if (r.failure.empty()) {
     if (ec && s.stopping)
       r.failure = "cancelled: --max-duration reached";
@@ -162,13 +192,13 @@ asio::awaitable<void> RunOne(Shared& s, std::size_t i) {
       r.failure = "timed out (--request-timeout)";
     else if (ec)
       r.failure = "connection: " + ec.message();
-    else if (parser.get().result_int() != 200) {
+    else if (parser->get().result_int() != 200) {
       json e = json::parse(error_body, nullptr, false);
       std::string message = e.is_object() && e.contains("error") && e["error"].is_object()
                                 ? e["error"].value("message", std::string())
                                 : error_body;
       r.failure =
-          "HTTP " + std::to_string(parser.get().result_int()) + ": " + message.substr(0, 80);
+          "HTTP " + std::to_string(parser->get().result_int()) + ": " + message.substr(0, 80);
     } else if (!saw_done) {
       r.failure = "stream ended without [DONE]";
     } else if (r.output_tokens == 0 && r.ttft < 0) {
@@ -282,7 +312,7 @@ std::string RequestBody(const RunOptions& o, const BenchRequest& r) {
 
 RunOutput Run(const RunOptions& o, const std::vector<BenchRequest>& workload) {
   asio::io_context io;
-  Shared s{o, workload, {}, {}, {}, {}, 0, 0, 0, false, {}};
+  Shared s{o, workload, {}, {}, {}, {}, 0, 0, 0, false, {}, {}};
   s.results.resize(workload.size());
   s.sent.assign(workload.size(), false);
   RunOutput out;

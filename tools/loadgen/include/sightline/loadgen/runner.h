@@ -7,7 +7,8 @@
 // them. Arrivals follow the schedule (Poisson or all at once); with
 // max_concurrency > 0, a request that arrives while that many are in flight
 // waits for a slot (and its clock starts when it is sent, as in vLLM's
-// benchmark). Bounded: max_duration_s stops sending and cancels what is in
+// benchmark). A request goes on a connection an earlier one left open when
+// there is one (keep_alive). Bounded: max_duration_s stops sending and cancels what is in
 // flight; every request has request_timeout_s.
 #pragma once
 
@@ -47,6 +48,10 @@ struct RunOptions {
   double max_duration_s = 600;
   double request_timeout_s = 600;
   std::uint64_t seed = 0;
+  // Requests reuse the connections the server keeps (HTTP/1.1 keep-alive),
+  // as vLLM's benchmark does (one aiohttp session for the run); false: a new
+  // connection per request.
+  bool keep_alive = true;
   // Called about every progress_interval_s from the run's thread.
   std::function<void(std::size_t done, std::size_t total, double elapsed_s)> progress;
   double progress_interval_s = 1;
