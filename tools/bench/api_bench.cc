@@ -18,7 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include "admin_routes.h"
+#include "bench_workload.h"
 #include "http/http_protocol.h"
+#include "http/http_server.h"
 #include "output/output_processor.h"
 #include "output/stop_matcher.h"
 #include "sightline/shm_registry/registry.h"
@@ -313,6 +316,56 @@ void BM_StopStringsCompile(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(StopStrings::Compile(stops));
 }
 BENCHMARK(BM_StopStringsCompile)->Arg(64)->Arg(100000)->Unit(benchmark::kMicrosecond);
+
+// The /metrics answer as the control thread makes it (MetricsResponse: the
+// page rendered, then compressed when the scraper asks for gzip), on the full
+// catalogue one process wrote (bench_workload.h). Prometheus asks for
+// OpenMetrics and gzip by default.
+void BM_MetricsAnswer(benchmark::State& state) {
+  const bool gzip = state.range(0) != 0;
+  std::unique_ptr<metrics::Registry> registry;
+  const std::string instance = "apibench-metrics" + std::to_string(getpid());
+  if (!metrics::Registry::Create(instance, metrics::Capacity{}, "bench", &registry).ok() ||
+      !bench::RegisterCatalogue(registry.get(), bench::WorkloadOptions()).ok()) {
+    state.SkipWithError("no registry");
+    return;
+  }
+  bench::WriteWorkload(registry.get(), 3);
+  HttpRequest request;
+  request.headers["accept"] = "application/openmetrics-text;version=1.0.0";
+  if (gzip) request.headers["accept-encoding"] = "gzip";
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    HttpResponse r = MetricsResponse(registry.get(), request, "");
+    bytes = r.body.size();
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["answer_bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_MetricsAnswer)->ArgName("gzip")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
+// Gzip alone on that page, at zlib's level 1 (what /metrics uses) and at its
+// default level (6, what it used before).
+void BM_MetricsGzip(benchmark::State& state) {
+  std::unique_ptr<metrics::Registry> registry;
+  const std::string instance = "apibench-gzip" + std::to_string(getpid());
+  if (!metrics::Registry::Create(instance, metrics::Capacity{}, "bench", &registry).ok() ||
+      !bench::RegisterCatalogue(registry.get(), bench::WorkloadOptions()).ok()) {
+    state.SkipWithError("no registry");
+    return;
+  }
+  bench::WriteWorkload(registry.get(), 3);
+  const std::string page = registry->Render(metrics::ExpositionFormat::kOpenMetrics);
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    const std::string z = Gzip(page, static_cast<int>(state.range(0)));
+    bytes = z.size();
+    benchmark::DoNotOptimize(z);
+  }
+  state.counters["page_bytes"] = static_cast<double>(page.size());
+  state.counters["gzip_bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_MetricsGzip)->ArgName("level")->Arg(1)->Arg(6)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace sightline::api
