@@ -10,7 +10,8 @@
 # /metrics). Prints per thread: context switches and CPU µs per token.
 # The load comes from `$CLIENT bench serve $BENCH_FLAGS` (CLIENT defaults to BINARY), so
 # two servers can be compared under one client (BENCH_FLAGS=--no-keep-alive: a new
-# connection per request). Needs curl and bc; stops everything it started.
+# connection per request). SYSCALLS=1 also counts the API server's system calls in the
+# window (perf stat; root). Needs curl and bc; stops everything it started.
 set -euo pipefail
 B=$1
 S=${2:-64}
@@ -42,7 +43,11 @@ L=$!
 sleep 4
 G0=$(generated)
 before=$(snap)
-sleep 6
+if [[ -n "${SYSCALLS:-}" ]]; then  # the same 6 s, counted by perf (needs root)
+  perf stat -e raw_syscalls:sys_enter -p $A -o /tmp/$name.perf -- sleep 6 >/dev/null 2>&1
+else
+  sleep 6
+fi
 after=$(snap)
 G1=$(generated)
 tokens=$(echo "$G1 - $G0" | bc)
@@ -51,3 +56,8 @@ echo "tokens: $tokens"
 paste <(echo "$before") <(echo "$after") | awk -v tok=$tokens '$6 > $3 {
   printf "%-16s ctx/token %.3f  cpu us/token %.2f\n", $1, ($5 - $2) / tok, ($6 - $3) * 10000 / tok
   sum += ($6 - $3) * 10000 / tok } END { printf "%-16s cpu us/token %.2f\n", "all", sum }'
+if [[ -n "${SYSCALLS:-}" ]]; then
+  awk -v tok=$tokens '/raw_syscalls/ { gsub(",", "", $1); printf "syscalls/token %.3f\n", $1 / tok }' \
+    /tmp/$name.perf
+  rm -f /tmp/$name.perf
+fi
