@@ -84,7 +84,7 @@ TEST_F(CompletionsTest, ChatCompletionsStreamingAndNot) {
   }
   EXPECT_TRUE(saw_role);
   EXPECT_EQ(text, plain["choices"][0]["message"]["content"]);
-  // A stream ends its connection; the next request takes a new one.
+  // The next request on a new connection.
   r = HttpClient(port_).Post("/v1/chat/completions",
                              json{{"model", "tiny"}, {"messages", json::array()}}.dump());
   EXPECT_EQ(r.result_int(), 400);

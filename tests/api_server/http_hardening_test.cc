@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -420,6 +421,54 @@ TEST(HttpHardening, DrainWaitsForAnswersUnderWay) {
   EXPECT_FALSE(server.Drain(0.05));  // still under way
   EXPECT_TRUE(server.Drain(5));
   EXPECT_EQ(ParseResponse(c.ReadResponse(5)).body, "done");
+  for (auto& w : workers) w.join();
+}
+
+// Requests pipelined on one kept connection: a control path's answer, then
+// a stream (the connection moves to the I/O threads with the stream's request
+// already read), then a whole answer after the stream. Each is answered in
+// order, and once all are, nothing is counted as under way: Drain returns.
+TEST(HttpHardening, PipelinedRequestsAcrossLanesAndAStreamLeaveNothingUnderWay) {
+  HttpServerOptions o;
+  o.port = 0;
+  HttpServer server(o);
+  std::vector<std::thread> workers;
+  std::mutex mu;
+  server.Route("GET", "/health", [](const HttpRequest&) { return Text("ok"); });
+  server.RouteAsync("GET", "/stream", [&](const HttpRequest&, std::shared_ptr<Responder> out) {
+    out->StartStream(200, "text/event-stream");
+    std::lock_guard<std::mutex> g(mu);
+    workers.emplace_back([out] {
+      out->Write("data: a\n\n");
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      out->End("data: [DONE]\n\n");
+    });
+  });
+  server.RouteAsync("GET", "/later", [&](const HttpRequest&, std::shared_ptr<Responder> out) {
+    std::lock_guard<std::mutex> g(mu);
+    workers.emplace_back([out] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      out->Send(Text("done"));
+    });
+  });
+  ASSERT_TRUE(server.Start().ok());
+  RawConnection c(server.port());
+  c.Send(
+      "GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /stream HTTP/1.1\r\nHost: x\r\n\r\n"
+      "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(ParseResponse(c.ReadResponse(10)).body, "ok");
+  const std::string stream =
+      c.ReadUntil([](const std::string& s) { return s.find("\r\n0\r\n\r\n") != s.npos; }, 10);
+  EXPECT_NE(stream.find("data: [DONE]"), std::string::npos) << stream;
+  const std::size_t end = stream.find("\r\n0\r\n\r\n") + 7;
+  // What followed the stream's last chunk in the same read belongs to /later.
+  std::string rest = stream.substr(end);
+  if (rest.find("done") == std::string::npos)
+    rest += c.ReadUntil([](const std::string& s) { return s.find("done") != s.npos; }, 10);
+  EXPECT_NE(rest.find("HTTP/1.1 200"), std::string::npos) << rest;
+  EXPECT_NE(rest.find("done"), std::string::npos) << rest;
+  EXPECT_TRUE(server.Drain(5));  // nothing is counted as under way
+  std::lock_guard<std::mutex> g(mu);
   for (auto& w : workers) w.join();
 }
 

@@ -108,7 +108,7 @@ TEST_F(CompletionsTest, AStreamFailingAfterItsHeaderCountsOnceWithTheStatusSent)
   std::string received = c.ReadSome(60);  // the stream has started
   ASSERT_FALSE(received.empty());
   engine_.KillAndWait(SIGKILL);
-  received += c.ReadUntil(120);  // to the end
+  received += c.ReadUntil(120, "\r\n0\r\n\r\n");  // to the last chunk
   EXPECT_NE(received.find("\"error\""), std::string::npos);
   EXPECT_EQ(received.find("[DONE]"), std::string::npos);
   auto p = Page();
@@ -214,7 +214,7 @@ TEST_F(ShutdownTimeoutTest, RequestsCutOffByShutdownEndAndCountAsAborted) {
   ASSERT_FALSE(received.empty());
   const int status = api_.KillAndWait(SIGTERM);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  received += c.ReadUntil(120);  // to the end
+  received += c.ReadUntil(120, "\r\n0\r\n\r\n");  // to the last chunk
   EXPECT_TRUE(c.eof());
   EXPECT_NE(received.find("\"finish_reason\":\"abort\""), std::string::npos);
   EXPECT_NE(received.find("data: [DONE]"), std::string::npos);

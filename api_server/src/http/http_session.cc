@@ -73,7 +73,7 @@ void Session::Read() {
   head_ = writing_ = ending_ = answered_ = complete_ = false;
   pending_.clear();
   in_flight_.clear();
-  streaming_ = keep_after_stream_ = false;
+  streaming_ = keep_after_stream_ = last_write_ = false;
   header_wire_.clear();
   whole_.reset();
   on_disconnect_ = nullptr;
@@ -85,6 +85,9 @@ void Session::Read() {
     while (n < buffer_.size() && (p[n] == '\r' || p[n] == '\n')) ++n;
     buffer_.consume(n);
   }
+  // A request already read in part (pipelined behind the last answer) is
+  // under way: Drain waits for it as for one being answered.
+  if (buffer_.size() > 0) BeginAnswer();
   parser_ = std::make_unique<http::request_parser<http::string_body>>();
   parser_->body_limit(core_->options.max_body_bytes);
   // One deadline for the header, idle keep-alive time included: a client
@@ -196,8 +199,10 @@ void Session::MoveToStreamLane() {
 void Session::HandOver(tcp::socket socket) {
   auto next = std::make_shared<Session>(core_, std::move(socket), admitted_);
   // Under way from here (Drain waits for it), though it waits in the I/O
-  // threads' queue before its body is read.
+  // threads' queue before its body is read; this session no longer counts
+  // it (a moved session's destructor counts nothing).
   next->BeginAnswer();
+  AnswerDone();
   next->buffer_ = std::move(buffer_);
   next->parser_ = std::move(parser_);
   next->request_ = std::move(request_);

@@ -112,12 +112,13 @@ asio::awaitable<void> RunOne(Shared& s, std::size_t i) {
   const Clock::time_point sent = Clock::now();
   auto req = MakeRequest(s.options.target, http::verb::post, s.options.target.endpoint,
                          RequestBody(s.options, s.workload[i]));
+  if (!s.options.keep_alive) req.keep_alive(false);  // Connection: close
   std::unique_ptr<beast::tcp_stream> stream;
   beast::flat_buffer buffer;
   std::optional<http::response_parser<http::buffer_body>> parser;
   // A kept connection that the server closed while it sat idle fails before
-  // any answer comes; the request then goes once more on a new connection,
-  // as HTTP clients' pools do.
+  // any answer comes (closed or reset); the request then goes once more on a
+  // new connection, as HTTP clients' pools do, within the same deadline.
   for (bool reuse = s.options.keep_alive && !s.idle.empty();; reuse = false) {
     if (reuse) {
       stream = std::move(s.idle.back());
@@ -134,7 +135,7 @@ asio::awaitable<void> RunOne(Shared& s, std::size_t i) {
     // turned every non-chunked response (an HTTP error's JSON) into "body
     // limit exceeded".
     parser->body_limit(std::numeric_limits<std::uint64_t>::max());
-    stream->expires_after(Seconds(s.options.request_timeout_s));
+    stream->expires_after(Seconds(s.options.request_timeout_s) - (Clock::now() - sent));
     if (!reuse)
       co_await stream->async_connect(s.endpoint, asio::redirect_error(asio::use_awaitable, ec));
     if (!ec)
@@ -142,7 +143,9 @@ asio::awaitable<void> RunOne(Shared& s, std::size_t i) {
     if (!ec)
       co_await http::async_read_header(*stream, buffer, *parser,
                                        asio::redirect_error(asio::use_awaitable, ec));
-    if (!ec || !reuse || s.stopping) break;
+    const bool closed = ec == http::error::end_of_stream || ec == asio::error::eof ||
+                        ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+    if (!ec || !reuse || !closed || buffer.size() > 0 || s.stopping) break;
     s.streams.erase(stream.get());
   }
   std::string pending, error_body;
@@ -176,10 +179,11 @@ asio::awaitable<void> RunOne(Shared& s, std::size_t i) {
   }
   r.e2e = Since(sent);
   s.streams.erase(stream.get());
-  // Kept for a later request when the server keeps it and the answer was
-  // read whole; closed otherwise.
-  if (s.options.keep_alive && !ec && !s.stopping && parser->is_done() &&
-      parser->get().keep_alive()) {
+  // Kept for a later request when the server keeps it (the parser's view:
+  // false for a body that the close ends) and the answer was read whole with
+  // nothing after it; closed otherwise.
+  if (s.options.keep_alive && !ec && !s.stopping && parser->is_done() && parser->keep_alive() &&
+      buffer.size() == 0) {
     s.idle.push_back(std::move(stream));
   } else {
     beast::error_code ignored;
