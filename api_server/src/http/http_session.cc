@@ -85,9 +85,6 @@ void Session::Read() {
     while (n < buffer_.size() && (p[n] == '\r' || p[n] == '\n')) ++n;
     buffer_.consume(n);
   }
-  // A request already read in part (pipelined behind the last answer) is
-  // under way: Drain waits for it as for one being answered.
-  if (buffer_.size() > 0) BeginAnswer();
   parser_ = std::make_unique<http::request_parser<http::string_body>>();
   parser_->body_limit(core_->options.max_body_bytes);
   // One deadline for the header, idle keep-alive time included: a client
@@ -199,10 +196,8 @@ void Session::MoveToStreamLane() {
 void Session::HandOver(tcp::socket socket) {
   auto next = std::make_shared<Session>(core_, std::move(socket), admitted_);
   // Under way from here (Drain waits for it), though it waits in the I/O
-  // threads' queue before its body is read; this session no longer counts
-  // it (a moved session's destructor counts nothing).
+  // threads' queue before its body is read.
   next->BeginAnswer();
-  AnswerDone();
   next->buffer_ = std::move(buffer_);
   next->parser_ = std::move(parser_);
   next->request_ = std::move(request_);
