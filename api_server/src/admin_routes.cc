@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "http/http_protocol.h"
 #include "sightline/shm_registry/exposition.h"
 
 namespace sightline::api {
@@ -78,7 +79,7 @@ HttpResponse MetricsResponse(metrics::Registry* registry, const HttpRequest& req
   r.content_type = std::string(metrics::ContentType(format));
   r.body = registry->Render(format);
   if (!only_engine.empty()) r.body = OnlyEngine(r.body, only_engine);
-  if (Header(request, "accept-encoding").find("gzip") != std::string::npos) {
+  if (http_internal::AcceptsGzip(Header(request, "accept-encoding"))) {
     r.body = Gzip(r.body);
     r.headers["Content-Encoding"] = "gzip";
   }

@@ -82,6 +82,40 @@ TEST_F(HttpServerTest, MetricsNegotiationAndGzipOnOneKeepAliveConnection) {
   EXPECT_EQ(gz["Content-Encoding"], "gzip");
   EXPECT_EQ(Gunzip(gz.body()), plain.body());
   EXPECT_LT(gz.body().size(), plain.body().size());
+  // A weight of 0 refuses gzip (RFC 9110 §12.5.3): the page comes plain.
+  auto refused = c.Request("GET", "/metrics", {{"Accept-Encoding", "gzip;q=0, identity"}});
+  EXPECT_EQ(refused["Content-Encoding"], "");
+  EXPECT_TRUE(refused.body().starts_with("# HELP")) << refused.body().substr(0, 40);
+}
+
+// Accept-Encoding as RFC 9110 §12.5.3 reads it: gzip (or x-gzip) listed with
+// a weight above 0, or else "*" so; a weight of 0 refuses.
+TEST(HttpProtocol, AcceptsGzipByTheWeights) {
+  const struct {
+    const char* header;
+    bool gzip;
+  } cases[] = {
+      {"", false},
+      {"gzip", true},
+      {"GZIP", true},
+      {"x-gzip", true},
+      {"deflate, gzip;q=1.0, *;q=0.5", true},
+      {"gzip;q=0", false},
+      {"gzip; q=0.000", false},
+      {"gzip;Q=0", false},
+      {"gzip;q=0.001", true},
+      {"gzip;q=0, *", false},  // listed by name: its own weight decides
+      {"*", true},
+      {"*;q=0", false},
+      {"identity", false},
+      {"nogzip, gzipped", false},  // neither is gzip
+      {"br;q=1, gzip;q=0.8", true},
+      {" gzip ; q=0.5 ", true},
+      {"gzip;level=1", true},  // other parameters leave it acceptable
+      {"gzip;q=bad", true},    // a weight that does not parse: as if absent
+      {",,gzip,,", true},
+  };
+  for (const auto& c : cases) EXPECT_EQ(http_internal::AcceptsGzip(c.header), c.gzip) << c.header;
 }
 
 TEST_F(HttpServerTest, HealthPingVersionAndEngineDeath) {

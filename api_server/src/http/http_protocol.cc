@@ -1,6 +1,7 @@
 #include "http/http_protocol.h"
 
 #include <charconv>
+#include <optional>
 
 namespace sightline::api::http_internal {
 
@@ -66,6 +67,36 @@ TransferCoding ClassifyTransferEncoding(const std::vector<std::string_view>& val
   }
   if (codings == 0) return values.empty() ? TransferCoding::kNone : TransferCoding::kUnsupported;
   return codings == 1 && chunked_only ? TransferCoding::kChunked : TransferCoding::kUnsupported;
+}
+
+bool AcceptsGzip(std::string_view accept_encoding) {
+  std::optional<bool> gzip, any;  // what "gzip" and "*" say, when listed
+  for (std::string_view rest = accept_encoding; !rest.empty();) {
+    const std::size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const std::size_t semi = item.find(';');
+    const std::string_view coding = Trim(item.substr(0, semi));
+    // The weight: "q=" among the parameters, 0 to 1 with up to three
+    // decimals; one that does not parse leaves the coding acceptable.
+    bool acceptable = true;
+    for (std::string_view params = semi == std::string_view::npos ? "" : item.substr(semi + 1);
+         !params.empty();) {
+      const std::size_t next = params.find(';');
+      const std::string_view param = Trim(params.substr(0, next));
+      params = next == std::string_view::npos ? std::string_view() : params.substr(next + 1);
+      if (param.size() < 2 || Lower(param[0]) != 'q' || param[1] != '=') continue;
+      const std::string_view value = Trim(param.substr(2));
+      double q = 1;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), q);
+      if (ec == std::errc() && end == value.data() + value.size()) acceptable = q > 0;
+    }
+    if (IEquals(coding, "gzip") || IEquals(coding, "x-gzip"))
+      gzip = gzip.value_or(false) || acceptable;
+    else if (coding == "*")
+      any = any.value_or(false) || acceptable;
+  }
+  return gzip ? *gzip : any.value_or(false);
 }
 
 bool BearerMatches(std::string_view authorization, std::string_view key) {

@@ -29,6 +29,12 @@ TransferCoding ClassifyTransferEncoding(const std::vector<std::string_view>& val
 // The comparison of the token takes time independent of where it differs.
 bool BearerMatches(std::string_view authorization, std::string_view key);
 
+// Whether an Accept-Encoding value accepts gzip (RFC 9110 §12.5.3): "gzip"
+// or "x-gzip" listed with a weight above 0 (none: 1), or else "*" so. A
+// weight of 0 refuses it. (prometheus_client compresses whenever "gzip" is
+// listed, weight ignored.)
+bool AcceptsGzip(std::string_view accept_encoding);
+
 // ASCII case-insensitive equality.
 bool IEquals(std::string_view a, std::string_view b);
 
