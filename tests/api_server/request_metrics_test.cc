@@ -214,7 +214,7 @@ TEST_F(ShutdownTimeoutTest, RequestsCutOffByShutdownEndAndCountAsAborted) {
   ASSERT_FALSE(received.empty());
   const int status = api_.KillAndWait(SIGTERM);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  received += c.ReadUntil(120, "\r\n0\r\n\r\n");  // to the last chunk
+  received += c.ReadUntil(120);  // until the close: the process has exited
   EXPECT_TRUE(c.eof());
   EXPECT_NE(received.find("\"finish_reason\":\"abort\""), std::string::npos);
   EXPECT_NE(received.find("data: [DONE]"), std::string::npos);
