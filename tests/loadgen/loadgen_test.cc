@@ -18,6 +18,7 @@
 #include "sightline/loadgen/runner.h"
 #include "sightline/loadgen/stats.h"
 #include "sightline/loadgen/workload.h"
+#include "support/loopback.h"
 
 namespace sightline::loadgen {
 namespace {
@@ -269,15 +270,9 @@ TEST(Runner, BaseUrlsAndRequestBodies) {
 // stream: the client must report its status and message (Boost 1.74 read
 // an unset body limit as exceeded by any Content-Length).
 TEST(Runner, AnErrorWithAContentLengthIsReportedAsTheServerSaidIt) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  int port = 0;
+  const int listener = sightline::testing::ListenLoopback(&port);
   ASSERT_GE(listener, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 1), 0);
-  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   std::thread server([listener] {
     const int c = accept(listener, nullptr, nullptr);
     if (c < 0) return;
@@ -306,7 +301,7 @@ TEST(Runner, AnErrorWithAContentLengthIsReportedAsTheServerSaidIt) {
     close(c);
   });
   RunOptions o;
-  o.target.port = ntohs(addr.sin_port);
+  o.target.port = port;
   o.target.model = "m";
   o.request_timeout_s = 10;
   BenchRequest r;
@@ -326,15 +321,9 @@ TEST(Runner, AnErrorWithAContentLengthIsReportedAsTheServerSaidIt) {
 // with a one-token stream and closes its first connection after two.
 TEST(Runner, RequestsReuseKeptConnectionsAndSurviveTheirClose) {
   for (const bool keep_alive : {true, false}) {
-    const int listener = socket(AF_INET, SOCK_STREAM, 0);
+    int port = 0;
+    const int listener = sightline::testing::ListenLoopback(&port);
     ASSERT_GE(listener, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    ASSERT_EQ(listen(listener, 8), 0);
-    ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
     constexpr int kRequests = 5;
     int accepted = 0;
     std::thread server([listener, &accepted] {
@@ -372,7 +361,7 @@ TEST(Runner, RequestsReuseKeptConnectionsAndSurviveTheirClose) {
       }
     });
     RunOptions o;
-    o.target.port = ntohs(addr.sin_port);
+    o.target.port = port;
     o.target.model = "m";
     o.request_timeout_s = 30;
     o.max_concurrency = 1;

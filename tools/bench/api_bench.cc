@@ -321,16 +321,26 @@ BENCHMARK(BM_StopStringsCompile)->Arg(64)->Arg(100000)->Unit(benchmark::kMicrose
 // page rendered, then compressed when the scraper asks for gzip), on the full
 // catalogue one process wrote (bench_workload.h). Prometheus asks for
 // OpenMetrics and gzip by default.
-void BM_MetricsAnswer(benchmark::State& state) {
-  const bool gzip = state.range(0) != 0;
+// A registry of this benchmark's own holding the full catalogue, as one
+// process wrote it; null (and the benchmark skipped) if it cannot be made.
+std::unique_ptr<metrics::Registry> CatalogueRegistry(benchmark::State& state) {
+  static int made = 0;
   std::unique_ptr<metrics::Registry> registry;
-  const std::string instance = "apibench-metrics" + std::to_string(getpid());
+  const std::string instance =
+      "apibench-page" + std::to_string(getpid()) + "-" + std::to_string(made++);
   if (!metrics::Registry::Create(instance, metrics::Capacity{}, "bench", &registry).ok() ||
       !bench::RegisterCatalogue(registry.get(), bench::WorkloadOptions()).ok()) {
     state.SkipWithError("no registry");
-    return;
+    return nullptr;
   }
   bench::WriteWorkload(registry.get(), 3);
+  return registry;
+}
+
+void BM_MetricsAnswer(benchmark::State& state) {
+  const bool gzip = state.range(0) != 0;
+  const std::unique_ptr<metrics::Registry> registry = CatalogueRegistry(state);
+  if (!registry) return;
   HttpRequest request;
   request.headers["accept"] = "application/openmetrics-text;version=1.0.0";
   if (gzip) request.headers["accept-encoding"] = "gzip";
@@ -347,14 +357,8 @@ BENCHMARK(BM_MetricsAnswer)->ArgName("gzip")->Arg(0)->Arg(1)->Unit(benchmark::kM
 // Gzip alone on that page, at zlib's level 1 (what /metrics uses) and at its
 // default level (6, what it used before).
 void BM_MetricsGzip(benchmark::State& state) {
-  std::unique_ptr<metrics::Registry> registry;
-  const std::string instance = "apibench-gzip" + std::to_string(getpid());
-  if (!metrics::Registry::Create(instance, metrics::Capacity{}, "bench", &registry).ok() ||
-      !bench::RegisterCatalogue(registry.get(), bench::WorkloadOptions()).ok()) {
-    state.SkipWithError("no registry");
-    return;
-  }
-  bench::WriteWorkload(registry.get(), 3);
+  const std::unique_ptr<metrics::Registry> registry = CatalogueRegistry(state);
+  if (!registry) return;
   const std::string page = registry->Render(metrics::ExpositionFormat::kOpenMetrics);
   std::size_t bytes = 0;
   for (auto _ : state) {
