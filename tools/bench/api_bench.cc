@@ -317,10 +317,6 @@ void BM_StopStringsCompile(benchmark::State& state) {
 }
 BENCHMARK(BM_StopStringsCompile)->Arg(64)->Arg(100000)->Unit(benchmark::kMicrosecond);
 
-// The /metrics answer as the control thread makes it (MetricsResponse: the
-// page rendered, then compressed when the scraper asks for gzip), on the full
-// catalogue one process wrote (bench_workload.h). Prometheus asks for
-// OpenMetrics and gzip by default.
 // A registry of this benchmark's own holding the full catalogue, as one
 // process wrote it; null (and the benchmark skipped) if it cannot be made.
 std::unique_ptr<metrics::Registry> CatalogueRegistry(benchmark::State& state) {
@@ -337,6 +333,10 @@ std::unique_ptr<metrics::Registry> CatalogueRegistry(benchmark::State& state) {
   return registry;
 }
 
+// The /metrics answer as the control thread makes it (MetricsResponse: the
+// page rendered, then compressed when the scraper asks for gzip), on the full
+// catalogue one process wrote (bench_workload.h). Prometheus asks for
+// OpenMetrics and gzip by default.
 void BM_MetricsAnswer(benchmark::State& state) {
   const bool gzip = state.range(0) != 0;
   const std::unique_ptr<metrics::Registry> registry = CatalogueRegistry(state);

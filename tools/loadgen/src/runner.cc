@@ -143,8 +143,10 @@ asio::awaitable<void> RunOne(Shared& s, std::size_t i) {
     if (!ec)
       co_await http::async_read_header(*stream, buffer, *parser,
                                        asio::redirect_error(asio::use_awaitable, ec));
-    const bool closed = ec == http::error::end_of_stream || ec == asio::error::eof ||
-                        ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+    // Beast reports a close before any byte as end_of_stream; a write into a
+    // closed connection fails with a reset or a broken pipe.
+    const bool closed = ec == http::error::end_of_stream || ec == asio::error::connection_reset ||
+                        ec == asio::error::broken_pipe;
     if (!ec || !reuse || !closed || buffer.size() > 0 || s.stopping) break;
     s.streams.erase(stream.get());
   }
