@@ -21,6 +21,7 @@
 #include "openai/chat_template.h"
 #include "openai_server.h"
 #include "sightline/clock.h"
+#include "sightline/ipc/output_stream.h"
 #include "sightline/shm_registry/process_metrics.h"
 #include "sightline/shm_registry/registry.h"
 #include "sightline/tokenizer/tokenizer.h"
@@ -129,6 +130,12 @@ Status CheckApiOptions(const ApiServerProcessOptions& o) {
         "engine (" +
         std::to_string(o.engine_inputs.size()) + " and " + std::to_string(o.engine_outputs.size()) +
         " given)");
+  for (const std::string& out : o.engine_outputs) {
+    sockaddr_un unused;
+    socklen_t length;
+    if (Status s = ipc::ParseUnixAddress(out, &unused, &length); !s.ok())
+      return Status::InvalidArgument("--engine-output: " + s.message());
+  }
   if (o.engine_inputs.size() > kMaxDataParallelSize)
     return Status::InvalidArgument("at most " + std::to_string(kMaxDataParallelSize) +
                                    " engines (--engine-input)");

@@ -20,6 +20,7 @@
 
 #include "sightline/clock.h"
 #include "sightline/ipc/client_identity.h"
+#include "sightline/ipc/output_receiver.h"
 #include "sightline/wake_batch.h"
 
 namespace sightline::api {
@@ -38,6 +39,11 @@ std::uint64_t RandomIncarnation() {
   }
   return v;
 }
+// Frame buffers kept for reuse: a few steps' worth, none of a rare huge one
+// (prompt logprobs).
+constexpr std::size_t kMaxSpareFrames = 16;
+constexpr std::size_t kMaxSpareFrame = 1 << 20;
+
 }  // namespace
 
 UtilityOutcome NotRunning() {
@@ -98,12 +104,15 @@ struct EngineClient::Impl {
 
   // I/O thread -> handler thread: a received message, or work to run there.
   struct Work {
-    zmq::message_t message;
+    std::vector<std::uint8_t> message;  // an engine frame (when fn is empty)
     std::function<void()> fn;
   };
   std::mutex work_mu;
   std::condition_variable work_cv;
   std::vector<Work> work;  // swapped with RunHandlers' batch: both keep their capacity
+  // Frame buffers the handler thread is done with, for the I/O thread's next
+  // frames (under work_mu): an engine step costs no allocation.
+  std::vector<std::vector<std::uint8_t>> spare_frames;
   // Set under work_mu (for the wait); read without it between messages,
   // so that the handler thread takes no lock per message that the I/O
   // thread, queueing the next one, would wait for.
@@ -127,6 +136,20 @@ struct EngineClient::Impl {
     }
     work_cv.notify_one();
   }
+  // A frame from the output connection, copied (the receiver's buffer is
+  // reused) into a spare buffer, which malloc aligned for FlatBuffers.
+  void DispatchFrame(std::span<const std::uint8_t> frame) {
+    {
+      std::lock_guard<std::mutex> g(work_mu);
+      Work& w = work.emplace_back();
+      if (!spare_frames.empty()) {
+        w.message = std::move(spare_frames.back());
+        spare_frames.pop_back();
+      }
+      w.message.assign(frame.begin(), frame.end());
+    }
+    work_cv.notify_one();
+  }
   // The engine is gone: fail every request and call still waiting. No
   // Submit can slip in after: it checks `alive` under the same lock. The
   // handlers are taken on the handler thread, in order after the messages
@@ -144,7 +167,7 @@ struct EngineClient::Impl {
       ready = false;
     }
     ready_cv.notify_all();
-    Dispatch({zmq::message_t(), [this] {
+    Dispatch({{}, [this] {
                 HandlerMap failed_handlers;
                 UtilityMap failed_utilities;
                 {
@@ -157,9 +180,9 @@ struct EngineClient::Impl {
                 for (auto& [id, done] : failed_utilities) done(NotRunning());
               }});
   }
-  void OnMessage(const zmq::message_t& m);
-  // OnMessage's copy of a frame ZeroMQ left unaligned, its capacity kept
-  // (the handler thread's).
+  void OnMessage(const std::vector<std::uint8_t>& m);
+  // OnMessage's copy of a frame left unaligned, its capacity kept (the
+  // handler thread's; frames come in malloc'd buffers, which are aligned).
   std::vector<std::uint64_t> aligned_frame;
   // OnMessage's: an engine step's handlers and their outputs, its capacity kept.
   std::vector<std::pair<std::shared_ptr<const OutputHandler>, const ipc::RequestOutput*>>
@@ -169,7 +192,7 @@ struct EngineClient::Impl {
   void RunHandlers();
 };
 
-void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
+void EngineClient::Impl::OnMessage(const std::vector<std::uint8_t>& m) {
   const ipc::Envelope* e = ipc::DecodeFrame(m.data(), m.size(), &aligned_frame);
   if (!e) {  // never trusted, never read; said now and then, not per frame
     if (refused_frames++ % 1000 == 0)
@@ -300,6 +323,13 @@ void EngineClient::Impl::OnMessage(const zmq::message_t& m) {
 void EngineClient::Impl::RunHandlers() {
   std::vector<Work> batch;  // no allocation per message once grown
   for (;;) {
+    {
+      std::lock_guard<std::mutex> g(work_mu);
+      for (Work& w : batch)
+        if (w.message.capacity() > 0 && w.message.capacity() <= kMaxSpareFrame &&
+            spare_frames.size() < kMaxSpareFrames)
+          spare_frames.push_back(std::move(w.message));
+    }
     batch.clear();
     {
       std::unique_lock<std::mutex> lock(work_mu);
@@ -328,24 +358,20 @@ void EngineClient::Impl::RunHandlers() {
 }
 
 void EngineClient::Impl::Run() {
-  zmq::socket_t in(context, zmq::socket_type::dealer), out(context, zmq::socket_type::dealer);
-  for (zmq::socket_t* s : {&in, &out}) {
-    s->set(zmq::sockopt::routing_id, identity);
-    s->set(zmq::sockopt::linger, 0);
-  }
-  // No high-water mark either way: past one (1,000 messages by default) a
-  // DEALER's send fails, and a frozen engine easily has that many requests
-  // queued towards it. What does not fit still waits in `pending` below.
+  zmq::socket_t in(context, zmq::socket_type::dealer);
+  in.set(zmq::sockopt::routing_id, identity);
+  in.set(zmq::sockopt::linger, 0);
+  // No high-water mark: past one (1,000 messages by default) a DEALER's send
+  // fails, and a frozen engine easily has that many requests queued towards
+  // it. What does not fit still waits in `pending` below.
   in.set(zmq::sockopt::sndhwm, 0);
-  out.set(zmq::sockopt::rcvhwm, 0);
-  // Connection events of the output socket tell whether the engine is there.
-  const std::string monitor_addr = "inproc://engine-client-monitor";
-  zmq_socket_monitor(out.handle(), monitor_addr.c_str(),
-                     ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
-  zmq::socket_t monitor(context, zmq::socket_type::pair);
-  monitor.connect(monitor_addr);
-  out.connect(options.output_address);
   in.connect(options.input_address);
+  // The output connection (read here, no ZeroMQ thread between): whether it
+  // is up tells whether the engine is there. Tried again every 100 ms while
+  // down, as ZeroMQ reconnected.
+  ipc::OutputReceiver out(options.output_address, identity);
+  auto last_connect = Clock::time_point{};
+  constexpr auto kReconnectInterval = std::chrono::milliseconds(100);
 
   auto last_beat = Clock::time_point{};
   bool down = false;  // the output connection dropped at down_since
@@ -353,22 +379,31 @@ void EngineClient::Impl::Run() {
   // Messages taken from the outbox that the socket did not accept yet, in
   // order: never dropped (a request's handler would wait forever).
   std::deque<std::vector<std::uint8_t>> pending;
-  // Waited on with poll() over the sockets' notification descriptors
-  // (ZMQ_FD), not zmq::poll: that checks every socket before and after each
-  // wait, and ZeroMQ checks one with a poll() and a getpid() of its own, so
-  // that each engine step cost the API server about ten of each, a third of
-  // its system calls (issue 46). A ZMQ_FD is edge-triggered: readable once
-  // the socket may have changed, and again only after a receive has found
-  // nothing (which reads what changed) or ZMQ_EVENTS was asked. So a socket
-  // is read until it has nothing whenever its descriptor was readable, at
-  // the start, and when a wait times out.
-  pollfd fds[4] = {{out.get(zmq::sockopt::fd), POLLIN, 0},
-                   {monitor.get(zmq::sockopt::fd), POLLIN, 0},
-                   {wake_fd, POLLIN, 0},
-                   {in.get(zmq::sockopt::fd), POLLIN, 0}};
-  bool all = true;  // read every socket this round
+  // Waited on with one poll() over the output connection, the wake-up
+  // descriptor and the input socket's notification descriptor (ZMQ_FD), not
+  // zmq::poll: that checks every socket before and after each wait, and
+  // ZeroMQ checks one with a poll() and a getpid() of its own (issue 46). A
+  // ZMQ_FD is edge-triggered: readable once the socket may have changed, and
+  // again only after a send has failed or ZMQ_EVENTS was asked. So the input
+  // socket is tried whenever there is something to send, and everything is
+  // read when a wait times out.
+  pollfd fds[3] = {{-1, POLLIN, 0}, {wake_fd, POLLIN, 0}, {in.get(zmq::sockopt::fd), POLLIN, 0}};
+  bool all = true;  // read everything this round
   while (!stop) {
     const auto now = Clock::now();
+    if (!out.connected() && now - last_connect >= kReconnectInterval) {
+      last_connect = now;
+      if (out.Connect()) {
+        // Back after a drop: a new engine process at the address (an
+        // engine's socket closes only when it exits), which knows nothing
+        // of what the old one ran. Gone() fails that now, and the new one
+        // is taken once it is ready.
+        if (down) Gone();
+        down = false;
+        disconnected = false;
+        all = true;
+      }
+    }
     // Every 0.5 s; every 0.1 s while still waiting for EngineReady.
     // Not while the engine is away: they would queue up for its successor.
     if (!down && now - last_beat >= std::chrono::milliseconds(ready ? 500 : 100)) {
@@ -383,7 +418,7 @@ void EngineClient::Impl::Run() {
     if (alive && down &&
         now - down_since > std::chrono::duration<double>(options.engine_gone_after_s))
       Gone();
-    if (all || fds[2].revents) {
+    if (all || fds[1].revents) {
       std::uint64_t n;
       (void)!read(wake_fd, &n, sizeof n);
       std::lock_guard<std::mutex> g(mu);
@@ -404,41 +439,25 @@ void EngineClient::Impl::Run() {
     // What stays waits for the socket's descriptor, which ZMQ_EVENTS re-arms
     // (a send reads what changed only now and then).
     if (!pending.empty() && (in.get(zmq::sockopt::events) & ZMQ_POLLOUT)) send_pending();
-    if (all || fds[1].revents) {
-      zmq::message_t event, address;
-      while (monitor.recv(event, zmq::recv_flags::dontwait)) {
-        if (!event.more() || !monitor.recv(address, zmq::recv_flags::dontwait)) continue;
-        std::uint16_t id;
-        std::memcpy(&id, event.data(), sizeof id);
-        if (id == ZMQ_EVENT_DISCONNECTED) {
-          down = true;
-          disconnected = true;
-          down_since = Clock::now();
-        }
-        if (id == ZMQ_EVENT_CONNECTED) {
-          // Back after a drop: a new engine process at the address (an
-          // engine's socket closes only when it exits), which knows nothing
-          // of what the old one ran. Gone() fails that now, and the new one
-          // is taken once it is ready.
-          if (down) Gone();
-          down = false;
-          disconnected = false;
-        }
+    if (out.connected() && (all || fds[0].revents)) {
+      bool any = false;
+      const bool up = out.Read([&](std::span<const std::uint8_t> frame) {
+        any = true;
+        DispatchFrame(frame);
+      });
+      if (any) last_heard = MonotonicNanos();
+      if (!up) {  // every frame before the end was handed over first
+        down = true;
+        disconnected = true;
+        down_since = Clock::now();
       }
     }
-    if (all || fds[0].revents) {
-      zmq::message_t m;
-      while (out.recv(m, zmq::recv_flags::dontwait)) {
-        last_heard = MonotonicNanos();
-        Dispatch({std::move(m), nullptr});
-        m = zmq::message_t();
-      }
-    }
-    // The input socket's descriptor only matters while something waits.
-    const int woke = ::poll(fds, pending.empty() ? 3 : 4, 100);
+    // The input socket's descriptor only matters while something waits; the
+    // output connection's is -1 (ignored) while down.
+    fds[0].fd = out.fd();
+    const int woke = ::poll(fds, pending.empty() ? 2 : 3, 100);
     all = woke <= 0;  // a timeout (or an interrupted wait): read everything
   }
-  zmq_socket_monitor(out.handle(), nullptr, 0);
 }
 
 EngineClient::EngineClient(Options options) : impl_(std::make_unique<Impl>()) {
@@ -570,7 +589,7 @@ void EngineClient::Utility(ipc::UtilityKind kind, UtilityArgs args, UtilityDone 
     std::lock_guard<std::mutex> g(impl_->mu);
     if (!impl_->alive) {
       // Gone() already failed the calls it found; this one would wait forever.
-      impl_->Dispatch({zmq::message_t(), [done = std::move(done)] { done(NotRunning()); }});
+      impl_->Dispatch({{}, [done = std::move(done)] { done(NotRunning()); }});
       return;
     }
     call = impl_->next_call++;

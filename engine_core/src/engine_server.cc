@@ -18,6 +18,7 @@
 #include "sightline/clock.h"
 #include "sightline/ipc/client_identity.h"
 #include "sightline/ipc/codec.h"
+#include "sightline/ipc/output_listener.h"
 
 namespace sightline::engine {
 
@@ -67,7 +68,7 @@ struct EngineServer::State {
   EngineMetrics* metrics;
   zmq::context_t context{1};
   BlockingQueue<InputEvent> input;
-  BlockingQueue<Outgoing> output;
+  BlockingQueue<Outgoing> output{/*with_wake_fd=*/true};  // the output thread polls
   std::atomic<bool> done{false};
   std::atomic<std::uint64_t> rejected{0};
   // One per API-server index: its current incarnation. Every request in the
@@ -96,7 +97,7 @@ struct EngineServer::State {
 
   void Reject();  // counts and logs (once) a message that failed verification
   void InputLoop(zmq::socket_t& sock);
-  void OutputLoop(zmq::socket_t& sock);
+  void OutputLoop(ipc::OutputListener& listener);
   void Handle(InputEvent& e);
   Client* Admit(const InputEvent& e);
   void Replace(std::uint32_t index, Client& c, std::uint64_t incarnation);
@@ -168,24 +169,33 @@ void EngineServer::State::InputLoop(zmq::socket_t& sock) {
 // take long (a CPU prefill of a real model, tens of seconds) and the engine
 // is alive meanwhile. SIGSTOP freezes this thread too, so a frozen engine
 // still goes quiet.
-void EngineServer::State::OutputLoop(zmq::socket_t& sock) {
+//
+// It waits in poll() on the output queue's wake descriptor and the output
+// sockets together, so that a socket with room again, a new API server's
+// connection or a closed one is seen while the queue is quiet.
+void EngineServer::State::OutputLoop(ipc::OutputListener& listener) {
   flatbuffers::FlatBufferBuilder b(64 * 1024);
+  std::string id;  // the receiver's identity, its capacity kept
   auto send = [&](ipc::ClientId to, std::span<const std::uint8_t> bytes) {
-    const std::string id = ipc::FormatClientIdentity(to);
-    try {
-      sock.send(zmq::buffer(id), zmq::send_flags::sndmore);
-      sock.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
-    } catch (const zmq::error_t&) {
-      // Cannot happen without ZMQ_ROUTER_MANDATORY: messages to an API
-      // server that is not connected are dropped by ZeroMQ (a stalled one
-      // keeps its pipe and reads them when it resumes). A READY lost that
-      // way is asked for again (Heartbeat.need_ready).
-    }
+    // An API server that is not connected does not get it (a stalled one
+    // keeps its connection and reads it when it resumes). A READY lost that
+    // way is asked for again (Heartbeat.need_ready).
+    id = ipc::FormatClientIdentity(to);
+    (void)listener.Send(id, bytes);
   };
   auto last_beat = Clock::time_point{}, last_load = Clock::time_point{};
   std::vector<ipc::ClientId> beat_to_copy;
   for (;;) {
-    std::deque<Outgoing> batch = output.Drain(kEngineLoadInterval);
+    std::deque<Outgoing> batch = output.Drain(std::chrono::milliseconds(0));
+    if (batch.empty() && !done.load()) {
+      const auto next_load = std::chrono::duration_cast<std::chrono::milliseconds>(
+          last_load + kEngineLoadInterval - Clock::now());
+      if (listener.Wait(output.wake_fd(),
+                        static_cast<int>(std::clamp<std::int64_t>(next_load.count(), 0, 100))))
+        output.ClearWake();
+      listener.Service();
+      batch = output.Drain(std::chrono::milliseconds(0));
+    }
     for (Outgoing& o : batch) {
       switch (o.kind) {
         case Outgoing::Kind::kOutputs:
@@ -228,7 +238,12 @@ void EngineServer::State::OutputLoop(zmq::socket_t& sock) {
       if (beat) last_beat = now;
       if (load) last_load = now;
     }
-    if (batch.empty() && done.load()) return;
+    if (batch.empty() && done.load()) {
+      // What is still queued (an EngineDead, the last outputs) gets a
+      // second to reach its readers, as ZeroMQ's linger gave it.
+      listener.Flush(1000);
+      return;
+    }
   }
 }
 
@@ -514,29 +529,29 @@ std::uint64_t EngineServer::rejected_messages() const {
 
 int EngineServer::Run() {
   State& s = *state_;
-  zmq::socket_t in(s.context, zmq::socket_type::router), out(s.context, zmq::socket_type::router);
+  zmq::socket_t in(s.context, zmq::socket_type::router);
+  // Outputs never drop once queued (output_stream.h): a stalled API server's
+  // abort outputs must reach it when it resumes. Unbounded, but only for the
+  // heartbeat timeout: a silent client gets nothing more after its aborts.
+  std::unique_ptr<ipc::OutputListener> out;
+  if (Status st = ipc::OutputListener::Listen(s.options.output_address, &out); !st.ok()) {
+    Log("ERROR", "cannot bind: " + st.message());
+    return 1;
+  }
   try {
-    for (zmq::socket_t* sock : {&in, &out}) {
-      sock->set(zmq::sockopt::router_handover, 1);
-      sock->set(zmq::sockopt::linger, 1000);
-    }
-    // A ROUTER drops what exceeds a peer's high-water mark, and a stalled API
-    // server's pipe fills (one message per step): a dropped abort output
-    // would leave its stream waiting forever. Unbounded, but only for the
-    // heartbeat timeout: a silent client gets nothing more after its aborts.
-    out.set(zmq::sockopt::sndhwm, 0);
+    in.set(zmq::sockopt::router_handover, 1);
+    in.set(zmq::sockopt::linger, 1000);
     // Inbound, a full pipe pushes back on the API server's DEALER, whose
     // non-blocking send then fails: what API servers send queues here
     // instead, for as long as the engine is frozen or busy.
     in.set(zmq::sockopt::rcvhwm, 0);
     in.bind(s.options.input_address);
-    out.bind(s.options.output_address);
   } catch (const zmq::error_t& e) {
     Log("ERROR", std::string("cannot bind: ") + e.what());
     return 1;
   }
   std::thread input_thread([&] { s.InputLoop(in); });
-  std::thread output_thread([&] { s.OutputLoop(out); });
+  std::thread output_thread([&] { s.OutputLoop(*out); });
   Log("INFO", "serving " + s.options.served_model_name + " on " + s.options.input_address);
   if (s.options.on_serving) s.options.on_serving();
 

@@ -3,12 +3,14 @@
 //   input thread : ZeroMQ ROUTER recv -> verify/decode -> prompt block hashing -> queue
 //   main thread  : drain the queue -> EngineCore::Step -> outputs to the output queue
 //                  (blocks on the queue when idle: no busy spin)
-//   output thread: encode -> ZeroMQ ROUTER send to the owning API server;
-//                  every ~0.5 s a Heartbeat to each API server
+//   output thread: encode -> a frame to the owning API server's connection
+//                  (sightline/ipc/output_listener.h); every ~0.5 s a
+//                  Heartbeat to each API server
 //
-// Both sockets are bound by the engine; API servers connect DEALER sockets
-// whose routing id is "c<index>.<incarnation>" (sightline/ipc/client_identity.h),
-// random per process. The sender of a message is its routing id: a body that
+// The engine binds the input ROUTER socket and listens on the output Unix
+// socket; API servers connect a DEALER socket whose routing id is
+// "c<index>.<incarnation>" (sightline/ipc/client_identity.h), random per
+// process, and an output connection whose hello says the same. The sender of a message is its routing id: a body that
 // names another client is dropped (counted as rejected), and an abort only
 // ends the sender's own requests. A new incarnation of an index replaces the
 // old one, whose requests are aborted at once (and counted as aborts here,

@@ -1,10 +1,12 @@
 // `sightline api-server` start-up: refusals with a one-line reason, and the
 // order of starting next to an engine it does not depend on.
 #include <gtest/gtest.h>
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <chrono>
 #include <csignal>
@@ -71,6 +73,24 @@ TEST(ApiServerCli, ServeAndApiServerCheckTheEngineHealthTimeout) {
     EXPECT_NE(text.find("--engine-health-timeout must be positive"), std::string::npos) << text;
   }
   EXPECT_EQ(DryRun("serve --engine-health-timeout 2.5").first, 0);
+}
+
+// The engine's outputs go over a Unix socket (sightline/ipc/output_stream.h):
+// another kind of address is one clear line and exit 1 on either side,
+// before anything starts.
+TEST(ApiServerCli, EngineOutputsTakeOnlyUnixSocketAddresses) {
+  for (const std::string& cmd :
+       {std::string("api-server --registry r --engine-input ipc:///tmp/x --engine-output "),
+        std::string("engine --registry r --input ipc:///tmp/x --output ")}) {
+    for (const std::string& address : {std::string("tcp://127.0.0.1:5555"), std::string("ipc://"),
+                                       "ipc:///tmp/" + std::string(120, 'x')}) {
+      const auto [rc, text] = DryRun(cmd + "'" + address + "'");
+      EXPECT_EQ(rc, 1) << cmd << address;
+      EXPECT_NE(text.find("output: '" + address + "'"), std::string::npos) << text;
+      EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+    }
+    EXPECT_EQ(DryRun(cmd + "ipc://@sightline-engine0").first, 0) << cmd;
+  }
 }
 
 // Tracing flags: checked alike by serve, api-server (and, for the engine's

@@ -1,13 +1,16 @@
-// FakeApiServer: the API-server side of the engine's ZeroMQ protocol, for
-// tests that drive an engine (a real process or an in-process EngineServer):
-// it connects both sockets under its routing id, heartbeats, adds and aborts
-// requests, and collects what the engine sends it. Test support.
+// FakeApiServer: the API-server side of the engine's protocol, for tests that
+// drive an engine (a real process or an in-process EngineServer): it connects
+// the input socket under its routing id and the output connection under the
+// same identity, heartbeats, adds and aborts requests, and collects what the
+// engine sends it. Test support.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -19,6 +22,7 @@
 #include "engine_server.h"
 #include "sightline/ipc/client_identity.h"
 #include "sightline/ipc/codec.h"
+#include "sightline/ipc/output_receiver.h"
 #include "support/ipc_requests.h"
 
 namespace sightline::engine {
@@ -38,13 +42,12 @@ class FakeApiServer {
       : index_(index),
         incarnation_(incarnation ? incarnation : DefaultIncarnation(index)),
         in_(ctx, zmq::socket_type::dealer),
-        out_(ctx, zmq::socket_type::dealer) {
-    for (zmq::socket_t* s : {&in_, &out_}) {
-      s->set(zmq::sockopt::routing_id,
-             routing_id.empty() ? ipc::FormatClientIdentity({index, incarnation_}) : routing_id);
-      s->set(zmq::sockopt::linger, 0);
-    }
-    out_.connect(out);
+        out_(out,
+             routing_id.empty() ? ipc::FormatClientIdentity({index, incarnation_}) : routing_id) {
+    in_.set(zmq::sockopt::routing_id,
+            routing_id.empty() ? ipc::FormatClientIdentity({index, incarnation_}) : routing_id);
+    in_.set(zmq::sockopt::linger, 0);
+    out_.Connect();  // or later, in Recv: the engine may not listen yet
     in_.connect(in);
   }
   void SendRaw(const void* data, std::size_t size) {
@@ -78,9 +81,8 @@ class FakeApiServer {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
       if (beat) Heartbeat();
-      zmq::message_t m;
-      out_.set(zmq::sockopt::rcvtimeo, 200);
-      if (!out_.recv(m)) continue;
+      std::vector<std::uint8_t> m;
+      if (!NextFrame(Ms(200), &m)) continue;
       std::vector<std::uint64_t> aligned;
       const ipc::Envelope* e = ipc::DecodeFrame(m.data(), m.size(), &aligned);
       if (!e) continue;
@@ -151,12 +153,32 @@ class FakeApiServer {
   void Send(flatbuffers::FlatBufferBuilder&, std::span<const std::uint8_t> bytes) {
     in_.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
   }
+  // The next frame from the engine, waiting up to `timeout` (connecting
+  // first, if the engine listens by now).
+  bool NextFrame(Ms timeout, std::vector<std::uint8_t>* frame) {
+    if (frames_.empty()) {
+      if (!out_.connected() && !out_.Connect()) {
+        std::this_thread::sleep_for(timeout);
+        return false;
+      }
+      pollfd p{out_.fd(), POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+      (void)out_.Read(
+          [&](std::span<const std::uint8_t> f) { frames_.emplace_back(f.begin(), f.end()); });
+    }
+    if (frames_.empty()) return false;
+    *frame = std::move(frames_.front());
+    frames_.pop_front();
+    return true;
+  }
   std::uint32_t index_;
   std::uint64_t incarnation_;
   bool ready_ = false;
   int engine_heartbeats_ = 0, engine_loads_ = 0;
   ipc::EngineLoadT last_load_;
-  zmq::socket_t in_, out_;
+  zmq::socket_t in_;
+  ipc::OutputReceiver out_;
+  std::deque<std::vector<std::uint8_t>> frames_;  // read, not yet taken
 };
 
 // A prompt of n token ids, different for each seed (not mini_engine.h's

@@ -2,7 +2,8 @@
 // in-process and model-free, so a real EngineClient + OpenAiServer stack can
 // be driven without an engine process (the HTTP fuzzer, tests/fuzz/).
 //
-// It binds the two ROUTER sockets an EngineClient connects to and answers
+// It binds the input ROUTER socket and listens on the output socket an
+// EngineClient connects to (sightline/ipc/output_listener.h), and answers
 // like engine_server.cc does: a Heartbeat with need_ready gets EngineReady;
 // an AddRequest gets one token per step, then a finish (length at max_tokens,
 // else stop on EOS after `max_steps` tokens); AbortRequests ends requests
@@ -19,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +28,7 @@
 
 #include "sightline/clock.h"
 #include "sightline/ipc/codec.h"
+#include "sightline/ipc/output_listener.h"
 
 namespace sightline::testing {
 
@@ -41,14 +44,14 @@ class FakeEngine {
     std::uint32_t engine_index = 0;  // the data-parallel rank its EngineReady says
   };
 
-  // Binds at once (throws zmq::error_t if it cannot); serves on a thread.
+  // Binds at once (throws zmq::error_t or std::runtime_error if it cannot);
+  // serves on a thread.
   explicit FakeEngine(Options options) : options_(std::move(options)) {
-    for (zmq::socket_t* s : {&in_, &out_}) {
-      s->set(zmq::sockopt::linger, 0);
-      s->set(zmq::sockopt::router_handover, 1);
-    }
+    in_.set(zmq::sockopt::linger, 0);
+    in_.set(zmq::sockopt::router_handover, 1);
     in_.bind(options_.input_address);
-    out_.bind(options_.output_address);
+    if (Status s = ipc::OutputListener::Listen(options_.output_address, &out_); !s.ok())
+      throw std::runtime_error(s.message());
     thread_ = std::thread([this] { Run(); });
   }
   ~FakeEngine() {
@@ -120,13 +123,9 @@ class FakeEngine {
 
   static double Now() { return MonotonicSeconds(); }
 
+  // Not connected: dropped, as the real engine's listener would.
   void Send(const std::string& identity, std::span<const std::uint8_t> bytes) {
-    try {
-      out_.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-      out_.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::dontwait);
-    } catch (const zmq::error_t&) {
-      // Unroutable or full: dropped, as the real engine's ROUTER would.
-    }
+    (void)out_->Send(identity, bytes);
   }
 
   void SendReady(const std::string& identity) {
@@ -291,6 +290,8 @@ class FakeEngine {
       SendLoad();
       // Steps back to back while requests run; otherwise waits for input.
       zmq::poll(&item, 1, std::chrono::milliseconds(running_.empty() ? 20 : 0));
+      out_->Wait(-1, 0);  // connections, and room for what waits
+      out_->Service();
       zmq::message_t identity, payload;
       while (in_.recv(identity, zmq::recv_flags::dontwait)) {
         if (!identity.more() || !in_.recv(payload, zmq::recv_flags::none)) {
@@ -311,7 +312,8 @@ class FakeEngine {
 
   Options options_;
   zmq::context_t context_{1};
-  zmq::socket_t in_{context_, zmq::socket_type::router}, out_{context_, zmq::socket_type::router};
+  zmq::socket_t in_{context_, zmq::socket_type::router};
+  std::unique_ptr<ipc::OutputListener> out_;
   // The I/O thread's only:
   std::vector<Running> running_;
   std::map<std::string, Client> clients_;  // by routing id
