@@ -21,7 +21,7 @@
 #include "openai/chat_template.h"
 #include "openai_server.h"
 #include "sightline/clock.h"
-#include "sightline/ipc/output_stream.h"
+#include "sightline/ipc/frame_stream.h"
 #include "sightline/shm_registry/process_metrics.h"
 #include "sightline/shm_registry/registry.h"
 #include "sightline/tokenizer/tokenizer.h"
@@ -130,12 +130,14 @@ Status CheckApiOptions(const ApiServerProcessOptions& o) {
         "engine (" +
         std::to_string(o.engine_inputs.size()) + " and " + std::to_string(o.engine_outputs.size()) +
         " given)");
-  for (const std::string& out : o.engine_outputs) {
-    sockaddr_un unused;
-    socklen_t length;
-    if (Status s = ipc::ParseUnixAddress(out, &unused, &length); !s.ok())
-      return Status::InvalidArgument("--engine-output: " + s.message());
-  }
+  for (const auto& [flag, addresses] :
+       {std::pair{"--engine-input", &o.engine_inputs}, {"--engine-output", &o.engine_outputs}})
+    for (const std::string& address : *addresses) {
+      sockaddr_un unused;
+      socklen_t length;
+      if (Status s = ipc::ParseUnixAddress(address, &unused, &length); !s.ok())
+        return Status::InvalidArgument(std::string(flag) + ": " + s.message());
+    }
   if (o.engine_inputs.size() > kMaxDataParallelSize)
     return Status::InvalidArgument("at most " + std::to_string(kMaxDataParallelSize) +
                                    " engines (--engine-input)");

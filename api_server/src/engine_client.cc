@@ -16,12 +16,12 @@
 #include <random>
 #include <thread>
 #include <unordered_map>
-#include <zmq.hpp>
 
 #include "sightline/clock.h"
 #include "sightline/ipc/client_identity.h"
-#include "sightline/ipc/output_receiver.h"
+#include "sightline/ipc/stream_connection.h"
 #include "sightline/wake_batch.h"
+#include "sightline/wake_flag.h"
 
 namespace sightline::api {
 
@@ -65,7 +65,6 @@ LoraAdapterList ReadLoras(
 struct EngineClient::Impl {
   Options options;
   std::string identity;
-  zmq::context_t context{1};
   std::thread io, dispatcher;
   std::atomic<bool> stop{false}, ready{false}, alive{true};
   std::atomic<bool> disconnected{false};    // the output connection is down now
@@ -108,14 +107,14 @@ struct EngineClient::Impl {
     std::function<void()> fn;
   };
   std::mutex work_mu;
-  std::condition_variable work_cv;
+  WakeFlag work_wake;      // the handler thread sleeps on it while `work` is empty
   std::vector<Work> work;  // swapped with RunHandlers' batch: both keep their capacity
   // Frame buffers the handler thread is done with, for the I/O thread's next
   // frames (under work_mu): an engine step costs no allocation.
   std::vector<std::vector<std::uint8_t>> spare_frames;
-  // Set under work_mu (for the wait); read without it between messages,
-  // so that the handler thread takes no lock per message that the I/O
-  // thread, queueing the next one, would wait for.
+  // Set, then work_wake notified; read between messages, so that the
+  // handler thread takes no lock per message that the I/O thread, queueing
+  // the next one, would wait for.
   std::atomic<bool> work_stop{false};
 
   void Wake() {
@@ -134,7 +133,7 @@ struct EngineClient::Impl {
       std::lock_guard<std::mutex> g(work_mu);
       work.push_back(std::move(w));
     }
-    work_cv.notify_one();
+    work_wake.Notify();
   }
   // A frame from the output connection, copied (the receiver's buffer is
   // reused) into a spare buffer, which malloc aligned for FlatBuffers.
@@ -148,7 +147,7 @@ struct EngineClient::Impl {
       }
       w.message.assign(frame.begin(), frame.end());
     }
-    work_cv.notify_one();
+    work_wake.Notify();
   }
   // The engine is gone: fail every request and call still waiting. No
   // Submit can slip in after: it checks `alive` under the same lock. The
@@ -332,10 +331,13 @@ void EngineClient::Impl::RunHandlers() {
     }
     batch.clear();
     {
-      std::unique_lock<std::mutex> lock(work_mu);
-      work_cv.wait(lock, [&] { return work_stop || !work.empty(); });
-      if (work_stop) return;
+      std::lock_guard<std::mutex> g(work_mu);
       batch.swap(work);
+    }
+    if (work_stop) return;
+    if (batch.empty()) {
+      work_wake.Wait();
+      continue;
     }
     for (Work& w : batch) {
       // Each HTTP lane that a message's outputs (an engine step's) write to
@@ -358,41 +360,31 @@ void EngineClient::Impl::RunHandlers() {
 }
 
 void EngineClient::Impl::Run() {
-  zmq::socket_t in(context, zmq::socket_type::dealer);
-  in.set(zmq::sockopt::routing_id, identity);
-  in.set(zmq::sockopt::linger, 0);
-  // No high-water mark: past one (1,000 messages by default) a DEALER's send
-  // fails, and a frozen engine easily has that many requests queued towards
-  // it. What does not fit still waits in `pending` below.
-  in.set(zmq::sockopt::sndhwm, 0);
-  in.connect(options.input_address);
-  // The output connection (read here, no ZeroMQ thread between): whether it
-  // is up tells whether the engine is there. Tried again every 100 ms while
-  // down, as ZeroMQ reconnected.
-  ipc::OutputReceiver out(options.output_address, identity);
+  // The engine's two sockets, read and written here (no thread between).
+  // Whether the output connection is up tells whether the engine is there.
+  // Each is tried again every 100 ms while down.
+  ipc::StreamConnection in(options.input_address, identity), out(options.output_address, identity);
   auto last_connect = Clock::time_point{};
   constexpr auto kReconnectInterval = std::chrono::milliseconds(100);
 
   auto last_beat = Clock::time_point{};
   bool down = false;  // the output connection dropped at down_since
   Clock::time_point down_since{};
-  // Messages taken from the outbox that the socket did not accept yet, in
-  // order: never dropped (a request's handler would wait forever).
+  // Messages taken from the outbox while the input connection is down, in
+  // order: never dropped (a request's handler would wait forever). What the
+  // connection takes but its socket does not waits in the connection.
   std::deque<std::vector<std::uint8_t>> pending;
-  // Waited on with one poll() over the output connection, the wake-up
-  // descriptor and the input socket's notification descriptor (ZMQ_FD), not
-  // zmq::poll: that checks every socket before and after each wait, and
-  // ZeroMQ checks one with a poll() and a getpid() of its own (issue 46). A
-  // ZMQ_FD is edge-triggered: readable once the socket may have changed, and
-  // again only after a send has failed or ZMQ_EVENTS was asked. So the input
-  // socket is tried whenever there is something to send, and everything is
-  // read when a wait times out.
-  pollfd fds[3] = {{-1, POLLIN, 0}, {wake_fd, POLLIN, 0}, {in.get(zmq::sockopt::fd), POLLIN, 0}};
+  // One poll() over the output connection, the wake-up descriptor and the
+  // input connection (readable only when the engine closed it; writable
+  // asked for only while something waits). A descriptor of -1 (down) is
+  // ignored.
+  pollfd fds[3] = {{-1, POLLIN, 0}, {wake_fd, POLLIN, 0}, {-1, POLLIN, 0}};
   bool all = true;  // read everything this round
   while (!stop) {
     const auto now = Clock::now();
-    if (!out.connected() && now - last_connect >= kReconnectInterval) {
+    if ((!out.connected() || !in.connected()) && now - last_connect >= kReconnectInterval) {
       last_connect = now;
+      (void)in.Connect();
       if (out.Connect()) {
         // Back after a drop: a new engine process at the address (an
         // engine's socket closes only when it exits), which knows nothing
@@ -406,13 +398,12 @@ void EngineClient::Impl::Run() {
     }
     // Every 0.5 s; every 0.1 s while still waiting for EngineReady.
     // Not while the engine is away: they would queue up for its successor.
-    if (!down && now - last_beat >= std::chrono::milliseconds(ready ? 500 : 100)) {
+    if (!down && in.connected() &&
+        now - last_beat >= std::chrono::milliseconds(ready ? 500 : 100)) {
       flatbuffers::FlatBufferBuilder b;
-      const auto bytes = ipc::Seal(
+      (void)in.Send(ipc::Seal(
           b, ipc::Body::Heartbeat,
-          ipc::CreateHeartbeat(b, options.client_index, !ready, options.incarnation).Union());
-      // One that does not fit is dropped: the next comes in 0.5 s.
-      (void)in.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::dontwait);
+          ipc::CreateHeartbeat(b, options.client_index, !ready, options.incarnation).Union()));
       last_beat = now;
     }
     if (alive && down &&
@@ -431,14 +422,15 @@ void EngineClient::Impl::Run() {
         }
     }
     if (!alive) pending.clear();  // their handlers were failed (Gone)
-    auto send_pending = [&] {
-      while (!pending.empty() && in.send(zmq::buffer(pending.front()), zmq::send_flags::dontwait))
-        pending.pop_front();
-    };
-    send_pending();
-    // What stays waits for the socket's descriptor, which ZMQ_EVENTS re-arms
-    // (a send reads what changed only now and then).
-    if (!pending.empty() && (in.get(zmq::sockopt::events) & ZMQ_POLLOUT)) send_pending();
+    if (in.connected() && (all || fds[2].revents)) {
+      // The engine never writes here: readable is the end of the connection.
+      if (fds[2].revents & (POLLIN | POLLHUP | POLLERR))
+        (void)in.Read([](std::span<const std::uint8_t>) {});
+      if (in.connected() && in.wants_write()) (void)in.WriteQueued();
+    }
+    // A failed send closes the connection (the engine went): the message
+    // waits for the next one.
+    while (!pending.empty() && in.Send(pending.front())) pending.pop_front();
     if (out.connected() && (all || fds[0].revents)) {
       bool any = false;
       const bool up = out.Read([&](std::span<const std::uint8_t> frame) {
@@ -452,10 +444,11 @@ void EngineClient::Impl::Run() {
         down_since = Clock::now();
       }
     }
-    // The input socket's descriptor only matters while something waits; the
-    // output connection's is -1 (ignored) while down.
     fds[0].fd = out.fd();
-    const int woke = ::poll(fds, pending.empty() ? 2 : 3, 100);
+    fds[2].fd = in.fd();
+    fds[2].events = static_cast<short>(POLLIN | (in.wants_write() ? POLLOUT : 0));
+    fds[0].revents = fds[1].revents = fds[2].revents = 0;
+    const int woke = ::poll(fds, 3, 100);
     all = woke <= 0;  // a timeout (or an interrupted wait): read everything
   }
 }
@@ -476,11 +469,8 @@ EngineClient::~EngineClient() {
 void EngineClient::Stop() {
   impl_->stop = true;
   if (impl_->io.joinable()) impl_->io.join();
-  {
-    std::lock_guard<std::mutex> g(impl_->work_mu);
-    impl_->work_stop = true;
-  }
-  impl_->work_cv.notify_all();
+  impl_->work_stop = true;
+  impl_->work_wake.Notify();
   if (impl_->dispatcher.joinable()) impl_->dispatcher.join();
 }
 

@@ -1,15 +1,16 @@
 // EngineClient: an API server's connection to one engine (DESIGN.md §2).
 //
-// Two DEALER sockets with routing id "c<index>.<incarnation>" (requests out,
-// outputs in; the incarnation is random per process, so a restarted process
-// can never receive its predecessor's outputs), owned by one I/O thread that
+// Two Unix-socket connections whose hellos say "c<index>.<incarnation>"
+// (sightline/ipc/stream_connection.h: requests out, outputs in; the
+// incarnation is random per process, so a restarted process can never
+// receive its predecessor's outputs), owned by one I/O thread that
 // heartbeats every 0.5 s, asks for EngineReady until it has it, and watches
 // the output connection: if the engine goes away (EngineDead, or the
 // connection drops and stays down), the client turns unhealthy and every
 // in-flight request is failed at once (after the outputs already received
 // for it are delivered). Nothing sent towards the engine is dropped while it
-// is frozen or slow: no high-water mark, and a message a socket refuses
-// waits, in order, for the next try. Output handlers run on a second
+// is frozen or slow: what a socket does not take waits, in order, and what
+// comes while the input connection is down waits for the next one. Output handlers run on a second
 // thread, fed by the I/O thread, so a slow handler (detokenizing, stop
 // strings, a client's HTTP write) never delays the heartbeats: the engine
 // would take a silent API server for dead.

@@ -14,7 +14,7 @@
 #include "lora/lora_modules.h"
 #include "sightline/clock.h"
 #include "sightline/engine_core/safetensors.h"
-#include "sightline/ipc/output_stream.h"
+#include "sightline/ipc/frame_stream.h"
 #include "sightline/kernels/cpu_ops.h"
 #include "sightline/shm_registry/process_metrics.h"
 #include "sightline/shm_registry/registry.h"
@@ -52,10 +52,12 @@ Status MakePlan(EngineProcessOptions* o, Plan* p) {
     if (Status s = PlanGpuKvCache(p->model, *o, &p->kv); !s.ok()) return s;
   if (!o->disable_log_stats && o->registry.empty())
     return Status::InvalidArgument("--registry is required unless --disable-log-stats");
-  sockaddr_un unused;
-  socklen_t length;
-  if (Status s = ipc::ParseUnixAddress(o->output, &unused, &length); !s.ok())
-    return Status::InvalidArgument("--output: " + s.message());
+  for (const auto& [flag, address] : {std::pair{"--input", &o->input}, {"--output", &o->output}}) {
+    sockaddr_un unused;
+    socklen_t length;
+    if (Status s = ipc::ParseUnixAddress(*address, &unused, &length); !s.ok())
+      return Status::InvalidArgument(std::string(flag) + ": " + s.message());
+  }
   return Status::Ok();
 }
 

@@ -10,7 +10,6 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
-#include <zmq.hpp>
 
 #include "blocking_queue.h"
 #include "engine_wire.h"
@@ -18,7 +17,7 @@
 #include "sightline/clock.h"
 #include "sightline/ipc/client_identity.h"
 #include "sightline/ipc/codec.h"
-#include "sightline/ipc/output_listener.h"
+#include "sightline/ipc/stream_listener.h"
 
 namespace sightline::engine {
 
@@ -66,7 +65,6 @@ struct EngineServer::State {
   EngineServerOptions options;
   EngineCore* core;
   EngineMetrics* metrics;
-  zmq::context_t context{1};
   BlockingQueue<InputEvent> input;
   BlockingQueue<Outgoing> output{/*with_wake_fd=*/true};  // the output thread polls
   std::atomic<bool> done{false};
@@ -96,8 +94,8 @@ struct EngineServer::State {
   std::atomic<std::uint32_t> num_waiting{0}, num_running{0};
 
   void Reject();  // counts and logs (once) a message that failed verification
-  void InputLoop(zmq::socket_t& sock);
-  void OutputLoop(ipc::OutputListener& listener);
+  void InputLoop(ipc::StreamListener& listener);
+  void OutputLoop(ipc::StreamListener& listener);
   void Handle(InputEvent& e);
   Client* Admit(const InputEvent& e);
   void Replace(std::uint32_t index, Client& c, std::uint64_t incarnation);
@@ -121,15 +119,33 @@ void EngineServer::State::Reject() {
   if (metrics) metrics->CountRejectedMessage();
 }
 
-void EngineServer::State::InputLoop(zmq::socket_t& sock) {
-  zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
+void EngineServer::State::InputLoop(ipc::StreamListener& listener) {
   const int block_size = core->config().block_size;
   std::vector<std::uint64_t> aligned;  // a misaligned frame's copy (DecodeFrame)
   const auto half_timeout = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(options.heartbeat_timeout_s / 2));
   // Well inside half the timeout, so that only a stopped process looks like one.
-  const auto poll_timeout = std::chrono::milliseconds(std::clamp<std::int64_t>(
+  const int poll_timeout_ms = static_cast<int>(std::clamp<std::int64_t>(
       static_cast<std::int64_t>(options.heartbeat_timeout_s * 1000 / 4), 1, 100));
+  // Each frame is from the process its connection's hello named.
+  auto on_frame = [&](std::string_view identity, std::span<const std::uint8_t> frame) {
+    const std::optional<ipc::ClientId> sender = ipc::ParseClientIdentity(identity);
+    if (!sender) {  // not an API server's identity
+      Reject();
+      return;
+    }
+    const ipc::Envelope* env = ipc::DecodeFrame(frame.data(), frame.size(), &aligned);
+    if (!env) {
+      Reject();
+      return;
+    }
+    InputEvent e;
+    if (!DecodeInput(*env, *sender, block_size, &e)) {
+      Reject();
+      return;
+    }
+    input.Push(std::move(e));
+  };
   Clock::time_point previous{};
   while (!done.load()) {
     const auto now = Clock::now();
@@ -137,31 +153,8 @@ void EngineServer::State::InputLoop(zmq::socket_t& sock) {
       input_resumed.store(now.time_since_epoch().count());
     input_tick.store(now.time_since_epoch().count());
     previous = now;
-    if (zmq::poll(&item, 1, poll_timeout) <= 0) continue;
-    zmq::message_t identity, payload;
-    if (!sock.recv(identity, zmq::recv_flags::dontwait)) continue;
-    if (!identity.more() || !sock.recv(payload, zmq::recv_flags::none)) {
-      Reject();
-      continue;
-    }
-    bool extra = false;
-    while (payload.more() && sock.recv(payload, zmq::recv_flags::none)) extra = true;
-    const std::optional<ipc::ClientId> sender = ipc::ParseClientIdentity(identity.to_string_view());
-    if (extra || !sender) {  // not our protocol, or not an API server's identity
-      Reject();
-      continue;
-    }
-    const ipc::Envelope* env = ipc::DecodeFrame(payload.data(), payload.size(), &aligned);
-    if (!env) {
-      Reject();
-      continue;
-    }
-    InputEvent e;
-    if (!DecodeInput(*env, *sender, block_size, &e)) {
-      Reject();
-      continue;
-    }
-    input.Push(std::move(e));
+    listener.Wait(-1, poll_timeout_ms);
+    listener.Service(on_frame);
   }
 }
 
@@ -173,7 +166,7 @@ void EngineServer::State::InputLoop(zmq::socket_t& sock) {
 // It waits in poll() on the output queue's wake descriptor and the output
 // sockets together, so that a socket with room again, a new API server's
 // connection or a closed one is seen while the queue is quiet.
-void EngineServer::State::OutputLoop(ipc::OutputListener& listener) {
+void EngineServer::State::OutputLoop(ipc::StreamListener& listener) {
   flatbuffers::FlatBufferBuilder b(64 * 1024);
   std::string id;  // the receiver's identity, its capacity kept
   auto send = [&](ipc::ClientId to, std::span<const std::uint8_t> bytes) {
@@ -186,8 +179,11 @@ void EngineServer::State::OutputLoop(ipc::OutputListener& listener) {
   auto last_beat = Clock::time_point{}, last_load = Clock::time_point{};
   std::vector<ipc::ClientId> beat_to_copy;
   for (;;) {
+    // Read before the drain: what was queued before `done` was set (an
+    // EngineDead, the last outputs) is then in this drain or an earlier one.
+    const bool finishing = done.load();
     std::deque<Outgoing> batch = output.Drain(std::chrono::milliseconds(0));
-    if (batch.empty() && !done.load()) {
+    if (batch.empty() && !finishing) {
       const auto next_load = std::chrono::duration_cast<std::chrono::milliseconds>(
           last_load + kEngineLoadInterval - Clock::now());
       if (listener.Wait(output.wake_fd(),
@@ -238,7 +234,7 @@ void EngineServer::State::OutputLoop(ipc::OutputListener& listener) {
       if (beat) last_beat = now;
       if (load) last_load = now;
     }
-    if (batch.empty() && done.load()) {
+    if (batch.empty() && finishing) {
       // What is still queued (an EngineDead, the last outputs) gets a
       // second to reach its readers, as ZeroMQ's linger gave it.
       listener.Flush(1000);
@@ -305,7 +301,7 @@ void EngineServer::State::Emit(const StepOutputs& outputs) {
 
 // A new process took index `index`: the old one is gone for good (a live
 // process keeps its incarnation). Its requests end now, told to it (dropped
-// by ZeroMQ if it is dead) and counted here, since no API server will.
+// if it is no longer connected) and counted here, since no API server will.
 void EngineServer::State::Replace(std::uint32_t index, Client& c, std::uint64_t incarnation) {
   const ipc::ClientId old{index, c.incarnation};
   StepOutputs aborted = core->AbortClient(index);
@@ -529,28 +525,20 @@ std::uint64_t EngineServer::rejected_messages() const {
 
 int EngineServer::Run() {
   State& s = *state_;
-  zmq::socket_t in(s.context, zmq::socket_type::router);
-  // Outputs never drop once queued (output_stream.h): a stalled API server's
+  // Frames never drop once queued (frame_stream.h): a stalled API server's
   // abort outputs must reach it when it resumes. Unbounded, but only for the
   // heartbeat timeout: a silent client gets nothing more after its aborts.
-  std::unique_ptr<ipc::OutputListener> out;
-  if (Status st = ipc::OutputListener::Listen(s.options.output_address, &out); !st.ok()) {
-    Log("ERROR", "cannot bind: " + st.message());
-    return 1;
+  // What API servers send waits in their sockets (and in them) for as long
+  // as the engine is frozen or busy.
+  std::unique_ptr<ipc::StreamListener> in, out;
+  for (auto [address, listener] :
+       {std::pair{&s.options.input_address, &in}, std::pair{&s.options.output_address, &out}}) {
+    if (Status st = ipc::StreamListener::Listen(*address, listener); !st.ok()) {
+      Log("ERROR", "cannot bind: " + st.message());
+      return 1;
+    }
   }
-  try {
-    in.set(zmq::sockopt::router_handover, 1);
-    in.set(zmq::sockopt::linger, 1000);
-    // Inbound, a full pipe pushes back on the API server's DEALER, whose
-    // non-blocking send then fails: what API servers send queues here
-    // instead, for as long as the engine is frozen or busy.
-    in.set(zmq::sockopt::rcvhwm, 0);
-    in.bind(s.options.input_address);
-  } catch (const zmq::error_t& e) {
-    Log("ERROR", std::string("cannot bind: ") + e.what());
-    return 1;
-  }
-  std::thread input_thread([&] { s.InputLoop(in); });
+  std::thread input_thread([&] { s.InputLoop(*in); });
   std::thread output_thread([&] { s.OutputLoop(*out); });
   Log("INFO", "serving " + s.options.served_model_name + " on " + s.options.input_address);
   if (s.options.on_serving) s.options.on_serving();

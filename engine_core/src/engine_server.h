@@ -1,17 +1,17 @@
 // EngineServer: the engine process's I/O around an EngineCore (DESIGN.md §1-2).
 //
-//   input thread : ZeroMQ ROUTER recv -> verify/decode -> prompt block hashing -> queue
+//   input thread : frames from every API server's input connection -> verify/decode
+//                  -> prompt block hashing -> queue
 //   main thread  : drain the queue -> EngineCore::Step -> outputs to the output queue
 //                  (blocks on the queue when idle: no busy spin)
-//   output thread: encode -> a frame to the owning API server's connection
-//                  (sightline/ipc/output_listener.h); every ~0.5 s a
-//                  Heartbeat to each API server
+//   output thread: encode -> a frame on the owning API server's output
+//                  connection; every ~0.5 s a Heartbeat to each API server
 //
-// The engine binds the input ROUTER socket and listens on the output Unix
-// socket; API servers connect a DEALER socket whose routing id is
-// "c<index>.<incarnation>" (sightline/ipc/client_identity.h), random per
-// process, and an output connection whose hello says the same. The sender of a message is its routing id: a body that
-// names another client is dropped (counted as rejected), and an abort only
+// The engine listens on both Unix sockets (sightline/ipc/stream_listener.h);
+// each API server connects to both, and each connection's hello is its
+// identity "c<index>.<incarnation>" (sightline/ipc/client_identity.h), random
+// per process. The sender of a message is its connection's identity: a body
+// that names another client is dropped (counted as rejected), and an abort only
 // ends the sender's own requests. A new incarnation of an index replaces the
 // old one, whose requests are aborted at once (and counted as aborts here,
 // since their API server is gone); a process's late messages after it was

@@ -38,7 +38,7 @@ std::unique_ptr<Request> FromWire(const ipc::AddRequest& m, int block_size) {
 }
 
 bool DecodeInput(const ipc::Envelope& env, ipc::ClientId sender, int block_size, InputEvent* e) {
-  // Who sent it is the routing id; a body that names someone else is refused.
+  // Who sent it is its connection's identity; a body that names someone else is refused.
   auto is_sender = [&](std::uint32_t index, std::uint64_t incarnation) {
     return ipc::ClientId{index, incarnation} == sender;
   };

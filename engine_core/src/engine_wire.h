@@ -25,7 +25,7 @@ ipc::FinishReason ToWire(FinishReason r);
 // A verified message from an API server, for the main thread.
 struct InputEvent {
   enum class Kind { kAdd, kAbort, kUtility, kHeartbeat } kind;
-  ipc::ClientId client;  // from the routing id, never from the body
+  ipc::ClientId client;  // from the connection's identity, never from the body
   std::unique_ptr<Request> request;
   std::vector<std::string> ids;
   std::uint64_t call_id = 0;
@@ -34,13 +34,13 @@ struct InputEvent {
   bool need_ready = false;
 };
 
-// `env`, sent by `sender` (its routing id), as an event; false when it is
+// `env`, sent by `sender` (its connection's identity), as an event; false when it is
 // to be rejected: a body naming another client than its sender, or a
 // message the engine does not take.
 bool DecodeInput(const ipc::Envelope& env, ipc::ClientId sender, int block_size, InputEvent* e);
 
 // A Request from a verified AddRequest, with its prompt block hashes. The
-// caller sets client_index from the sender's routing id.
+// caller sets client_index from the sender's identity.
 std::unique_ptr<Request> FromWire(const ipc::AddRequest& m, int block_size);
 
 // An EngineOutputs with `items`.

@@ -75,21 +75,28 @@ TEST(ApiServerCli, ServeAndApiServerCheckTheEngineHealthTimeout) {
   EXPECT_EQ(DryRun("serve --engine-health-timeout 2.5").first, 0);
 }
 
-// The engine's outputs go over a Unix socket (sightline/ipc/output_stream.h):
+// The engine's sockets are Unix sockets (sightline/ipc/frame_stream.h):
 // another kind of address is one clear line and exit 1 on either side,
 // before anything starts.
-TEST(ApiServerCli, EngineOutputsTakeOnlyUnixSocketAddresses) {
-  for (const std::string& cmd :
-       {std::string("api-server --registry r --engine-input ipc:///tmp/x --engine-output "),
-        std::string("engine --registry r --input ipc:///tmp/x --output ")}) {
+TEST(ApiServerCli, EngineAddressesTakeOnlyUnixSockets) {
+  for (const auto& [cmd, flag] : {std::pair{std::string("api-server --registry r "), "--engine-"},
+                                  std::pair{std::string("engine --registry r "), "--"}}) {
     for (const std::string& address : {std::string("tcp://127.0.0.1:5555"), std::string("ipc://"),
                                        "ipc:///tmp/" + std::string(120, 'x')}) {
-      const auto [rc, text] = DryRun(cmd + "'" + address + "'");
-      EXPECT_EQ(rc, 1) << cmd << address;
-      EXPECT_NE(text.find("output: '" + address + "'"), std::string::npos) << text;
-      EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+      for (const std::string& bad : {std::string("input"), std::string("output")}) {
+        const std::string good = bad == "input" ? "output" : "input";
+        const auto [rc, text] =
+            DryRun(cmd + flag + bad + " '" + address + "' " + flag + good + " ipc:///tmp/" + good);
+        EXPECT_EQ(rc, 1) << cmd << bad << address;
+        EXPECT_NE(text.find(flag + bad + ": '" + address + "'"), std::string::npos) << text;
+        EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+      }
     }
-    EXPECT_EQ(DryRun(cmd + "ipc://@sightline-engine0").first, 0) << cmd;
+    EXPECT_EQ(DryRun(cmd + flag + "input ipc://@sightline-engine0.in " + flag +
+                     "output ipc://@sightline-engine0.out")
+                  .first,
+              0)
+        << cmd;
   }
 }
 

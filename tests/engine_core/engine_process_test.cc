@@ -1,8 +1,8 @@
-// The engine as a real process (`sightline engine`), driven over ZeroMQ by
+// The engine as a real process (`sightline engine`), driven over its sockets by
 // fake API servers: handshake, greedy tokens equal to the dense reference,
 // outputs only to their owner, utility calls, garbage on the wire, a
 // vanished API server's requests aborted, a new incarnation aborting its
-// predecessor's at once, ownership taken from the routing id, a stalled API
+// predecessor's at once, ownership taken from the connection's identity, a stalled API
 // server told of its aborts, a frozen engine not taking live API servers for
 // silent when it resumes, the engine's own heartbeat (silent while it is
 // SIGSTOPped), metrics in the shared registry, and a clean SIGTERM. What needs
@@ -19,7 +19,6 @@
 #include <optional>
 #include <set>
 #include <thread>
-#include <zmq.hpp>
 
 #include "engine_core/dense_reference.h"
 #include "engine_core/fake_api_server.h"
@@ -78,7 +77,6 @@ class EngineProcessTest : public ::testing::Test {
   std::unique_ptr<metrics::Registry> reg_;
   std::string dir_, in_, out_;
   ChildProcess engine_;
-  zmq::context_t ctx_{1};
 };
 
 constexpr const char* kRunning = "vllm:num_requests_running{engine=\"0\",model_name=\"tiny\"}";
@@ -109,7 +107,7 @@ std::size_t CountReason(const std::map<std::string, ipc::FinishReason>& reasons,
 
 TEST_F(EngineProcessTest, ServesGreedyTokensEqualToTheDenseReference) {
   Start();
-  FakeApiServer a(ctx_, 0, in_, out_), b(ctx_, 1, in_, out_);
+  FakeApiServer a(0, in_, out_), b(1, in_, out_);
   auto ready = a.Recv();
   ASSERT_TRUE(ready);
   ASSERT_EQ(ready->body.type, ipc::Body::EngineReady);
@@ -154,7 +152,7 @@ TEST_F(EngineProcessTest, ServesGreedyTokensEqualToTheDenseReference) {
 // budget: 32, then 8 that sample, then 7 decodes).
 TEST_F(EngineProcessTest, MfuCountersGrowByEachStepsEstimate) {
   Start({"--enable-mfu-metrics"});
-  FakeApiServer a(ctx_, 0, in_, out_);
+  FakeApiServer a(0, in_, out_);
   ASSERT_TRUE(a.Recv());
   a.Add("a", PatternPrompt(40, 1), 8);
   ASSERT_EQ(a.Collect({"a"}).at("a").size(), 8u);
@@ -187,7 +185,7 @@ TEST_F(EngineProcessTest, SpeculationKeepsTheGreedyTokensAndSendsSeveralPerOutpu
   Start({"--speculative-config",
          R"({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1,
              "prompt_lookup_max": 3})"});
-  FakeApiServer a(ctx_, 0, in_, out_);
+  FakeApiServer a(0, in_, out_);
   ASSERT_TRUE(a.Recv());  // READY
   std::vector<std::int32_t> looping = PatternPrompt(12, 1);
   for (int i = 0; i < 3; ++i) looping.insert(looping.end(), looping.begin(), looping.begin() + 12);
@@ -242,7 +240,7 @@ TEST_F(EngineProcessTest, ServesAHuggingFaceDirectoryWrittenByMakeModel) {
       std::string(SIGHTLINE_CLI) + " make-model " + model_dir + " --seed 3 --shards 2";
   ASSERT_EQ(std::system(make.c_str()), 0);
   Start({}, model_dir);
-  FakeApiServer a(ctx_, 0, in_, out_);
+  FakeApiServer a(0, in_, out_);
   ASSERT_TRUE(a.Recv());
   a.Add("x", PatternPrompt(12, 7), 6);
   const auto got = a.Collect({"x"});
@@ -256,7 +254,7 @@ TEST_F(EngineProcessTest, ServesAHuggingFaceDirectoryWrittenByMakeModel) {
 
 TEST_F(EngineProcessTest, UtilityCallsGarbageAndRefusedRequests) {
   Start();
-  FakeApiServer a(ctx_, 0, in_, out_);
+  FakeApiServer a(0, in_, out_);
   ASSERT_TRUE(a.Recv());  // READY
   const char garbage[] = "definitely not a flatbuffer";
   a.SendRaw(garbage, sizeof garbage);
@@ -289,10 +287,10 @@ TEST_F(EngineProcessTest, UtilityCallsGarbageAndRefusedRequests) {
 
 TEST_F(EngineProcessTest, AVanishedApiServersRequestsAreAborted) {
   Start({"--heartbeat-timeout", "1"});
-  FakeApiServer stays(ctx_, 0, in_, out_);
+  FakeApiServer stays(0, in_, out_);
   ASSERT_TRUE(stays.Recv());
   {
-    FakeApiServer leaves(ctx_, 1, in_, out_);
+    FakeApiServer leaves(1, in_, out_);
     ASSERT_TRUE(leaves.Recv());
     AddLong(leaves, "long-");  // would run for a long while
     leaves.AwaitTokens("long-0", 2);
@@ -311,7 +309,7 @@ TEST_F(EngineProcessTest, AVanishedApiServersRequestsAreAborted) {
   EXPECT_EQ(stays.Collect({"after"}).at("after").size(), 3u);
   // A restarted API server with the same index (a new incarnation) is served;
   // its predecessor never came back, so the engine counts its abort.
-  FakeApiServer back(ctx_, 1, in_, out_, /*incarnation=*/0xbeef);
+  FakeApiServer back(1, in_, out_, /*incarnation=*/0xbeef);
   auto ready = back.Recv();
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->body.type, ipc::Body::EngineReady);
@@ -327,7 +325,7 @@ TEST_F(EngineProcessTest, AVanishedApiServersRequestsAreAborted) {
 // refused (an AddRequest answered with an abort, so nothing waits forever).
 TEST_F(EngineProcessTest, ANewIncarnationAbortsItsPredecessorsRequestsAtOnce) {
   Start({"--heartbeat-timeout", "30"});  // only the incarnation can explain an abort
-  FakeApiServer old(ctx_, 1, in_, out_, 0x0a1d);
+  FakeApiServer old(1, in_, out_, 0x0a1d);
   ASSERT_TRUE(old.Recv());
   const std::set<std::string> old_ids = AddLong(old, "old-");
   // All 32 must be in the engine before the new incarnation says hello: the
@@ -336,7 +334,7 @@ TEST_F(EngineProcessTest, ANewIncarnationAbortsItsPredecessorsRequestsAtOnce) {
   old.AwaitTokens("old-31", 1);
   const double rejected_before = Page()[kRejected];
 
-  FakeApiServer fresh(ctx_, 1, in_, out_, 0xf2e5);
+  FakeApiServer fresh(1, in_, out_, 0xf2e5);
   auto ready = fresh.Recv();
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->body.type, ipc::Body::EngineReady);
@@ -367,25 +365,25 @@ TEST_F(EngineProcessTest, ANewIncarnationAbortsItsPredecessorsRequestsAtOnce) {
   EXPECT_EQ(Page()[kAborts], 32);
 }
 
-// The sender is its routing id: an abort of another's request does nothing, a
-// body claiming another index is dropped and counted, and so is a routing id
-// that is not an API server's.
-TEST_F(EngineProcessTest, OwnershipComesFromTheRoutingId) {
+// The sender is its connection's identity (the hello): an abort of another's
+// request does nothing, a body claiming another index is dropped and
+// counted, and so is a message under an identity that is not an API server's.
+TEST_F(EngineProcessTest, OwnershipComesFromTheConnectionsIdentity) {
   Start();
-  FakeApiServer a(ctx_, 0, in_, out_), b(ctx_, 1, in_, out_);
+  FakeApiServer a(0, in_, out_), b(1, in_, out_);
   ASSERT_TRUE(a.Recv());
   ASSERT_TRUE(b.Recv());
   const std::set<std::string> a_ids = AddLong(a, "a-", 24);  // leaves b step budget
   a.AwaitTokens("a-0", 2);
   b.Abort({"a-0"});                                           // not b's
   b.Add("forged", PatternPrompt(6, 2), 3, /*body_index=*/0);  // claims to be a
-  FakeApiServer stranger(ctx_, 0, in_, out_, 0, /*routing_id=*/"c0");
+  FakeApiServer stranger(0, in_, out_, 0, /*identity=*/"c0");
   stranger.Add("stranger", PatternPrompt(6, 3), 3);
   b.Add("b-own", PatternPrompt(6, 4), 3);
   EXPECT_EQ(b.Collect({"b-own"}).at("b-own").size(), 3u);  // and nothing of "forged"
   a.AwaitTokens("a-0", 10);                                // still running: b's abort did nothing
-  // The stranger's socket is another peer: the engine fair-queues peers, so
-  // its message may be read after b's later ones. Wait for it (bounded).
+  // The stranger's connection is another peer: its message may be read
+  // after b's later ones. Wait for it (bounded).
   double rejected = 0;
   for (int i = 0; i < 60 && (rejected = Page()[kRejected]) < 2; ++i)
     std::this_thread::sleep_for(Ms(50));
@@ -408,7 +406,7 @@ TEST_F(EngineProcessTest, OwnershipComesFromTheRoutingId) {
 // an abort output for each waiting in its pipe: nothing of it waits forever.
 TEST_F(EngineProcessTest, AStalledApiServerFindsItsAbortsWhenItResumes) {
   Start({"--heartbeat-timeout", "1"});
-  FakeApiServer a(ctx_, 0, in_, out_);
+  FakeApiServer a(0, in_, out_);
   ASSERT_TRUE(a.Recv());
   const std::set<std::string> ids = AddLong(a, "long-");
   a.AwaitTokens("long-0", 2);
@@ -430,7 +428,7 @@ TEST_F(EngineProcessTest, AStalledApiServerFindsItsAbortsWhenItResumes) {
 // 0.2 s after the resume. None of its requests may be aborted.
 TEST_F(EngineProcessTest, AFrozenEngineDoesNotAbortLiveApiServersWhenItResumes) {
   Start({"--heartbeat-timeout", "1"});
-  FakeApiServer a(ctx_, 0, in_, out_);
+  FakeApiServer a(0, in_, out_);
   ASSERT_TRUE(a.Recv());
   std::set<std::string> ids = AddLong(a, "long-", 64);  // ~2x as long as 32
   a.AwaitTokens("long-0", 2);
@@ -466,7 +464,7 @@ TEST_F(EngineProcessTest, AFrozenEngineDoesNotAbortLiveApiServersWhenItResumes) 
 // not, and stops while it is frozen (what the API servers' /health watches).
 TEST_F(EngineProcessTest, TheEngineHeartbeatsFromItsOutputThread) {
   Start();
-  FakeApiServer a(ctx_, 0, in_, out_);
+  FakeApiServer a(0, in_, out_);
   ASSERT_TRUE(a.Recv());
   EXPECT_FALSE(a.Recv(Ms(2000)));  // idle: nothing but heartbeats
   const int idle_beats = a.engine_heartbeats();

@@ -12,7 +12,6 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
-#include <zmq.hpp>
 
 #include "engine_core/fake_api_server.h"
 #include "engine_server.h"
@@ -57,8 +56,8 @@ class InProcessEngine {
     if (thread_.joinable()) thread_.join();
     return rc_;
   }
-  FakeApiServer Client(zmq::context_t& ctx, std::uint32_t index) {
-    return FakeApiServer(ctx, index, options_.input_address, options_.output_address);
+  FakeApiServer Client(std::uint32_t index) {
+    return FakeApiServer(index, options_.input_address, options_.output_address);
   }
 
  private:
@@ -87,8 +86,7 @@ class FailingRunner : public ModelRunner {
 
 TEST(EngineServer, FatalErrorBroadcastsEngineDeadAndExitsNonZero) {
   InProcessEngine engine(std::make_unique<FailingRunner>());
-  zmq::context_t ctx(1);
-  FakeApiServer a = engine.Client(ctx, 0), b = engine.Client(ctx, 1);
+  FakeApiServer a = engine.Client(0), b = engine.Client(1);
   ASSERT_TRUE(a.Recv());
   ASSERT_TRUE(b.Recv());
   a.Add("boom", PatternPrompt(4, 1), 2);
@@ -125,8 +123,7 @@ class SlowRunner : public ModelRunner {
 // machine's late wake-ups) and well under the 4.7 s a blocked sender shows.
 TEST(EngineServer, HeartbeatsKeepComingDuringALongStep) {
   InProcessEngine engine(std::make_unique<SlowRunner>(Ms(5000)));
-  zmq::context_t ctx(1);
-  FakeApiServer a = engine.Client(ctx, 0);
+  FakeApiServer a = engine.Client(0);
   ASSERT_TRUE(a.Recv());
   a.Add("slow", PatternPrompt(4, 1), 1);
   std::this_thread::sleep_for(Ms(300));  // inside the step
@@ -157,8 +154,7 @@ TEST(EngineServer, HeartbeatsKeepComingDuringALongStep) {
 // balancer's input. The counts follow the queues, down to 0 once idle.
 TEST(EngineServer, EveryApiServerHearsTheSchedulersLoad) {
   InProcessEngine engine(std::make_unique<SlowRunner>(Ms(300)));
-  zmq::context_t ctx(1);
-  FakeApiServer a = engine.Client(ctx, 0), b = engine.Client(ctx, 1);
+  FakeApiServer a = engine.Client(0), b = engine.Client(1);
   ASSERT_TRUE(a.Recv());
   ASSERT_TRUE(b.Recv());
   a.Add("x", PatternPrompt(4, 1), 4);
@@ -184,8 +180,7 @@ TEST(EngineServer, EveryApiServerHearsTheSchedulersLoad) {
 // whole cache in its snapshot.
 TEST(EngineServer, ApiServersHearWhatThePrefixCacheHolds) {
   InProcessEngine engine(std::make_unique<SlowRunner>(Ms(5)), 2.0, /*cache_updates=*/true);
-  zmq::context_t ctx(1);
-  FakeApiServer a = engine.Client(ctx, 0);
+  FakeApiServer a = engine.Client(0);
   auto first = a.Recv();
   ASSERT_TRUE(first);
   ASSERT_EQ(first->body.type, ipc::Body::CacheUpdate);
@@ -219,7 +214,7 @@ TEST(EngineServer, ApiServersHearWhatThePrefixCacheHolds) {
     }
   }
   EXPECT_EQ(stored, want);
-  FakeApiServer b = engine.Client(ctx, 1);
+  FakeApiServer b = engine.Client(1);
   auto snapshot = b.Recv();
   ASSERT_TRUE(snapshot);
   ASSERT_EQ(snapshot->body.type, ipc::Body::CacheUpdate);
@@ -236,8 +231,7 @@ TEST(EngineServer, ApiServersHearWhatThePrefixCacheHolds) {
 // hide an API server that went quiet. Its request is aborted and it is told.
 TEST(EngineServer, LongStepsDoNotHideASilentApiServer) {
   InProcessEngine engine(std::make_unique<SlowRunner>(Ms(600)), /*heartbeat_timeout_s=*/1);
-  zmq::context_t ctx(1);
-  FakeApiServer a = engine.Client(ctx, 0);
+  FakeApiServer a = engine.Client(0);
   ASSERT_TRUE(a.Recv());
   a.Add("r", PatternPrompt(4, 1), 100);   // a minute of 0.6 s steps
   std::this_thread::sleep_for(Ms(3000));  // silent

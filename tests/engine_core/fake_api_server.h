@@ -1,8 +1,7 @@
 // FakeApiServer: the API-server side of the engine's protocol, for tests that
 // drive an engine (a real process or an in-process EngineServer): it connects
-// the input socket under its routing id and the output connection under the
-// same identity, heartbeats, adds and aborts requests, and collects what the
-// engine sends it. Test support.
+// to both of the engine's sockets under its identity, heartbeats, adds and
+// aborts requests, and collects what the engine sends it. Test support.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,12 +16,11 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include <zmq.hpp>
 
 #include "engine_server.h"
 #include "sightline/ipc/client_identity.h"
 #include "sightline/ipc/codec.h"
-#include "sightline/ipc/output_receiver.h"
+#include "sightline/ipc/stream_connection.h"
 #include "support/ipc_requests.h"
 
 namespace sightline::engine {
@@ -36,22 +34,28 @@ inline std::uint64_t DefaultIncarnation(std::uint32_t index) {
 
 class FakeApiServer {
  public:
-  FakeApiServer(zmq::context_t& ctx, std::uint32_t index, const std::string& in,
-                const std::string& out, std::uint64_t incarnation = 0,
-                const std::string& routing_id = "")
+  // `identity`: what both hellos say ("": this index's and incarnation's).
+  FakeApiServer(std::uint32_t index, const std::string& in, const std::string& out,
+                std::uint64_t incarnation = 0, const std::string& identity = "")
       : index_(index),
         incarnation_(incarnation ? incarnation : DefaultIncarnation(index)),
-        in_(ctx, zmq::socket_type::dealer),
-        out_(out,
-             routing_id.empty() ? ipc::FormatClientIdentity({index, incarnation_}) : routing_id) {
-    in_.set(zmq::sockopt::routing_id,
-            routing_id.empty() ? ipc::FormatClientIdentity({index, incarnation_}) : routing_id);
-    in_.set(zmq::sockopt::linger, 0);
+        in_(in, identity.empty() ? ipc::FormatClientIdentity({index, incarnation_}) : identity),
+        out_(out, identity.empty() ? ipc::FormatClientIdentity({index, incarnation_}) : identity) {
     out_.Connect();  // or later, in Recv: the engine may not listen yet
-    in_.connect(in);
   }
+  // Sends and waits until the socket took it, connecting first while the
+  // engine does not listen yet (10 s at most, then the test fails).
   void SendRaw(const void* data, std::size_t size) {
-    in_.send(zmq::buffer(data, size), zmq::send_flags::none);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!in_.connected() && !in_.Connect() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(Ms(20));
+    ASSERT_TRUE(in_.Send({static_cast<const std::uint8_t*>(data), size})) << "engine not there";
+    while (in_.wants_write() && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{in_.fd(), POLLOUT, 0};
+      (void)::poll(&p, 1, 50);
+      ASSERT_TRUE(in_.WriteQueued());
+    }
+    ASSERT_FALSE(in_.wants_write()) << "the engine took nothing for 10 s";
   }
   void SendRaw(const std::vector<std::uint8_t>& bytes) { SendRaw(bytes.data(), bytes.size()); }
   void Heartbeat() {
@@ -151,7 +155,7 @@ class FakeApiServer {
 
  private:
   void Send(flatbuffers::FlatBufferBuilder&, std::span<const std::uint8_t> bytes) {
-    in_.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::none);
+    SendRaw(bytes.data(), bytes.size());
   }
   // The next frame from the engine, waiting up to `timeout` (connecting
   // first, if the engine listens by now).
@@ -176,8 +180,7 @@ class FakeApiServer {
   bool ready_ = false;
   int engine_heartbeats_ = 0, engine_loads_ = 0;
   ipc::EngineLoadT last_load_;
-  zmq::socket_t in_;
-  ipc::OutputReceiver out_;
+  ipc::StreamConnection in_, out_;
   std::deque<std::vector<std::uint8_t>> frames_;  // read, not yet taken
 };
 

@@ -253,9 +253,19 @@ TEST_F(KvEventsProcessTest, ASubscriberRebuildsTheEnginesCachedBlocks) {
   sub.set(zmq::sockopt::subscribe, "kv@");  // llm-d's topic filter
   sub.set(zmq::sockopt::linger, 0);
   sub.connect(pub_);
-  FakeApiServer a(ctx, 0, in_, out_);
+  FakeApiServer a(0, in_, out_);
   ASSERT_TRUE(a.Recv()) << "no EngineReady";
   std::vector<KvWireBatch> live;
+  // The SUB connects and subscribes in the background, and a PUB drops what
+  // it sends before that: requests until a batch reaches it (ceiling ~20 s).
+  for (int i = 0; i < 200 && live.empty(); ++i) {
+    const std::string id = "warm-" + std::to_string(i);
+    a.Add(id, SharedPrompt(8, 300 + i), 2);
+    a.Collect({id});
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    Drain(sub, &live);
+  }
+  ASSERT_FALSE(live.empty()) << "nothing reached the SUB socket";
 
   for (int round = 0; round < 3; ++round) {
     std::set<std::string> ids;
@@ -267,12 +277,12 @@ TEST_F(KvEventsProcessTest, ASubscriberRebuildsTheEnginesCachedBlocks) {
     // Another API server's long request, then that process is replaced (it
     // crashed and restarted): its request is aborted mid-way.
     {
-      FakeApiServer b(ctx, 1, in_, out_, /*incarnation=*/100 + static_cast<std::uint64_t>(round));
+      FakeApiServer b(1, in_, out_, /*incarnation=*/100 + static_cast<std::uint64_t>(round));
       ASSERT_TRUE(b.Recv());
       b.Add("long" + std::to_string(round), SharedPrompt(20, 50 + round), 200);
       b.AwaitTokens("long" + std::to_string(round), 3);
     }
-    FakeApiServer replacement(ctx, 1, in_, out_,
+    FakeApiServer replacement(1, in_, out_,
                               /*incarnation=*/900 + static_cast<std::uint64_t>(round));
     ASSERT_TRUE(replacement.Recv());
     a.Collect(ids);

@@ -164,7 +164,7 @@ TEST(Messages, TruncatedCorruptAndRandomBuffersNeverGetThrough) {
   EXPECT_GT(accepted, 0);  // benign flips (e.g. in a token id) are fine and must read safely
 }
 
-// The routing id is chosen by the peer: only the exact form is accepted.
+// The identity is chosen by the peer: only the exact form is accepted.
 TEST(ClientIdentity, RoundTripsAndRefusesAnythingElse) {
   for (const ClientId id : {ClientId{0, 0}, ClientId{3, 0x5eed}, ClientId{4294967295u, ~0ull}}) {
     const std::string s = FormatClientIdentity(id);

@@ -2,8 +2,8 @@
 // in-process and model-free, so a real EngineClient + OpenAiServer stack can
 // be driven without an engine process (the HTTP fuzzer, tests/fuzz/).
 //
-// It binds the input ROUTER socket and listens on the output socket an
-// EngineClient connects to (sightline/ipc/output_listener.h), and answers
+// It listens on the two sockets an EngineClient connects to
+// (sightline/ipc/stream_listener.h), and answers
 // like engine_server.cc does: a Heartbeat with need_ready gets EngineReady;
 // an AddRequest gets one token per step, then a finish (length at max_tokens,
 // else stop on EOS after `max_steps` tokens); AbortRequests ends requests
@@ -24,11 +24,10 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include <zmq.hpp>
 
 #include "sightline/clock.h"
 #include "sightline/ipc/codec.h"
-#include "sightline/ipc/output_listener.h"
+#include "sightline/ipc/stream_listener.h"
 
 namespace sightline::testing {
 
@@ -44,14 +43,12 @@ class FakeEngine {
     std::uint32_t engine_index = 0;  // the data-parallel rank its EngineReady says
   };
 
-  // Binds at once (throws zmq::error_t or std::runtime_error if it cannot);
-  // serves on a thread.
+  // Binds at once (throws std::runtime_error if it cannot); serves on a thread.
   explicit FakeEngine(Options options) : options_(std::move(options)) {
-    in_.set(zmq::sockopt::linger, 0);
-    in_.set(zmq::sockopt::router_handover, 1);
-    in_.bind(options_.input_address);
-    if (Status s = ipc::OutputListener::Listen(options_.output_address, &out_); !s.ok())
-      throw std::runtime_error(s.message());
+    for (auto [address, listener] :
+         {std::pair{&options_.input_address, &in_}, std::pair{&options_.output_address, &out_}})
+      if (Status s = ipc::StreamListener::Listen(*address, listener); !s.ok())
+        throw std::runtime_error(s.message());
     thread_ = std::thread([this] { Run(); });
   }
   ~FakeEngine() {
@@ -139,7 +136,7 @@ class FakeEngine {
                                  .Union()));
   }
 
-  void OnMessage(const std::string& identity, const zmq::message_t& payload) {
+  void OnMessage(const std::string& identity, std::span<const std::uint8_t> payload) {
     std::vector<std::uint64_t> aligned;
     const ipc::Envelope* e = ipc::DecodeFrame(payload.data(), payload.size(), &aligned);
     if (!e) {
@@ -284,39 +281,25 @@ class FakeEngine {
   }
 
   void Run() {
-    zmq::pollitem_t item{in_.handle(), 0, ZMQ_POLLIN, 0};
     while (!stop_) {
       Heartbeat();
       SendLoad();
       // Steps back to back while requests run; otherwise waits for input.
-      zmq::poll(&item, 1, std::chrono::milliseconds(running_.empty() ? 20 : 0));
+      in_->Wait(-1, running_.empty() ? 20 : 0);
+      in_->Service([&](std::string_view identity, std::span<const std::uint8_t> payload) {
+        OnMessage(std::string(identity), payload);
+      });
       out_->Wait(-1, 0);  // connections, and room for what waits
       out_->Service();
-      zmq::message_t identity, payload;
-      while (in_.recv(identity, zmq::recv_flags::dontwait)) {
-        if (!identity.more() || !in_.recv(payload, zmq::recv_flags::none)) {
-          ++rejected_;
-          continue;
-        }
-        bool extra = false;
-        while (payload.more() && in_.recv(payload, zmq::recv_flags::none)) extra = true;
-        if (extra) {
-          ++rejected_;
-          continue;
-        }
-        OnMessage(identity.to_string(), payload);
-      }
       Step();
     }
   }
 
   Options options_;
-  zmq::context_t context_{1};
-  zmq::socket_t in_{context_, zmq::socket_type::router};
-  std::unique_ptr<ipc::OutputListener> out_;
+  std::unique_ptr<ipc::StreamListener> in_, out_;
   // The I/O thread's only:
   std::vector<Running> running_;
-  std::map<std::string, Client> clients_;  // by routing id
+  std::map<std::string, Client> clients_;  // by identity
   std::chrono::steady_clock::time_point last_beat_{};
   std::atomic<bool> stop_{false};
   struct CacheChange {

@@ -2,8 +2,8 @@
 """End-to-end API-server load: N concurrent streamed completions against a real
 engine (the built-in tiny model) and one API server on loopback, while /metrics
 is scraped in a loop. Reports streamed tokens/s, the API server's whole-process
-CPU time per streamed token (from /proc, so HTTP, sockets and ZeroMQ included),
-and /metrics latency percentiles during the load.
+CPU time per streamed token (from /proc, so HTTP, sockets and the engine's
+connections included), and /metrics latency percentiles during the load.
 
 Usage: tools/bench/api_load.py [--cli build/tools/sightline] [--streams 256]
        [--tokens 64] [--rounds 2] [--per-request-metrics] [--stream-interval N]

@@ -1,4 +1,5 @@
-// The ZeroMQ routing id of an API-server process: "c<index>.<incarnation>"
+// The identity of an API-server process (the hello of its connections,
+// sightline/ipc/frame_stream.h): "c<index>.<incarnation>"
 // (decimal index, lower-case hex incarnation). The incarnation is random per
 // process, so a restarted API server has a new identity: the engine can never
 // route a predecessor's outputs to it, and sees the restart as a new
@@ -25,7 +26,7 @@ inline std::string FormatClientIdentity(ClientId id) {
   return "c" + std::to_string(id.index) + "." + std::string(hex, r.ptr);
 }
 
-// nullopt unless `s` is exactly what FormatClientIdentity writes (a routing id
+// nullopt unless `s` is exactly what FormatClientIdentity writes (an identity
 // is chosen by the peer, so it is input like any other).
 inline std::optional<ClientId> ParseClientIdentity(std::string_view s) {
   if (s.size() < 4 || s.size() > 1 + 10 + 1 + 16 || s[0] != 'c') return std::nullopt;

@@ -1,7 +1,8 @@
-// The engine -> API-server output path (sightline/ipc/output_stream.h): frames
-// arrive whole, in order and only at their owner, whatever their sizes and
-// however slowly the reader reads; the end of a connection comes after every
-// frame sent before it; what is not the protocol ends only its own connection.
+// The engine <-> API-server transport (sightline/ipc/frame_stream.h): frames
+// arrive whole, in order and only at their owner (or from their sender),
+// whatever their sizes and however slowly the reader reads; the end of a
+// connection comes after every frame sent before it; what is not the
+// protocol ends only its own connection.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -11,27 +12,28 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <random>
 #include <thread>
 #include <vector>
 
-#include "sightline/ipc/output_listener.h"
-#include "sightline/ipc/output_receiver.h"
+#include "sightline/ipc/stream_connection.h"
+#include "sightline/ipc/stream_listener.h"
 
 namespace sightline::ipc {
-namespace output_stream_test {
+namespace frame_stream_test {
 
 using Frame = std::vector<std::uint8_t>;
 using Clock = std::chrono::steady_clock;
 
-// A socket path of this test's own, removed with it.
+// A socket path of this test's own, removed with it (in /tmp, not $TMPDIR:
+// a socket's path must fit in 107 bytes).
 class SocketPath {
  public:
   SocketPath() {
     static std::atomic<int> n{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("sightline-out-" + std::to_string(getpid()) + "-" + std::to_string(n++));
+    path_ = "/tmp/sightline-frames-" + std::to_string(getpid()) + "-" + std::to_string(n++);
   }
   ~SocketPath() { std::filesystem::remove(path_); }
   std::string address() const { return "ipc://" + path_.string(); }
@@ -41,9 +43,9 @@ class SocketPath {
   std::filesystem::path path_;
 };
 
-std::unique_ptr<OutputListener> ListenAt(const std::string& address) {
-  std::unique_ptr<OutputListener> l;
-  const Status s = OutputListener::Listen(address, &l);
+std::unique_ptr<StreamListener> ListenAt(const std::string& address) {
+  std::unique_ptr<StreamListener> l;
+  const Status s = StreamListener::Listen(address, &l);
   EXPECT_TRUE(s.ok()) << s.message();
   return l;
 }
@@ -54,8 +56,8 @@ Frame CorpusFrame(std::mt19937& rng, std::size_t i) {
   const std::uint32_t kind = rng() % 10;
   std::size_t size = rng() % 16384;
   if (kind == 0) size = 0;
-  if (kind == 1) size = rng() % 4;                               // shorter than a length
-  if (kind == 2) size = 200 * 1024 + rng() % (3 * 1024 * 1024);  // past a socket's buffer
+  if (kind == 1) size = rng() % 4;                           // shorter than a length
+  if (kind == 2) size = 200 * 1024 + rng() % (1024 * 1024);  // past a socket's buffer
   Frame f(size);
   for (std::size_t j = 0; j < size; ++j) f[j] = static_cast<std::uint8_t>(i * 131 + j * 7);
   return f;
@@ -63,7 +65,7 @@ Frame CorpusFrame(std::mt19937& rng, std::size_t i) {
 
 // Reads `r` until `want` frames came, the connection ended, or the deadline.
 // Returns whether the connection is still up.
-bool ReadFrames(OutputReceiver& r, std::vector<Frame>* got, std::size_t want,
+bool ReadFrames(StreamConnection& r, std::vector<Frame>* got, std::size_t want,
                 std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) {
   const auto deadline = Clock::now() + limit;
   while (got->size() < want && Clock::now() < deadline) {
@@ -76,7 +78,7 @@ bool ReadFrames(OutputReceiver& r, std::vector<Frame>* got, std::size_t want,
 }
 
 // Keeps `l` writing what waits until nothing does (or the deadline).
-void Drain(OutputListener& l) {
+void Drain(StreamListener& l) {
   const auto deadline = Clock::now() + std::chrono::seconds(30);
   while (l.queued_bytes() > 0 && Clock::now() < deadline) {
     l.Wait(-1, 50);
@@ -84,7 +86,7 @@ void Drain(OutputListener& l) {
   }
 }
 
-TEST(OutputStream, AddressesTakeOnlyIpcPaths) {
+TEST(FrameStream, AddressesTakeOnlyIpcPaths) {
   sockaddr_un a;
   socklen_t n;
   for (const char* bad :
@@ -101,22 +103,22 @@ TEST(OutputStream, AddressesTakeOnlyIpcPaths) {
   EXPECT_EQ(std::memcmp(a.sun_path + 1, "engine0", 7), 0);
   EXPECT_EQ(n, offsetof(sockaddr_un, sun_path) + 8);
 
-  std::unique_ptr<OutputListener> l;
-  const Status s = OutputListener::Listen("tcp://127.0.0.1:5555", &l);
+  std::unique_ptr<StreamListener> l;
+  const Status s = StreamListener::Listen("tcp://127.0.0.1:5555", &l);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("ipc://"), std::string::npos) << s.message();
 }
 
-TEST(OutputStream, FramesArriveWholeAndInOrderWhateverTheirSizes) {
+TEST(FrameStream, FramesArriveWholeAndInOrderWhateverTheirSizes) {
   SocketPath path;
   auto listener = ListenAt(path.address());
   ASSERT_TRUE(listener);
-  OutputReceiver r(path.address(), "c0.1");
+  StreamConnection r(path.address(), "c0.1");
   ASSERT_TRUE(r.Connect());
 
   std::mt19937 rng(46);
   std::vector<Frame> sent;
-  for (std::size_t i = 0; i < 600; ++i) sent.push_back(CorpusFrame(rng, i));
+  for (std::size_t i = 0; i < 400; ++i) sent.push_back(CorpusFrame(rng, i));
   std::size_t most_queued = 0;
   std::thread engine([&] {
     for (const Frame& f : sent) {
@@ -135,11 +137,74 @@ TEST(OutputStream, FramesArriveWholeAndInOrderWhateverTheirSizes) {
   EXPECT_EQ(listener->queued_bytes(), 0u);
 }
 
-TEST(OutputStream, AStalledReaderLosesNothing) {
+// Keeps `c` writing what it queued until nothing waits (or the deadline).
+void DrainConnection(StreamConnection& c) {
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (c.wants_write() && Clock::now() < deadline) {
+    pollfd p{c.fd(), POLLOUT, 0};
+    (void)::poll(&p, 1, 50);
+    ASSERT_TRUE(c.WriteQueued());
+  }
+}
+
+// The engine's input: several API servers send at once, each with frames of
+// every size, while the engine reads now and then.
+TEST(FrameStream, FramesFromEachSenderArriveWholeInItsOrderUnderItsIdentity) {
   SocketPath path;
   auto listener = ListenAt(path.address());
   ASSERT_TRUE(listener);
-  OutputReceiver r(path.address(), "c1.2");
+  const std::vector<std::string> identities = {"c0.1", "c1.2", "c2.3"};
+  std::vector<std::vector<Frame>> sent(identities.size());
+  std::mt19937 rng(4646);
+  for (auto& frames : sent)
+    for (std::size_t i = 0; i < 150; ++i) frames.push_back(CorpusFrame(rng, i));
+  std::map<std::string, std::vector<Frame>> got;
+  std::atomic<std::size_t> total{0};
+  std::size_t want = 0;
+  for (const auto& frames : sent) want += frames.size();
+  std::vector<std::thread> senders;
+  std::vector<std::size_t> most_queued(identities.size());
+  for (std::size_t k = 0; k < identities.size(); ++k)
+    senders.emplace_back([&, k] {
+      StreamConnection c(path.address(), identities[k]);
+      ASSERT_TRUE(c.Connect());
+      for (const Frame& f : sent[k]) {
+        ASSERT_TRUE(c.Send(f));
+        most_queued[k] = std::max(most_queued[k], c.queued_bytes());
+      }
+      DrainConnection(c);
+      // Stays connected until the engine has read it all (a close may not
+      // overtake what the socket still holds, but the test says so anyway).
+      while (total < want) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    });
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (total < want && Clock::now() < deadline) {
+    listener->Wait(-1, 50);
+    listener->Service([&](std::string_view identity, std::span<const std::uint8_t> f) {
+      got[std::string(identity)].emplace_back(f.begin(), f.end());
+      ++total;
+    });
+  }
+  const std::size_t read = total;
+  total = want;  // the senders may go
+  for (auto& t : senders) t.join();
+  EXPECT_EQ(read, want);
+  for (std::size_t k = 0; k < identities.size(); ++k) {
+    ASSERT_EQ(got[identities[k]].size(), sent[k].size()) << identities[k];
+    for (std::size_t i = 0; i < sent[k].size(); ++i)
+      ASSERT_EQ(got[identities[k]][i], sent[k][i]) << identities[k] << " frame " << i;
+    EXPECT_GT(most_queued[k], 0u) << "the sender's queue was never used";
+  }
+  StreamConnection never(path.address() + "-nobody", "c9.9");
+  EXPECT_FALSE(never.Connect());
+  EXPECT_FALSE(never.Send(Frame{1}));  // not connected
+}
+
+TEST(FrameStream, AStalledReaderLosesNothing) {
+  SocketPath path;
+  auto listener = ListenAt(path.address());
+  ASSERT_TRUE(listener);
+  StreamConnection r(path.address(), "c1.2");
   ASSERT_TRUE(r.Connect());
   // Far more than the socket holds, sent while nobody reads.
   std::vector<Frame> sent;
@@ -153,11 +218,11 @@ TEST(OutputStream, AStalledReaderLosesNothing) {
   EXPECT_EQ(got, sent);
 }
 
-TEST(OutputStream, FramesGoOnlyToTheirIdentity) {
+TEST(FrameStream, FramesGoOnlyToTheirIdentity) {
   SocketPath path;
   auto listener = ListenAt(path.address());
   ASSERT_TRUE(listener);
-  OutputReceiver a(path.address(), "c0.a"), b(path.address(), "c1.b");
+  StreamConnection a(path.address(), "c0.a"), b(path.address(), "c1.b");
   ASSERT_TRUE(a.Connect());
   ASSERT_TRUE(b.Connect());
   EXPECT_FALSE(listener->Send("c2.c", Frame{1, 2, 3}));  // nobody: dropped
@@ -174,14 +239,14 @@ TEST(OutputStream, FramesGoOnlyToTheirIdentity) {
   EXPECT_EQ(got_a.size(), 1u);
 }
 
-TEST(OutputStream, ASecondConnectionOfAnIdentityReplacesTheFirst) {
+TEST(FrameStream, ASecondConnectionOfAnIdentityReplacesTheFirst) {
   SocketPath path;
   auto listener = ListenAt(path.address());
   ASSERT_TRUE(listener);
-  OutputReceiver first(path.address(), "c3.1");
+  StreamConnection first(path.address(), "c3.1");
   ASSERT_TRUE(first.Connect());
   ASSERT_TRUE(listener->Send("c3.1", Frame{1}));
-  OutputReceiver second(path.address(), "c3.1");
+  StreamConnection second(path.address(), "c3.1");
   ASSERT_TRUE(second.Connect());
   // Taken when the listener next looks (here: a wait, as the engine's loop).
   const auto deadline = Clock::now() + std::chrono::seconds(10);
@@ -201,11 +266,11 @@ TEST(OutputStream, ASecondConnectionOfAnIdentityReplacesTheFirst) {
   EXPECT_EQ(listener->connections(), 1u);
 }
 
-TEST(OutputStream, TheEndComesAfterEveryFrameAndAnotherListenerIsFoundAgain) {
+TEST(FrameStream, TheEndComesAfterEveryFrameAndAnotherListenerIsFoundAgain) {
   SocketPath path;
   auto listener = ListenAt(path.address());
   ASSERT_TRUE(listener);
-  OutputReceiver r(path.address(), "c0.5");
+  StreamConnection r(path.address(), "c0.5");
   ASSERT_TRUE(r.Connect());
   EXPECT_FALSE(r.Connect());  // already connected
   std::vector<Frame> sent;
@@ -235,7 +300,7 @@ TEST(OutputStream, TheEndComesAfterEveryFrameAndAnotherListenerIsFoundAgain) {
   EXPECT_EQ(got, std::vector<Frame>{Frame{9}});
 }
 
-TEST(OutputStream, AStaleSocketFileIsReplacedAndAnythingElseIsNot) {
+TEST(FrameStream, AStaleSocketFileIsReplacedAndAnythingElseIsNot) {
   SocketPath path;
   {
     // A socket bound there whose process is gone: what a killed engine leaves.
@@ -255,17 +320,36 @@ TEST(OutputStream, AStaleSocketFileIsReplacedAndAnythingElseIsNot) {
     ASSERT_TRUE(f);
     std::fclose(f);
   }
-  std::unique_ptr<OutputListener> l;
-  EXPECT_FALSE(OutputListener::Listen(file.address(), &l).ok());
+  std::unique_ptr<StreamListener> l;
+  EXPECT_FALSE(StreamListener::Listen(file.address(), &l).ok());
   EXPECT_TRUE(std::filesystem::is_regular_file(file.path())) << "a file was removed";
 }
 
+// An engine that leaves after a successor took its address (it was still
+// flushing) leaves the successor's socket where it is.
+TEST(FrameStream, AnEngineLeavingKeepsItsSuccessorsSocket) {
+  SocketPath path;
+  auto first = ListenAt(path.address());
+  auto second = ListenAt(path.address());
+  ASSERT_TRUE(first && second);
+  first.reset();
+  EXPECT_TRUE(std::filesystem::exists(path.path()));
+  StreamConnection r(path.address(), "c0.3");
+  ASSERT_TRUE(r.Connect());
+  ASSERT_TRUE(second->Send("c0.3", Frame{5}));
+  std::vector<Frame> got;
+  EXPECT_TRUE(ReadFrames(r, &got, 1));
+  EXPECT_EQ(got, std::vector<Frame>{Frame{5}});
+  second.reset();
+  EXPECT_FALSE(std::filesystem::exists(path.path())) << "its own socket stays";
+}
+
 // Raw bytes to the listener: what is not a hello ends that connection only.
-TEST(OutputStream, ABadHelloEndsOnlyItsOwnConnection) {
+TEST(FrameStream, ABadHelloEndsOnlyItsOwnConnection) {
   SocketPath path;
   auto listener = ListenAt(path.address());
   ASSERT_TRUE(listener);
-  OutputReceiver good(path.address(), "c0.9");
+  StreamConnection good(path.address(), "c0.9");
   ASSERT_TRUE(good.Connect());
   const std::vector<std::vector<std::uint8_t>> hellos = {
       {0, 0, 0, 0},              // empty identity
@@ -302,7 +386,7 @@ TEST(OutputStream, ABadHelloEndsOnlyItsOwnConnection) {
 
 // Raw bytes to the receiver: a length past the limit ends the connection,
 // after the whole frames before it.
-TEST(OutputStream, ALengthPastTheLimitEndsTheConnection) {
+TEST(FrameStream, ALengthPastTheLimitEndsTheConnection) {
   SocketPath path;
   sockaddr_un a;
   socklen_t n;
@@ -310,11 +394,11 @@ TEST(OutputStream, ALengthPastTheLimitEndsTheConnection) {
   const int server = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_EQ(::bind(server, reinterpret_cast<sockaddr*>(&a), n), 0);
   ASSERT_EQ(::listen(server, 4), 0);
-  OutputReceiver r(path.address(), "c0.7");
+  StreamConnection r(path.address(), "c0.7");
   ASSERT_TRUE(r.Connect());
   const int peer = ::accept(server, nullptr, nullptr);
   ASSERT_GE(peer, 0);
-  const std::uint32_t too_long = kMaxOutputFrame + 1;
+  const std::uint32_t too_long = kMaxFrame + 1;
   std::vector<std::uint8_t> bytes = {2, 0, 0, 0, 'o', 'k'};
   for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<std::uint8_t>(too_long >> (8 * i)));
   bytes.resize(bytes.size() + 100, 'x');
@@ -328,5 +412,5 @@ TEST(OutputStream, ALengthPastTheLimitEndsTheConnection) {
   ::close(server);
 }
 
-}  // namespace output_stream_test
+}  // namespace frame_stream_test
 }  // namespace sightline::ipc

@@ -1,7 +1,12 @@
-#include "sightline/ipc/output_stream.h"
+#include "sightline/ipc/frame_stream.h"
+
+#include <errno.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstring>
+
+#include "frame_reader.h"
 
 namespace sightline::ipc {
 
@@ -9,7 +14,7 @@ Status ParseUnixAddress(std::string_view address, sockaddr_un* out, socklen_t* l
   constexpr std::string_view kScheme = "ipc://";
   if (!address.starts_with(kScheme))
     return Status::InvalidArgument("'" + std::string(address) +
-                                   "': outputs take only ipc://<path> (a Unix socket)");
+                                   "': only ipc://<path> is taken (a Unix socket)");
   const std::string_view path = address.substr(kScheme.size());
   std::memset(out, 0, sizeof *out);
   out->sun_family = AF_UNIX;
@@ -24,6 +29,23 @@ Status ParseUnixAddress(std::string_view address, sockaddr_un* out, socklen_t* l
   *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() +
                                    (path[0] == '@' ? 0 : 1));
   return Status::Ok();
+}
+
+bool FrameReader::Fill(int fd, std::size_t* got, bool* again) {
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer_.data() + filled_, buffer_.size() - filled_);
+    if (n > 0) {
+      filled_ += static_cast<std::size_t>(n);
+      *got = static_cast<std::size_t>(n);
+      return true;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      *again = true;
+      return true;
+    }
+    return false;  // the end, or an error
+  }
 }
 
 }  // namespace sightline::ipc
