@@ -24,6 +24,7 @@ struct StreamListener::Impl {
     FrameReader reader;
     std::vector<std::uint8_t> out;  // queued, not yet written: [out_head, end)
     std::size_t out_head = 0;
+    std::chrono::steady_clock::time_point accepted;
     short revents = 0;  // what the last Wait found
     bool closed = false;
     std::size_t queued() const { return out.size() - out_head; }
@@ -39,6 +40,7 @@ struct StreamListener::Impl {
   // accept() out of descriptors or memory leaves the socket readable: it is
   // left out of the wait until then, not polled in a busy loop.
   std::chrono::steady_clock::time_point accept_paused_until{};
+  std::chrono::milliseconds hello_timeout{30000};
   std::vector<std::unique_ptr<Connection>> connections;
   std::unordered_map<std::string, Connection*> by_identity;  // those with a hello
   std::vector<pollfd> fds;
@@ -109,6 +111,7 @@ struct StreamListener::Impl {
       }
       auto c = std::make_unique<Connection>();
       c->fd = fd;
+      c->accepted = std::chrono::steady_clock::now();
       c->reader.set_max_frame(kMaxHelloFrame);
       connections.push_back(std::move(c));
       ReadFrom(*connections.back(), frame);
@@ -123,11 +126,13 @@ struct StreamListener::Impl {
 StreamListener::StreamListener(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 StreamListener::~StreamListener() = default;
 
-Status StreamListener::Listen(const std::string& address, std::unique_ptr<StreamListener>* out) {
+Status StreamListener::Listen(const std::string& address, std::unique_ptr<StreamListener>* out,
+                              int hello_timeout_ms) {
   sockaddr_un addr;
   socklen_t length;
   if (Status s = ParseUnixAddress(address, &addr, &length); !s.ok()) return s;
   auto impl = std::make_unique<Impl>();
+  impl->hello_timeout = std::chrono::milliseconds(hello_timeout_ms);
   impl->listen_fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (impl->listen_fd < 0)
     return Status::IoError("socket for " + address + ": " + std::string(std::strerror(errno)));
@@ -191,11 +196,16 @@ bool StreamListener::Wait(int wake_fd, int timeout_ms) {
 
 void StreamListener::Service(const FrameFn& frame) {
   Impl& s = *impl_;
+  const auto now = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < s.connections.size(); ++i) {  // Accept may add: by index
     Impl::Connection& c = *s.connections[i];
     const short r = c.revents;
     c.revents = 0;
     if (c.closed) continue;
+    if (c.identity.empty() && now - c.accepted > s.hello_timeout) {
+      s.Close(c);
+      continue;
+    }
     if (r & (POLLIN | POLLHUP | POLLERR)) s.ReadFrom(c, frame);
     if (!c.closed && (r & POLLOUT) && !WriteQueuedFrames(c.fd, &c.out, &c.out_head)) s.Close(c);
   }

@@ -375,13 +375,42 @@ TEST(FrameStream, ABadHelloEndsOnlyItsOwnConnection) {
       listener->Service();
     }
     char c;
-    EXPECT_EQ(::read(fd, &c, 1), 0);
+    EXPECT_EQ(::recv(fd, &c, 1, MSG_DONTWAIT), 0) << "still open";
     ::close(fd);
   }
   std::vector<Frame> got;
   EXPECT_TRUE(ReadFrames(good, &got, 1));
   EXPECT_EQ(got, std::vector<Frame>{Frame{7}});
   EXPECT_EQ(listener->connections(), 1u);
+}
+
+// A peer that connects and never says who it is is let go.
+TEST(FrameStream, AConnectionWithoutAHelloIsClosedInTime) {
+  SocketPath path;
+  std::unique_ptr<StreamListener> listener;
+  ASSERT_TRUE(StreamListener::Listen(path.address(), &listener, /*hello_timeout_ms=*/100).ok());
+  sockaddr_un a;
+  socklen_t n;
+  ASSERT_TRUE(ParseUnixAddress(path.address(), &a, &n).ok());
+  const int silent = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(silent, reinterpret_cast<sockaddr*>(&a), n), 0);
+  ASSERT_EQ(::send(silent, "\x05\0\0", 3, MSG_NOSIGNAL), 3);  // a hello begun, never ended
+  StreamConnection good(path.address(), "c0.4");
+  ASSERT_TRUE(good.Connect());
+  pollfd p{silent, POLLIN, 0};
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (::poll(&p, 1, 0) == 0 && Clock::now() < deadline) {
+    listener->Wait(-1, 20);
+    listener->Service();
+  }
+  char c;
+  EXPECT_EQ(::recv(silent, &c, 1, MSG_DONTWAIT), 0) << "still open";
+  ::close(silent);
+  EXPECT_EQ(listener->connections(), 1u);  // the one that said hello stays
+  ASSERT_TRUE(listener->Send("c0.4", Frame{8}));
+  std::vector<Frame> got;
+  EXPECT_TRUE(ReadFrames(good, &got, 1));
+  EXPECT_EQ(got, std::vector<Frame>{Frame{8}});
 }
 
 // Raw bytes to the receiver: a length past the limit ends the connection,

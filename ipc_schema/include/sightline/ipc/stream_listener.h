@@ -18,8 +18,12 @@ namespace sightline::ipc {
 class StreamListener {
  public:
   // Binds and listens at `address` (a stale socket there, a killed engine's,
-  // is replaced; anything else there is an error).
-  static Status Listen(const std::string& address, std::unique_ptr<StreamListener>* out);
+  // is replaced; anything else there is an error). A connection that has not
+  // sent its hello within `hello_timeout_ms` is closed (ZeroMQ's handshake
+  // interval, 30 s by default, did the same), so that peers that connect and
+  // say nothing cannot pile up.
+  static Status Listen(const std::string& address, std::unique_ptr<StreamListener>* out,
+                       int hello_timeout_ms = 30000);
   ~StreamListener();  // closes every connection; removes the socket file
   StreamListener(const StreamListener&) = delete;
   StreamListener& operator=(const StreamListener&) = delete;
@@ -35,7 +39,8 @@ class StreamListener {
   // what peers sent and calls `frame(identity, bytes)` for each frame after
   // a hello (in each connection's order), writes what waits for sockets with
   // room again, and closes connections that ended or broke the protocol (a
-  // hello that is empty or over kMaxHelloFrame, a length over kMaxFrame).
+  // hello that is empty or over kMaxHelloFrame or late, a length over
+  // kMaxFrame).
   // Never blocks.
   using FrameFn = std::function<void(std::string_view identity, std::span<const std::uint8_t>)>;
   void Service(const FrameFn& frame = nullptr);
