@@ -130,14 +130,10 @@ Status CheckApiOptions(const ApiServerProcessOptions& o) {
         "engine (" +
         std::to_string(o.engine_inputs.size()) + " and " + std::to_string(o.engine_outputs.size()) +
         " given)");
-  for (const auto& [flag, addresses] :
-       {std::pair{"--engine-input", &o.engine_inputs}, {"--engine-output", &o.engine_outputs}})
-    for (const std::string& address : *addresses) {
-      sockaddr_un unused;
-      socklen_t length;
-      if (Status s = ipc::ParseUnixAddress(address, &unused, &length); !s.ok())
-        return Status::InvalidArgument(std::string(flag) + ": " + s.message());
-    }
+  for (std::size_t i = 0; i < o.engine_inputs.size(); ++i) {
+    if (Status s = ipc::CheckUnixAddress("--engine-input", o.engine_inputs[i]); !s.ok()) return s;
+    if (Status s = ipc::CheckUnixAddress("--engine-output", o.engine_outputs[i]); !s.ok()) return s;
+  }
   if (o.engine_inputs.size() > kMaxDataParallelSize)
     return Status::InvalidArgument("at most " + std::to_string(kMaxDataParallelSize) +
                                    " engines (--engine-input)");

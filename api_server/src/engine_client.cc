@@ -428,9 +428,11 @@ void EngineClient::Impl::Run() {
         (void)in.Read([](std::span<const std::uint8_t>) {});
       if (in.connected() && in.wants_write()) (void)in.WriteQueued();
     }
-    // A failed send closes the connection (the engine went): the message
-    // waits for the next one.
-    while (!pending.empty() && in.Send(pending.front())) pending.pop_front();
+    // Not while the engine is away (as heartbeats): a successor's input may
+    // connect before its output, and would run what was meant for the old
+    // one before Gone() failed it. A failed send closes the connection (the
+    // engine went): the message waits for the next one.
+    while (!down && !pending.empty() && in.Send(pending.front())) pending.pop_front();
     if (out.connected() && (all || fds[0].revents)) {
       bool any = false;
       const bool up = out.Read([&](std::span<const std::uint8_t> frame) {

@@ -10,10 +10,10 @@
 // in-flight request is failed at once (after the outputs already received
 // for it are delivered). Nothing sent towards the engine is dropped while it
 // is frozen or slow: what a socket does not take waits, in order, and what
-// comes while the input connection is down waits for the next one. Output handlers run on a second
-// thread, fed by the I/O thread, so a slow handler (detokenizing, stop
-// strings, a client's HTTP write) never delays the heartbeats: the engine
-// would take a silent API server for dead.
+// comes while the engine is away waits for it to be back. Output handlers
+// run on a second thread, fed by the I/O thread, so a slow handler
+// (detokenizing, stop strings, a client's HTTP write) never delays the
+// heartbeats: the engine would take a silent API server for dead.
 #pragma once
 
 #include <cstdint>

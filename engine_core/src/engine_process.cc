@@ -52,13 +52,8 @@ Status MakePlan(EngineProcessOptions* o, Plan* p) {
     if (Status s = PlanGpuKvCache(p->model, *o, &p->kv); !s.ok()) return s;
   if (!o->disable_log_stats && o->registry.empty())
     return Status::InvalidArgument("--registry is required unless --disable-log-stats");
-  for (const auto& [flag, address] : {std::pair{"--input", &o->input}, {"--output", &o->output}}) {
-    sockaddr_un unused;
-    socklen_t length;
-    if (Status s = ipc::ParseUnixAddress(*address, &unused, &length); !s.ok())
-      return Status::InvalidArgument(std::string(flag) + ": " + s.message());
-  }
-  return Status::Ok();
+  if (Status s = ipc::CheckUnixAddress("--input", o->input); !s.ok()) return s;
+  return ipc::CheckUnixAddress("--output", o->output);
 }
 
 // The engine's metric registry and what writes into it. Members are

@@ -267,7 +267,7 @@ void EngineServer::State::SendCacheSnapshot(ipc::ClientId client) {
 }
 
 // Every API server hears of a run-time load or unload, the caller before its
-// UtilityResult (one queue, one pipe per receiver: in order), so that its
+// UtilityResult (one queue, one connection per receiver: in order), so that its
 // answer is sent once its own list is current. Silent ones too: a stalled
 // process reads it when it resumes.
 void EngineServer::State::BroadcastLoras() {
@@ -343,8 +343,8 @@ EngineServer::State::Client* EngineServer::State::Admit(const InputEvent& e) {
   }
   c.last_seen = Clock::now();
   if (c.silent) {
-    // It stalled and resumed: the abort outputs sent meanwhile wait in its
-    // pipe, so it ends those requests (and counts them) itself.
+    // It stalled and resumed: the abort outputs sent meanwhile wait on its
+    // connection, so it ends those requests (and counts them) itself.
     Log("INFO", Describe(e.client) + " is back");
     SendCacheSnapshot(e.client);  // it was sent no CacheUpdate while silent
     c.silent = false;
@@ -488,7 +488,7 @@ void EngineServer::State::CheckHeartbeats() {
     if (c.silent || c.last_seen >= deadline) continue;
     changed = true;
     // Dead or stalled. Its requests end now; it is told (a stalled process
-    // reads it when it resumes, a dead one's pipe is gone). A later message
+    // reads it when it resumes, a dead one's connection is gone). A later message
     // makes it a client again.
     c.silent = true;
     StepOutputs aborted = core->AbortClient(index);
@@ -530,6 +530,10 @@ int EngineServer::Run() {
   // heartbeat timeout: a silent client gets nothing more after its aborts.
   // What API servers send waits in their sockets (and in them) for as long
   // as the engine is frozen or busy.
+  if (s.output.wake_fd() < 0) {  // the output thread waits on it
+    Log("ERROR", "cannot create the output queue's eventfd");
+    return 1;
+  }
   std::unique_ptr<ipc::StreamListener> in, out;
   for (auto [address, listener] :
        {std::pair{&s.options.input_address, &in}, std::pair{&s.options.output_address, &out}}) {

@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include "sightline/ipc/frame_stream.h"
+
 namespace sightline::ipc {
 
 class FrameReader {
@@ -20,9 +22,11 @@ class FrameReader {
   // Reads what `fd` has and calls `frame(bytes)` with each whole frame, in
   // order (the span lives until it returns). A frame longer than
   // `max_frame()` is kBad; `frame` may change the limit for the frames
-  // after it (a hello, then the rest).
+  // after it (a hello, then the rest). `drain`: read until the socket is
+  // empty; otherwise one read() (a listener takes turns between its peers,
+  // and poll() says again what is left).
   template <typename Fn>
-  Result Read(int fd, Fn&& frame);
+  Result Read(int fd, Fn&& frame, bool drain = true);
 
   void set_max_frame(std::uint32_t n) { max_frame_ = n; }
   std::uint32_t max_frame() const { return max_frame_; }
@@ -35,7 +39,7 @@ class FrameReader {
   static constexpr std::size_t kInitialBuffer = 64 * 1024;
   std::vector<std::uint8_t> buffer_;  // [0, filled_) read, not yet delivered
   std::size_t filled_ = 0;
-  std::uint32_t max_frame_ = 1u << 30;
+  std::uint32_t max_frame_ = kMaxFrame;
 };
 
 inline std::uint32_t LoadFrameLength(const std::uint8_t* p) {
@@ -48,7 +52,12 @@ inline void StoreFrameLength(std::uint32_t n, std::uint8_t* p) {
 }
 
 template <typename Fn>
-FrameReader::Result FrameReader::Read(int fd, Fn&& frame) {
+FrameReader::Result FrameReader::Read(int fd, Fn&& frame, bool drain) {
+  // Back to the usual size once a rare huge frame (prompt logprobs) is out.
+  if (filled_ == 0 && buffer_.size() > 4 * kInitialBuffer) {
+    buffer_.resize(kInitialBuffer);
+    buffer_.shrink_to_fit();
+  }
   if (buffer_.empty()) buffer_.resize(kInitialBuffer);
   for (;;) {
     std::size_t got = 0;
@@ -74,7 +83,7 @@ FrameReader::Result FrameReader::Read(int fd, Fn&& frame) {
       filled_ -= at;
     }
     // A read that did not fill the room took everything there was.
-    if (got < room) return Result::kMore;
+    if (got < room || !drain) return Result::kMore;
   }
 }
 

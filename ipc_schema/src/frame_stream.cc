@@ -1,12 +1,8 @@
 #include "sightline/ipc/frame_stream.h"
 
-#include <errno.h>
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstring>
-
-#include "frame_reader.h"
+#include <string>
 
 namespace sightline::ipc {
 
@@ -20,6 +16,8 @@ Status ParseUnixAddress(std::string_view address, sockaddr_un* out, socklen_t* l
   out->sun_family = AF_UNIX;
   // sun_path holds a path and its terminating zero; an abstract name (its
   // first byte zero) uses the whole field.
+  if (path == "*")  // ZeroMQ's "a name of its choosing": here a file named "*"
+    return Status::InvalidArgument("'" + std::string(address) + "': name the socket's path");
   if (path.empty() || path == "@" || path.size() >= sizeof out->sun_path ||
       path.find('\0') != path.npos)
     return Status::InvalidArgument("'" + std::string(address) + "': the path must be 1 to " +
@@ -31,21 +29,11 @@ Status ParseUnixAddress(std::string_view address, sockaddr_un* out, socklen_t* l
   return Status::Ok();
 }
 
-bool FrameReader::Fill(int fd, std::size_t* got, bool* again) {
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer_.data() + filled_, buffer_.size() - filled_);
-    if (n > 0) {
-      filled_ += static_cast<std::size_t>(n);
-      *got = static_cast<std::size_t>(n);
-      return true;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      *again = true;
-      return true;
-    }
-    return false;  // the end, or an error
-  }
+Status CheckUnixAddress(std::string_view flag, std::string_view address) {
+  sockaddr_un unused;
+  socklen_t length;
+  Status s = ParseUnixAddress(address, &unused, &length);
+  return s.ok() ? s : Status::InvalidArgument(std::string(flag) + ": " + s.message());
 }
 
 }  // namespace sightline::ipc

@@ -42,7 +42,12 @@ struct StreamListener::Impl {
   std::chrono::steady_clock::time_point accept_paused_until{};
   std::chrono::milliseconds hello_timeout{30000};
   std::vector<std::unique_ptr<Connection>> connections;
-  std::unordered_map<std::string, Connection*> by_identity;  // those with a hello
+  // Those with a hello, looked up by string_view: no string per frame sent.
+  struct IdentityHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view id) const { return std::hash<std::string_view>{}(id); }
+  };
+  std::unordered_map<std::string, Connection*, IdentityHash, std::equal_to<>> by_identity;
   std::vector<pollfd> fds;
 
   ~Impl() {
@@ -86,16 +91,21 @@ struct StreamListener::Impl {
   // the engine only writes, the end of the connection).
   void ReadFrom(Connection& c, const FrameFn& frame) {
     bool bad = false;
-    const FrameReader::Result r = c.reader.Read(c.fd, [&](std::span<const std::uint8_t> f) {
-      if (bad) return;
-      if (!c.identity.empty()) {
-        if (frame) frame(c.identity, f);
-      } else if (f.empty()) {
-        bad = true;  // no identity
-      } else {
-        Hello(c, f);
-      }
-    });
+    // One read() per connection and pass: every API server gets its turn
+    // (ZeroMQ's ROUTER took turns between its peers too).
+    const FrameReader::Result r = c.reader.Read(
+        c.fd,
+        [&](std::span<const std::uint8_t> f) {
+          if (bad) return;
+          if (!c.identity.empty()) {
+            if (frame) frame(c.identity, f);
+          } else if (f.empty()) {
+            bad = true;  // no identity
+          } else {
+            Hello(c, f);
+          }
+        },
+        /*drain=*/false);
     if (bad || r != FrameReader::Result::kMore) Close(c);
   }
 
@@ -161,10 +171,10 @@ bool StreamListener::Send(std::string_view identity, std::span<const std::uint8_
   // next one the process made, if it is only waiting to be taken (a READY
   // answers the first heartbeat, which may come before this thread looked).
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto it = s.by_identity.find(std::string(identity));
+    auto it = s.by_identity.find(identity);
     if (it == s.by_identity.end()) {
       s.Accept(nullptr);
-      it = s.by_identity.find(std::string(identity));
+      it = s.by_identity.find(identity);
       if (it == s.by_identity.end()) return false;
     }
     Impl::Connection& c = *it->second;
@@ -202,12 +212,11 @@ void StreamListener::Service(const FrameFn& frame) {
     const short r = c.revents;
     c.revents = 0;
     if (c.closed) continue;
-    if (c.identity.empty() && now - c.accepted > s.hello_timeout) {
-      s.Close(c);
-      continue;
-    }
     if (r & (POLLIN | POLLHUP | POLLERR)) s.ReadFrom(c, frame);
     if (!c.closed && (r & POLLOUT) && !WriteQueuedFrames(c.fd, &c.out, &c.out_head)) s.Close(c);
+    // After the read: a hello that waited in the socket while this thread
+    // did not run is taken, not timed out.
+    if (!c.closed && c.identity.empty() && now - c.accepted > s.hello_timeout) s.Close(c);
   }
   if (s.listen_revents & POLLIN) s.Accept(frame);
   s.listen_revents = 0;

@@ -81,8 +81,9 @@ TEST(ApiServerCli, ServeAndApiServerCheckTheEngineHealthTimeout) {
 TEST(ApiServerCli, EngineAddressesTakeOnlyUnixSockets) {
   for (const auto& [cmd, flag] : {std::pair{std::string("api-server --registry r "), "--engine-"},
                                   std::pair{std::string("engine --registry r "), "--"}}) {
-    for (const std::string& address : {std::string("tcp://127.0.0.1:5555"), std::string("ipc://"),
-                                       "ipc:///tmp/" + std::string(120, 'x')}) {
+    for (const std::string& address :
+         {std::string("tcp://127.0.0.1:5555"), std::string("ipc://"), std::string("ipc://*"),
+          "ipc:///tmp/" + std::string(120, 'x')}) {
       for (const std::string& bad : {std::string("input"), std::string("output")}) {
         const std::string good = bad == "input" ? "output" : "input";
         const auto [rc, text] =

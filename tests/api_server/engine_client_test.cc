@@ -76,20 +76,20 @@ class EngineClientTest : public ::testing::Test {
     base_ = "/tmp/" + sightline::testing::UniqueInstance();
     // The engine's IPC is under test, not its math: one compute thread
     // (--threads 1) keeps its pace steady on an oversubscribed machine.
-    std::vector<std::string> args = {SIGHTLINE_CLI,
-                                     "engine",
-                                     "--input",
-                                     "ipc://" + base_ + ".in",
-                                     "--output",
-                                     "ipc://" + base_ + ".out",
-                                     "--disable-log-stats",
-                                     "--served-model-name",
-                                     "tiny",
-                                     "--heartbeat-timeout",
-                                     "1.5",
-                                     "--threads",
-                                     "1"};
-    engine_ = ChildProcess::ExecLogged(args, base_ + ".log");
+    args_ = {SIGHTLINE_CLI,
+             "engine",
+             "--input",
+             "ipc://" + base_ + ".in",
+             "--output",
+             "ipc://" + base_ + ".out",
+             "--disable-log-stats",
+             "--served-model-name",
+             "tiny",
+             "--heartbeat-timeout",
+             "1.5",
+             "--threads",
+             "1"};
+    engine_ = ChildProcess::ExecLogged(args_, base_ + ".log");
     client_ = std::make_unique<EngineClient>(Options());
   }
   EngineClient::Options Options() const {
@@ -127,6 +127,7 @@ class EngineClientTest : public ::testing::Test {
     return false;
   }
   std::string base_;
+  std::vector<std::string> args_;  // the engine's command line
   ChildProcess engine_;
   std::unique_ptr<EngineClient> client_;
 };
@@ -188,6 +189,34 @@ TEST_F(EngineClientTest, AKilledEngineFailsInFlightRequestsPromptly) {
   auto f = util.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
   EXPECT_FALSE(f.get());
+}
+
+// A supervisor restarts a killed engine at the same addresses (over the
+// socket files the killed one left): the client reconnects both connections,
+// takes the new engine once it is ready, and serves again.
+TEST_F(EngineClientTest, AnEngineRestartedAtTheSameAddressesIsTakenBack) {
+  EngineInfo info;
+  ASSERT_TRUE(client_->Start(&info).ok());
+  Collector lost;
+  ASSERT_TRUE(client_->Submit("lost", AddRequest("lost", {5, 6, 7}, 1900), lost.Handler()).ok());
+  engine_.KillAndWait(SIGKILL);
+  ASSERT_TRUE(lost.Wait(std::chrono::seconds(10)));
+  EXPECT_TRUE(lost.engine_gone);
+  EXPECT_FALSE(client_->alive());
+
+  engine_ = ChildProcess::ExecLogged(args_, base_ + ".log");
+  for (int i = 0; i < 400 && !client_->alive(); ++i)  // ceiling 20 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(client_->alive()) << "the restarted engine was not taken back";
+  Collector again;
+  ASSERT_TRUE(client_->Submit("again", AddRequest("again", {1, 2, 3}, 4), again.Handler()).ok());
+  ASSERT_TRUE(again.Wait());
+  EXPECT_FALSE(again.engine_gone);
+  EXPECT_EQ(again.tokens.size(), 4u);
+  EXPECT_EQ(again.reason, ipc::FinishReason::Length);
+  for (int i = 0; i < 100 && !client_->healthy(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(client_->healthy());
 }
 
 TEST(EngineClient, ARandomIncarnationPerClient) {
@@ -326,7 +355,7 @@ TEST_F(EngineClientTest, AStalledProcessEndsItsAbortedRequestsWhenItResumes) {
   EXPECT_EQ(api.WaitFor(120), std::optional<int>(0));
 }
 
-// More requests than a ZeroMQ high-water mark (1,000) submitted while the
+// More requests than ZeroMQ's high-water mark was (1,000) submitted while the
 // engine is frozen: none may be dropped on the way (its handler would wait
 // forever). The freeze is shorter than the engine's heartbeat timeout.
 TEST_F(EngineClientTest, RequestsQueuedWhileTheEngineIsFrozenAreNeverLost) {

@@ -2,7 +2,7 @@
 // one token -> OutputProcessor::OnOutput (event stamps, request metrics in
 // the shared-memory registry, incremental detokenization, stop-string
 // matching) -> the SSE chunk (JSON) OpenAiRenderer hands to the HTTP layer. The HTTP layer's socket
-// write and the engine client's ZeroMQ receive are not included; see PERFORMANCE.md.
+// write and the engine client's socket read are not included; see PERFORMANCE.md.
 //
 // Arguments: concurrent streams, API (0 completions, 1 chat, 2 responses),
 // per-request metrics on/off, and logprobs (-1: none; k: the token's and k

@@ -34,8 +34,8 @@ void AddApiServerCommand(CLI::App& app, int* exit_code) {
   auto dry_run = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("api-server", "Run one OpenAI-compatible API server process");
   cmd->add_option("--engine-input", o->engine_inputs,
-                  "The engine's request address; once per engine, in rank order, under data "
-                  "parallelism")
+                  "The engine's request socket (ipc://PATH or ipc://@NAME); once per engine, in "
+                  "rank order, under data parallelism")
       ->required();
   cmd->add_option("--engine-output", o->engine_outputs,
                   "The engine's output address; once per engine, as --engine-input")

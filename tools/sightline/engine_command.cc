@@ -36,8 +36,12 @@ void AddEngineCommand(CLI::App& app, int* exit_code) {
   auto dry_run = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("engine", "Run one engine-core process");
   AddEngineFlags(cmd, o.get());
-  cmd->add_option("--input", o->input, "ZeroMQ address the engine binds for requests")->required();
-  cmd->add_option("--output", o->output, "ZeroMQ address the engine binds for outputs")->required();
+  cmd->add_option("--input", o->input,
+                  "Unix socket the engine listens on for requests: ipc://PATH or ipc://@NAME")
+      ->required();
+  cmd->add_option("--output", o->output,
+                  "Unix socket the engine listens on for outputs: ipc://PATH or ipc://@NAME")
+      ->required();
   cmd->add_option("--registry", o->registry, "Metric registry instance to write into");
   cmd->add_option("--engine-index", o->engine_index, "Data-parallel rank")->capture_default_str();
   cmd->add_option("--data-parallel-size", o->data_parallel_size,

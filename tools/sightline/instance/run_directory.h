@@ -1,5 +1,5 @@
 // The private directory of a `sightline serve` instance for the engine's
-// ZeroMQ ipc:// sockets (0700), removed with everything in it when the
+// Unix sockets (0700), removed with everything in it when the
 // instance stops. It is named after the registry instance: only one live
 // instance can hold that name (Registry::Create refuses a live one), so a
 // directory already there was left by a supervisor that was SIGKILLed, and is

@@ -15,8 +15,9 @@ namespace sightline::ipc {
 // size, bad offsets, unknown union member, missing required fields, ...).
 const Envelope* Decode(std::span<const std::uint8_t> bytes);
 
-// Decode() for a received frame, which may sit at any address: ZeroMQ hands
-// out frames inside its receive buffer, and FlatBuffers reads scalars in
+// Decode() for a received frame, which may sit at any address: the stream
+// sockets' reader hands out frames inside its receive buffer, each 4 bytes
+// after its length (sightline/ipc/frame_stream.h), and FlatBuffers reads scalars in
 // place, so a misaligned frame would be undefined behaviour (UBSan's
 // alignment check). A misaligned frame is copied into `*storage` (8-byte
 // aligned, the widest FlatBuffers scalar) and decoded there; the envelope
