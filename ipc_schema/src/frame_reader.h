@@ -20,16 +20,15 @@ class FrameReader {
     kBad,     // a length past the limit: not the protocol
   };
   // Reads what `fd` has and calls `frame(bytes)` with each whole frame, in
-  // order (the span lives until it returns). A frame longer than
-  // `max_frame()` is kBad; `frame` may change the limit for the frames
-  // after it (a hello, then the rest). `drain`: read until the socket is
+  // order (the span lives until it returns). A frame longer than the limit
+  // (set_max_frame; kMaxFrame at first) is kBad; `frame` may change the limit
+  // for the frames after it (a hello, then the rest). `drain`: read until the socket is
   // empty; otherwise one read() (a listener takes turns between its peers,
   // and poll() says again what is left).
   template <typename Fn>
   Result Read(int fd, Fn&& frame, bool drain = true);
 
   void set_max_frame(std::uint32_t n) { max_frame_ = n; }
-  std::uint32_t max_frame() const { return max_frame_; }
   void Reset() { filled_ = 0; }
 
  private:

@@ -39,8 +39,30 @@ class SocketPath {
   ~SocketPath() { std::filesystem::remove(path_); }
   std::string address() const { return "ipc://" + path_.string(); }
   const std::filesystem::path& path() const { return path_; }
+  // A plain socket connected, or bound (and listening) there, for the
+  // tests that speak raw bytes; -1 if that failed.
+  int RawConnect() const { return Raw(::connect); }
+  int RawListen() const {
+    const int fd = Raw(::bind);
+    if (fd >= 0 && ::listen(fd, 4) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
 
  private:
+  int Raw(int (*op)(int, const sockaddr*, socklen_t)) const {
+    sockaddr_un a;
+    socklen_t n;
+    if (!ParseUnixAddress(address(), &a, &n).ok()) return -1;
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && op(fd, reinterpret_cast<const sockaddr*>(&a), n) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
   std::filesystem::path path_;
 };
 
@@ -325,11 +347,8 @@ TEST(FrameStream, AStaleSocketFileIsReplacedAndAnythingElseIsNot) {
   SocketPath path;
   {
     // A socket bound there whose process is gone: what a killed engine leaves.
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un a;
-    socklen_t n;
-    ASSERT_TRUE(ParseUnixAddress(path.address(), &a, &n).ok());
-    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), n), 0);
+    const int fd = path.RawListen();
+    ASSERT_GE(fd, 0);
     ::close(fd);
   }
   ASSERT_TRUE(std::filesystem::exists(path.path()));
@@ -379,11 +398,8 @@ TEST(FrameStream, ABadHelloEndsOnlyItsOwnConnection) {
   };
   std::vector<int> raw;
   for (const auto& h : hellos) {
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a;
-    socklen_t n;
-    ASSERT_TRUE(ParseUnixAddress(path.address(), &a, &n).ok());
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), n), 0);
+    const int fd = path.RawConnect();
+    ASSERT_GE(fd, 0);
     ASSERT_EQ(::send(fd, h.data(), h.size(), MSG_NOSIGNAL), static_cast<ssize_t>(h.size()));
     raw.push_back(fd);
   }
@@ -410,11 +426,8 @@ TEST(FrameStream, AConnectionWithoutAHelloIsClosedInTime) {
   SocketPath path;
   std::unique_ptr<StreamListener> listener;
   ASSERT_TRUE(StreamListener::Listen(path.address(), &listener, /*hello_timeout_ms=*/100).ok());
-  sockaddr_un a;
-  socklen_t n;
-  ASSERT_TRUE(ParseUnixAddress(path.address(), &a, &n).ok());
-  const int silent = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_EQ(::connect(silent, reinterpret_cast<sockaddr*>(&a), n), 0);
+  const int silent = path.RawConnect();
+  ASSERT_GE(silent, 0);
   ASSERT_EQ(::send(silent, "\x05\0\0", 3, MSG_NOSIGNAL), 3);  // a hello begun, never ended
   StreamConnection good(path.address(), "c0.4");
   ASSERT_TRUE(good.Connect());
@@ -438,12 +451,8 @@ TEST(FrameStream, AConnectionWithoutAHelloIsClosedInTime) {
 // after the whole frames before it.
 TEST(FrameStream, ALengthPastTheLimitEndsTheConnection) {
   SocketPath path;
-  sockaddr_un a;
-  socklen_t n;
-  ASSERT_TRUE(ParseUnixAddress(path.address(), &a, &n).ok());
-  const int server = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_EQ(::bind(server, reinterpret_cast<sockaddr*>(&a), n), 0);
-  ASSERT_EQ(::listen(server, 4), 0);
+  const int server = path.RawListen();
+  ASSERT_GE(server, 0);
   StreamConnection r(path.address(), "c0.7");
   ASSERT_TRUE(r.Connect());
   const int peer = ::accept(server, nullptr, nullptr);
