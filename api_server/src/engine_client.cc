@@ -54,7 +54,7 @@ LoraAdapterList ReadLoras(
       out.emplace_back(l->name() ? l->name()->str() : "", l->path() ? l->path()->str() : "");
   return out;
 }
-void EngineClient::Impl::OnMessage(const std::vector<std::uint8_t>& m) {
+void EngineClient::Impl::OnMessage(std::span<const std::uint8_t> m) {
   const ipc::Envelope* e = ipc::DecodeFrame(m.data(), m.size(), &aligned_frame);
   if (!e) {  // never trusted, never read; said now and then, not per frame
     if (refused_frames++ % 1000 == 0)
@@ -124,13 +124,9 @@ void EngineClient::Impl::OnMessage(const std::vector<std::uint8_t>& m) {
             }
           }
         }
-        for (auto& [handler, out] : steps_handlers) {
-          try {  // one handler's defect costs the step's other requests nothing
-            (*handler)(RequestDelta{o->timestamp(), out, o->engine_index()});
-          } catch (const std::exception& ex) {
-            std::fprintf(stderr, "ERROR api-server: an output handler failed: %s\n", ex.what());
-          }
-        }
+        // One handler's defect costs the step's other requests nothing.
+        for (auto& [handler, out] : steps_handlers)
+          Guarded([&] { (*handler)(RequestDelta{o->timestamp(), out, o->engine_index()}); });
         steps_handlers.clear();  // no handler kept alive past its last output
       }
       if (const auto* u = o->utility_result()) {
@@ -187,31 +183,33 @@ EngineClient::EngineClient(Options options) : impl_(std::make_unique<Impl>()) {
   impl_->identity =
       ipc::FormatClientIdentity({impl_->options.client_index, impl_->options.incarnation});
   impl_->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  impl_->work_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
 EngineClient::~EngineClient() {
   Stop();
   if (impl_->wake_fd >= 0) close(impl_->wake_fd);
+  if (impl_->work_fd >= 0) close(impl_->work_fd);
 }
 
 void EngineClient::Stop() {
   impl_->stop = true;
-  if (impl_->io.joinable()) impl_->io.join();
-  impl_->work_stop = true;
-  impl_->work_wake.Notify();
-  if (impl_->dispatcher.joinable()) impl_->dispatcher.join();
+  impl_->Wake();
+  impl_->Dispatch([] {});  // wakes the output thread
+  if (impl_->input_thread.joinable()) impl_->input_thread.join();
+  if (impl_->output_thread.joinable()) impl_->output_thread.join();
 }
 
 Status EngineClient::Start(EngineInfo* info) {
   impl_->last_heard = MonotonicNanos();
   // Named for top -H and perf (at most 15 characters).
-  impl_->dispatcher = std::thread([this] {
+  impl_->output_thread = std::thread([this] {
     pthread_setname_np(pthread_self(), "engine-outputs");
-    impl_->RunHandlers();
+    impl_->RunOutputs();
   });
-  impl_->io = std::thread([this] {
-    pthread_setname_np(pthread_self(), "engine-io");
-    impl_->Run();
+  impl_->input_thread = std::thread([this] {
+    pthread_setname_np(pthread_self(), "engine-input");
+    impl_->RunInput();
   });
   std::unique_lock<std::mutex> lock(impl_->mu);
   const bool ok =
@@ -307,7 +305,7 @@ void EngineClient::Utility(ipc::UtilityKind kind, UtilityArgs args, UtilityDone 
     std::lock_guard<std::mutex> g(impl_->mu);
     if (!impl_->alive) {
       // Gone() already failed the calls it found; this one would wait forever.
-      impl_->Dispatch({{}, [done = std::move(done)] { done(NotRunning()); }});
+      impl_->Dispatch([done = std::move(done)] { done(NotRunning()); });
       return;
     }
     call = impl_->next_call++;

@@ -3,17 +3,19 @@
 // Two Unix-socket connections whose hellos say "c<index>.<incarnation>"
 // (sightline/ipc/stream_connection.h: requests out, outputs in; the
 // incarnation is random per process, so a restarted process can never
-// receive its predecessor's outputs), owned by one I/O thread that
-// heartbeats every 0.5 s, asks for EngineReady until it has it, and watches
-// the output connection: if the engine goes away (EngineDead, or the
-// connection drops and stays down), the client turns unhealthy and every
-// in-flight request is failed at once (after the outputs already received
-// for it are delivered). Nothing sent towards the engine is dropped while it
-// is frozen or slow: what a socket does not take waits, in order, and what
-// comes while the engine is away waits for it to be back. Output handlers
-// run on a second thread, fed by the I/O thread, so a slow handler
-// (detokenizing, stop strings, a client's HTTP write) never delays the
-// heartbeats: the engine would take a silent API server for dead.
+// receive its predecessor's outputs), each owned by a thread of its own.
+// The output thread reads the engine's messages and runs each request's
+// handler as its outputs come, with no thread between the socket and the
+// handlers; it watches the output connection: if the engine goes away
+// (EngineDead, or the connection drops and stays down), the client turns
+// unhealthy and every in-flight request is failed at once (after the
+// outputs already received for it are delivered). The input thread
+// heartbeats every 0.5 s, asks for EngineReady until it has it, and sends
+// what the HTTP threads queue; a slow handler (detokenizing, stop strings,
+// logprobs) never delays it, so the engine never takes a busy API server
+// for a silent one. Nothing sent towards the engine is dropped while it is
+// frozen or slow: what a socket does not take waits, in order, and what
+// comes while the engine is away waits for it to be back.
 #pragma once
 
 #include <cstdint>
@@ -98,7 +100,7 @@ class EngineClient {
 
   // Connects and waits for EngineReady.
   Status Start(EngineInfo* info);
-  // Stops the I/O thread (no handler runs after it returns); idempotent.
+  // Stops both threads (no handler runs after it returns); idempotent.
   void Stop();
   bool alive() const;
   // alive(), and the engine was heard from within engine_silent_after_s
@@ -110,7 +112,7 @@ class EngineClient {
   std::uint32_t engine_index() const;
   std::uint64_t incarnation() const;
 
-  // Sends a request; `handler` runs on the client's handler thread for each
+  // Sends a request; `handler` runs on the client's output thread for each
   // of its outputs until one carries a finish reason (or the engine is gone;
   // also an abort the engine decided itself, e.g. after a stall). `request`
   // must be a finished Envelope holding an AddRequest with this id, this
@@ -119,7 +121,7 @@ class EngineClient {
   Status Submit(const std::string& request_id, std::vector<std::uint8_t> request,
                 OutputHandler handler);
   void Abort(const std::vector<std::string>& request_ids);
-  // A utility call; its outcome arrives on the handler thread (a failure at
+  // A utility call; its outcome arrives on the output thread (a failure at
   // once when the engine is gone). A LoRA load or unload that succeeds has
   // updated lora_adapters() before `done` runs: the engine sends the new list
   // ahead of the result.

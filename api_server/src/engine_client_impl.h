@@ -1,7 +1,8 @@
 // EngineClient's insides, shared by its two files: engine_client.cc (the
 // public calls and what each engine message means) and engine_client_io.cc
-// (the I/O thread's loop over the engine's sockets and the handler thread's
-// loop). Internal to the API server.
+// (the loops of its two threads: the input thread's over the engine's input
+// connection, the output thread's over its output connection). Internal to
+// the API server.
 #pragma once
 
 #include <unistd.h>
@@ -9,7 +10,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -22,7 +25,6 @@
 #include <vector>
 
 #include "engine_client.h"
-#include "sightline/wake_flag.h"
 
 namespace sightline::api {
 
@@ -32,25 +34,28 @@ UtilityOutcome NotRunning();
 struct EngineClient::Impl {
   Options options;
   std::string identity;
-  std::thread io, dispatcher;
+  std::thread input_thread, output_thread;
   std::atomic<bool> stop{false}, ready{false}, alive{true};
-  std::atomic<bool> disconnected{false};    // the output connection is down now
+  // The output connection is down now: set by the output thread, which
+  // owns that connection; the input thread sends nothing meanwhile.
+  std::atomic<bool> disconnected{false};
   std::atomic<std::int64_t> last_heard{0};  // MonotonicNanos() of the engine's last message
-  int wake_fd = -1;                         // eventfd: callers wake the I/O thread after queueing
+  int wake_fd = -1;  // eventfd: callers wake the input thread after queueing in `outbox`
 
   std::mutex mu;  // guards everything below (alive changes under it too)
   std::condition_variable ready_cv;
   EngineInfo info;
   std::shared_ptr<const LoraAdapterList> loras;
   EngineLoad load;
-  std::deque<std::vector<std::uint8_t>> outbox;
+  std::deque<std::vector<std::uint8_t>> outbox;  // to the input thread
+  std::uint64_t gone_epoch = 0;                  // Gone()s so far
   // The engine's cached blocks (CacheUpdate), under their own lock: the
-  // handler thread writes each step, routing reads per request.
+  // output thread writes each step, routing reads per request.
   // Counted: several blocks may hold one hash (requests that computed the
   // same prefix at once), each stored and removed on its own.
   mutable std::mutex cache_mu;
   std::unordered_map<std::uint64_t, std::uint32_t> cached;
-  // Shared, so the handler thread copies a pointer (not the handler's
+  // Shared, so the output thread copies a pointer (not the handler's
   // captures) before calling it outside the lock. Looked up by string_view:
   // no std::string per output.
   struct IdHash {
@@ -68,21 +73,11 @@ struct EngineClient::Impl {
   // otherwise run there for nobody.
   std::vector<std::string> lost;
 
-  // I/O thread -> handler thread: a received message, or work to run there.
-  struct Work {
-    std::vector<std::uint8_t> message;  // an engine frame (when fn is empty)
-    std::function<void()> fn;
-  };
+  // Work for the output thread from other threads (a utility call's failure
+  // while the engine is away), run between the engine's messages.
   std::mutex work_mu;
-  WakeFlag work_wake;      // the handler thread sleeps on it while `work` is empty
-  std::vector<Work> work;  // swapped with RunHandlers' batch: both keep their capacity
-  // Frame buffers the handler thread is done with, for the I/O thread's next
-  // frames (under work_mu): an engine step costs no allocation.
-  std::vector<std::vector<std::uint8_t>> spare_frames;
-  // Set, then work_wake notified; read between messages, so that the
-  // handler thread takes no lock per message that the I/O thread, queueing
-  // the next one, would wait for.
-  std::atomic<bool> work_stop{false};
+  std::vector<std::function<void()>> work;  // swapped with RunOutputs' batch
+  int work_fd = -1;                         // eventfd: wakes the output thread for `work`
 
   void Wake() {
     const std::uint64_t one = 1;
@@ -95,67 +90,63 @@ struct EngineClient::Impl {
     }
     Wake();
   }
-  void Dispatch(Work w) {
+  void Dispatch(std::function<void()> fn) {
     {
       std::lock_guard<std::mutex> g(work_mu);
-      work.push_back(std::move(w));
+      work.push_back(std::move(fn));
     }
-    work_wake.Notify();
-  }
-  // A frame from the output connection, copied (the receiver's buffer is
-  // reused) into a spare buffer, which malloc aligned for FlatBuffers.
-  void DispatchFrame(std::span<const std::uint8_t> frame) {
-    {
-      std::lock_guard<std::mutex> g(work_mu);
-      Work& w = work.emplace_back();
-      if (!spare_frames.empty()) {
-        w.message = std::move(spare_frames.back());
-        spare_frames.pop_back();
-      }
-      w.message.assign(frame.begin(), frame.end());
-    }
-    work_wake.Notify();
+    const std::uint64_t one = 1;
+    (void)!write(work_fd, &one, sizeof one);
   }
   // The engine is gone: fail every request and call still waiting. No
-  // Submit can slip in after: it checks `alive` under the same lock. The
-  // handlers are taken on the handler thread, in order after the messages
-  // already queued for it, so what the engine sent before it went (a finish,
-  // say) is delivered first, and only what is still waiting fails.
+  // Submit can slip in after: it checks `alive` under the same lock. On the
+  // output thread only, between messages, so what the engine sent before it
+  // went (a finish, say) is delivered first, and only what is still waiting
+  // fails.
   //
   // Not for ever: heartbeats ask for EngineReady again, and an engine that
   // answers (the supervisor restarted it at the same address) makes the
   // client alive again (OnMessage).
   void Gone() {
+    HandlerMap failed_handlers;
+    UtilityMap failed_utilities;
     {
       std::lock_guard<std::mutex> g(mu);
       if (!alive) return;
       alive = false;
       ready = false;
+      ++gone_epoch;
+      outbox.clear();  // and what the input thread holds (RunInput)
+      failed_handlers.swap(handlers);
+      failed_utilities.swap(utilities);
+      for (const auto& [id, handler] : failed_handlers) lost.push_back(id);
     }
     ready_cv.notify_all();
-    Dispatch({{}, [this] {
-                HandlerMap failed_handlers;
-                UtilityMap failed_utilities;
-                {
-                  std::lock_guard<std::mutex> g(mu);
-                  failed_handlers.swap(handlers);
-                  failed_utilities.swap(utilities);
-                  for (const auto& [id, handler] : failed_handlers) lost.push_back(id);
-                }
-                for (auto& [id, handler] : failed_handlers) (*handler)(RequestDelta{});
-                for (auto& [id, done] : failed_utilities) done(NotRunning());
-              }});
+    for (auto& [id, handler] : failed_handlers) Guarded([&] { (*handler)(RequestDelta{}); });
+    for (auto& [id, done] : failed_utilities) Guarded([&] { done(NotRunning()); });
   }
-  void OnMessage(const std::vector<std::uint8_t>& m);
-  // OnMessage's copy of a frame left unaligned, its capacity kept (the
-  // handler thread's; frames come in malloc'd buffers, which are aligned).
+  // The last line of defence around a handler: its defect is logged, and
+  // the other requests' outputs keep flowing (OpenAiServer fails the one
+  // response itself, see OutputProcessor::OnOutput).
+  template <typename Fn>
+  static void Guarded(Fn&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ERROR api-server: an output handler failed: %s\n", e.what());
+    }
+  }
+  void OnMessage(std::span<const std::uint8_t> m);
+  // OnMessage's copy of a frame left unaligned (a frame follows its 4-byte
+  // length in the receive buffer), its capacity kept.
   std::vector<std::uint64_t> aligned_frame;
   // OnMessage's: an engine step's handlers and their outputs, its capacity kept.
   std::vector<std::pair<std::shared_ptr<const OutputHandler>, const ipc::RequestOutput*>>
       steps_handlers;
-  std::uint64_t refused_frames = 0;  // failed verification (the I/O thread's own)
-  void Run();
-  void RunHandlers();
+  std::uint64_t refused_frames = 0;  // failed verification (the output thread's own)
+  // The two threads' loops (engine_client_io.cc).
+  void RunInput();
+  void RunOutputs();
 };
 
 }  // namespace sightline::api

@@ -1,12 +1,11 @@
-// EngineClient's two threads: the I/O thread's loop over the engine's two
-// connections (heartbeats, requests out, outputs in, the engine's coming and
-// going) and the handler thread's loop (engine_client_impl.h).
+// EngineClient's two threads (engine_client_impl.h): the output thread
+// reads the engine's output connection and handles each message as it comes
+// (and sees the engine come and go); the input thread writes the input
+// connection (heartbeats, requests, aborts, utility calls).
 #include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
-#include <exception>
 
 #include "engine_client_impl.h"
 #include "sightline/clock.h"
@@ -16,95 +15,105 @@
 
 namespace sightline::api {
 
-namespace {
-
-// Frame buffers kept for reuse: a few steps' worth, none of a rare huge one
-// (prompt logprobs).
-constexpr std::size_t kMaxSpareFrames = 16;
-constexpr std::size_t kMaxSpareFrame = 1 << 20;
-
-}  // namespace
-
-void EngineClient::Impl::RunHandlers() {
-  std::vector<Work> batch;  // no allocation per message once grown
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> g(work_mu);
-      for (Work& w : batch)
-        if (w.message.capacity() > 0 && w.message.capacity() <= kMaxSpareFrame &&
-            spare_frames.size() < kMaxSpareFrames)
-          spare_frames.push_back(std::move(w.message));
-    }
-    batch.clear();
-    {
-      std::lock_guard<std::mutex> g(work_mu);
-      batch.swap(work);
-    }
-    if (work_stop) return;
-    if (batch.empty()) {
-      work_wake.Wait();
-      continue;
-    }
-    for (Work& w : batch) {
-      // Each HTTP lane that a message's outputs (an engine step's) write to
-      // is woken once, when they have all been handed over.
-      WakeBatch wakes;
-      // The last line of defence: a handler's defect is logged, and the
-      // other requests' outputs keep flowing (OpenAiServer fails the one
-      // response itself, see OutputProcessor::OnOutput).
-      try {
-        if (w.fn)
-          w.fn();
-        else
-          OnMessage(w.message);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "ERROR api-server: an output handler failed: %s\n", e.what());
-      }
-      if (work_stop) return;
-    }
-  }
-}
-
-void EngineClient::Impl::Run() {
-  // The engine's two sockets, read and written here (no thread between).
-  // Whether the output connection is up tells whether the engine is there.
-  // Each is tried again every 100 ms while down.
-  ipc::StreamConnection in(options.input_address, identity), out(options.output_address, identity);
+void EngineClient::Impl::RunOutputs() {
+  // The engine's output connection, read here and each message handled at
+  // once, in order: no thread between the socket and the handlers. Whether
+  // it is up tells whether the engine is there; it is tried again every
+  // 100 ms while down.
+  ipc::StreamConnection out(options.output_address, identity);
   auto last_connect = Clock::time_point{};
   constexpr auto kReconnectInterval = std::chrono::milliseconds(100);
-
-  auto last_beat = Clock::time_point{};
-  bool down = false;  // the output connection dropped at down_since
+  bool down = false;  // the connection dropped at down_since
   Clock::time_point down_since{};
-  // Messages taken from the outbox while the input connection is down, in
-  // order: never dropped (a request's handler would wait forever). What the
-  // connection takes but its socket does not waits in the connection.
-  std::deque<std::vector<std::uint8_t>> pending;
-  // One poll() over the output connection, the wake-up descriptor and the
-  // input connection (readable only when the engine closed it; writable
-  // asked for only while something waits). A descriptor of -1 (down) is
-  // ignored.
-  pollfd fds[3] = {{-1, POLLIN, 0}, {wake_fd, POLLIN, 0}, {-1, POLLIN, 0}};
-  bool all = true;  // read everything this round
+  std::vector<std::function<void()>> batch;  // `work`, swapped: both keep their capacity
+  // One poll() over the connection and the work descriptor. A descriptor
+  // of -1 (down) is ignored.
+  pollfd fds[2] = {{-1, POLLIN, 0}, {work_fd, POLLIN, 0}};
+  bool all = true;  // look at everything this round
   while (!stop) {
     const auto now = Clock::now();
-    if ((!out.connected() || !in.connected()) && now - last_connect >= kReconnectInterval) {
+    if (!out.connected() && now - last_connect >= kReconnectInterval) {
       last_connect = now;
-      (void)in.Connect();
       if (out.Connect()) {
         // Back after a drop: a new engine process at the address (an
         // engine's socket closes only when it exits), which knows nothing
-        // of what the old one ran. Gone() fails that now, and the new one
-        // is taken once it is ready.
+        // of what the old one ran. Gone() fails that now, before anything
+        // the new one sends is read, and the new one is taken once it is
+        // ready.
         if (down) Gone();
         down = false;
         disconnected = false;
         all = true;
       }
     }
+    if (alive && down &&
+        now - down_since > std::chrono::duration<double>(options.engine_gone_after_s))
+      Gone();
+    if (all || fds[1].revents) {
+      std::uint64_t n;
+      (void)!read(work_fd, &n, sizeof n);
+      {
+        std::lock_guard<std::mutex> g(work_mu);
+        batch.swap(work);
+      }
+      for (auto& fn : batch) Guarded(fn);
+      batch.clear();
+    }
+    if (out.connected() && (all || fds[0].revents)) {
+      bool any = false;
+      // Each HTTP lane that these messages' outputs (engine steps') write to
+      // is woken once, when they have all been handed over.
+      WakeBatch wakes;
+      const bool up = out.Read([&](std::span<const std::uint8_t> frame) {
+        any = true;
+        Guarded([&] { OnMessage(frame); });
+      });
+      if (any) last_heard = MonotonicNanos();
+      if (!up) {  // every frame before the end was handled first
+        down = true;
+        disconnected = true;
+        down_since = Clock::now();
+      }
+    }
+    fds[0].fd = out.fd();
+    fds[0].revents = fds[1].revents = 0;
+    const int woke = ::poll(fds, 2, 100);
+    all = woke <= 0;  // a timeout (or an interrupted wait): look at everything
+  }
+}
+
+void EngineClient::Impl::RunInput() {
+  // The engine's input connection, written here: heartbeats and what the
+  // HTTP threads queue (requests, aborts, utility calls). Never slowed by an
+  // output handler, so the engine never takes a busy API server for a
+  // silent one. Tried again every 100 ms while down.
+  ipc::StreamConnection in(options.input_address, identity);
+  auto last_connect = Clock::time_point{};
+  constexpr auto kReconnectInterval = std::chrono::milliseconds(100);
+  auto last_beat = Clock::time_point{};
+  // Messages taken from the outbox while the connection is down or the
+  // engine away, in order: never dropped (a request's handler would wait
+  // forever). What the connection takes but its socket does not waits in
+  // the connection.
+  std::deque<std::vector<std::uint8_t>> pending;
+  std::uint64_t seen_gone_epoch = 0;
+  // One poll() over the wake-up descriptor and the connection (readable
+  // only when the engine closed it; writable asked for only while something
+  // waits). A descriptor of -1 (down) is ignored.
+  pollfd fds[2] = {{wake_fd, POLLIN, 0}, {-1, POLLIN, 0}};
+  bool all = true;  // look at everything this round
+  while (!stop) {
+    const auto now = Clock::now();
+    if (!in.connected() && now - last_connect >= kReconnectInterval) {
+      last_connect = now;
+      (void)in.Connect();
+    }
+    // Read before `gone_epoch`: the output thread fails the old engine's
+    // work (Gone) before it says the connection is back.
+    const bool away = disconnected;
     // Every 0.5 s; every 0.1 s while still waiting for EngineReady.
     // Not while the engine is away: they would queue up for its successor.
-    if (!down && in.connected() &&
+    if (!away && in.connected() &&
         now - last_beat >= std::chrono::milliseconds(ready ? 500 : 100)) {
       flatbuffers::FlatBufferBuilder b;
       (void)in.Send(ipc::Seal(
@@ -112,13 +121,18 @@ void EngineClient::Impl::Run() {
           ipc::CreateHeartbeat(b, options.client_index, !ready, options.incarnation).Union()));
       last_beat = now;
     }
-    if (alive && down &&
-        now - down_since > std::chrono::duration<double>(options.engine_gone_after_s))
-      Gone();
-    if (all || fds[1].revents) {
+    if (all || fds[0].revents) {
       std::uint64_t n;
       (void)!read(wake_fd, &n, sizeof n);
+    }
+    {
       std::lock_guard<std::mutex> g(mu);
+      // What was queued before the engine went is not for its successor:
+      // the handlers were failed (Gone() empties the outbox too).
+      if (gone_epoch != seen_gone_epoch) {
+        seen_gone_epoch = gone_epoch;
+        pending.clear();
+      }
       if (pending.empty())
         pending.swap(outbox);
       else
@@ -127,10 +141,10 @@ void EngineClient::Impl::Run() {
           outbox.pop_front();
         }
     }
-    if (!alive) pending.clear();  // their handlers were failed (Gone)
-    if (in.connected() && (all || fds[2].revents)) {
+    if (!alive) pending.clear();  // aborts of requests already failed (Gone)
+    if (in.connected() && (all || fds[1].revents)) {
       // The engine never writes here: readable is the end of the connection.
-      if (fds[2].revents & (POLLIN | POLLHUP | POLLERR))
+      if (fds[1].revents & (POLLIN | POLLHUP | POLLERR))
         (void)in.Read([](std::span<const std::uint8_t>) {});
       if (in.connected() && in.wants_write()) (void)in.WriteQueued();
     }
@@ -138,26 +152,12 @@ void EngineClient::Impl::Run() {
     // connect before its output, and would run what was meant for the old
     // one before Gone() failed it. A failed send closes the connection (the
     // engine went): the message waits for the next one.
-    while (!down && !pending.empty() && in.Send(pending.front())) pending.pop_front();
-    if (out.connected() && (all || fds[0].revents)) {
-      bool any = false;
-      const bool up = out.Read([&](std::span<const std::uint8_t> frame) {
-        any = true;
-        DispatchFrame(frame);
-      });
-      if (any) last_heard = MonotonicNanos();
-      if (!up) {  // every frame before the end was handed over first
-        down = true;
-        disconnected = true;
-        down_since = Clock::now();
-      }
-    }
-    fds[0].fd = out.fd();
-    fds[2].fd = in.fd();
-    fds[2].events = static_cast<short>(POLLIN | (in.wants_write() ? POLLOUT : 0));
-    fds[0].revents = fds[1].revents = fds[2].revents = 0;
-    const int woke = ::poll(fds, 3, 100);
-    all = woke <= 0;  // a timeout (or an interrupted wait): read everything
+    while (!away && !pending.empty() && in.Send(pending.front())) pending.pop_front();
+    fds[1].fd = in.fd();
+    fds[1].events = static_cast<short>(POLLIN | (in.wants_write() ? POLLOUT : 0));
+    fds[0].revents = fds[1].revents = 0;
+    const int woke = ::poll(fds, 2, 100);
+    all = woke <= 0;  // a timeout (or an interrupted wait): look at everything
   }
 }
 

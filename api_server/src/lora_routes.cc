@@ -60,7 +60,7 @@ bool ReadBody(const HttpRequest& request, bool load, UtilityArgs* args, HttpResp
 }
 
 // The engines' outcomes of one call, answered once the last arrives (they
-// come on each engine's handler thread).
+// come on each engine client's output thread).
 struct FanOut {
   std::mutex mu;
   std::vector<std::optional<UtilityOutcome>> outcomes;

@@ -390,35 +390,40 @@ TEST_F(EngineClientTest, RequestsQueuedWhileTheEngineIsFrozenAreNeverLost) {
   EXPECT_EQ(by_length, finished);
 }
 
-// The engine dies right after a request finished, while the handler thread
-// is still busy with its earlier outputs: the finish it already received is
-// delivered (Length), not replaced by "the engine is gone".
+// The engine dies right after a request finished, while the output thread
+// is still busy with its first output: the finish it sent before it went is
+// delivered (Length), not replaced by "the engine is gone", and only then
+// does the client count the engine as gone.
 TEST_F(EngineClientTest, OutputsReceivedBeforeTheEnginesDeathAreDeliveredFirst) {
   EngineInfo info;
   ASSERT_TRUE(client_->Start(&info).ok());
   Collector c;
   auto inner = c.Handler();
-  bool slept = false;  // the handler thread only
+  bool slept = false;  // the output thread only
+  std::atomic<bool> alive_after_finish{true};
   ASSERT_TRUE(client_
                   ->Submit("short", AddRequest("short", {5, 6, 7}, 3),
-                           [&slept, inner](const RequestDelta& d) {
-                             if (!slept) {  // the first output: a slow HTTP write, say
+                           [&slept, &alive_after_finish, inner, this](const RequestDelta& d) {
+                             if (!slept) {  // the first output: a slow handler
                                slept = true;
                                std::this_thread::sleep_for(std::chrono::milliseconds(2000));
                              }
+                             if (d.output && d.output->finish_reason() != ipc::FinishReason::None)
+                               alive_after_finish = client_->alive();
                              inner(d);
                            })
                   .ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // it finished on the wire
   engine_.KillAndWait(SIGKILL);
-  // The client notices within engine_gone_after_s (0.5 s), before the handler wakes.
-  for (int i = 0; i < 30 && client_->alive(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_FALSE(client_->alive());
   ASSERT_TRUE(c.Wait(std::chrono::seconds(10)));
   EXPECT_FALSE(c.engine_gone);
   EXPECT_EQ(c.reason, ipc::FinishReason::Length);
   EXPECT_EQ(c.tokens.size(), 3u);
+  EXPECT_TRUE(alive_after_finish);  // the end of the connection came after the finish
+  // ... and then the client notices, within engine_gone_after_s (0.5 s).
+  for (int i = 0; i < 200 && client_->alive(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(client_->alive());
 }
 
 // A handler that throws (a defect) costs the other requests of its engine
