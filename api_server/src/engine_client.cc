@@ -255,14 +255,17 @@ Status EngineClient::Submit(const std::string& request_id, std::vector<std::uint
     return Status::InvalidArgument("not an AddRequest for " + request_id + " from " +
                                    impl_->identity);
   {
+    // The handler and the request under one lock: a Gone() between them
+    // would fail the handler and leave the request queued for nobody.
     std::lock_guard<std::mutex> g(impl_->mu);
     if (!impl_->alive) return Status::IoError("the engine is not running");
     if (!impl_->handlers
              .emplace(request_id, std::make_shared<const OutputHandler>(std::move(handler)))
              .second)
       return Status::AlreadyExists("request id " + request_id + " is in flight");
+    impl_->outbox.push_back(std::move(request));
   }
-  impl_->Queue(std::move(request));
+  impl_->Wake();
   return Status::Ok();
 }
 

@@ -48,7 +48,16 @@ struct EngineClient::Impl {
   std::shared_ptr<const LoraAdapterList> loras;
   EngineLoad load;
   std::deque<std::vector<std::uint8_t>> outbox;  // to the input thread
-  std::uint64_t gone_epoch = 0;                  // Gone()s so far
+  // Counts the engines seen to go (Gone) or to be replaced (the output
+  // connection back after a drop). What was queued before a change is not
+  // for the engine after it: EndEpoch empties the outbox, and the input
+  // thread drops what it holds when it sees the count move (RunInput).
+  std::uint64_t engine_epoch = 0;
+  void EndEpoch() {  // under mu
+    ++engine_epoch;
+    outbox.clear();
+    Wake();  // the input thread may be holding a connection for this
+  }
   // The engine's cached blocks (CacheUpdate), under their own lock: the
   // output thread writes each step, routing reads per request.
   // Counted: several blocks may hold one hash (requests that computed the
@@ -115,8 +124,7 @@ struct EngineClient::Impl {
       if (!alive) return;
       alive = false;
       ready = false;
-      ++gone_epoch;
-      outbox.clear();  // and what the input thread holds (RunInput)
+      EndEpoch();
       failed_handlers.swap(handlers);
       failed_utilities.swap(utilities);
       for (const auto& [id, handler] : failed_handlers) lost.push_back(id);

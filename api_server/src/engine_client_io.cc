@@ -40,7 +40,11 @@ void EngineClient::Impl::RunOutputs() {
         // of what the old one ran. Gone() fails that now, before anything
         // the new one sends is read, and the new one is taken once it is
         // ready.
-        if (down) Gone();
+        if (down) {
+          Gone();
+          std::lock_guard<std::mutex> g(mu);
+          EndEpoch();  // also when the old one was already gone
+        }
         down = false;
         disconnected = false;
         all = true;
@@ -60,15 +64,18 @@ void EngineClient::Impl::RunOutputs() {
       batch.clear();
     }
     if (out.connected() && (all || fds[0].revents)) {
-      bool any = false;
       // Each HTTP lane that these messages' outputs (engine steps') write to
       // is woken once, when they have all been handed over.
       WakeBatch wakes;
-      const bool up = out.Read([&](std::span<const std::uint8_t> frame) {
-        any = true;
-        Guarded([&] { OnMessage(frame); });
-      });
-      if (any) last_heard = MonotonicNanos();
+      // One buffer per wake-up (an engine step's message, or a few steps'
+      // when behind): the lanes are woken, `stop`, the work and the engine's
+      // absence looked at, between buffers, however far behind this thread is.
+      const bool up = out.Read(
+          [&](std::span<const std::uint8_t> frame) {
+            last_heard = MonotonicNanos();
+            Guarded([&] { OnMessage(frame); });
+          },
+          /*drain=*/false);
       if (!up) {  // every frame before the end was handled first
         down = true;
         disconnected = true;
@@ -96,7 +103,15 @@ void EngineClient::Impl::RunInput() {
   // forever). What the connection takes but its socket does not waits in
   // the connection.
   std::deque<std::vector<std::uint8_t>> pending;
-  std::uint64_t seen_gone_epoch = 0;
+  std::uint64_t epoch = 0;  // engine_epoch, as last seen
+  // Which engine this connection reaches only the output thread knows. A
+  // connection that dropped went to an engine that is gone, and the next
+  // one may reach its successor before the output thread has seen the old
+  // one go: nothing goes out on it (`held`) until the output connection is
+  // up and engine_epoch has moved past the epoch the connection that
+  // dropped was trusted in (`trusted_in`).
+  bool held = false, ever_connected = false;
+  std::uint64_t trusted_in = 0;
   // One poll() over the wake-up descriptor and the connection (readable
   // only when the engine closed it; writable asked for only while something
   // waits). A descriptor of -1 (down) is ignored.
@@ -106,31 +121,22 @@ void EngineClient::Impl::RunInput() {
     const auto now = Clock::now();
     if (!in.connected() && now - last_connect >= kReconnectInterval) {
       last_connect = now;
-      (void)in.Connect();
+      if (in.Connect()) {
+        held = ever_connected;  // a new connection: the last one's engine went
+        ever_connected = true;
+      }
     }
-    // Read before `gone_epoch`: the output thread fails the old engine's
-    // work (Gone) before it says the connection is back.
-    const bool away = disconnected;
-    // Every 0.5 s; every 0.1 s while still waiting for EngineReady.
-    // Not while the engine is away: they would queue up for its successor.
-    if (!away && in.connected() &&
-        now - last_beat >= std::chrono::milliseconds(ready ? 500 : 100)) {
-      flatbuffers::FlatBufferBuilder b;
-      (void)in.Send(ipc::Seal(
-          b, ipc::Body::Heartbeat,
-          ipc::CreateHeartbeat(b, options.client_index, !ready, options.incarnation).Union()));
-      last_beat = now;
-    }
+    // Read before engine_epoch: the output thread ends the old engine's
+    // epoch (Gone, EndEpoch) before it says the connection is back.
+    const bool out_down = disconnected;
     if (all || fds[0].revents) {
       std::uint64_t n;
       (void)!read(wake_fd, &n, sizeof n);
     }
     {
       std::lock_guard<std::mutex> g(mu);
-      // What was queued before the engine went is not for its successor:
-      // the handlers were failed (Gone() empties the outbox too).
-      if (gone_epoch != seen_gone_epoch) {
-        seen_gone_epoch = gone_epoch;
+      if (engine_epoch != epoch) {  // what it holds was for an engine that went
+        epoch = engine_epoch;
         pending.clear();
       }
       if (pending.empty())
@@ -140,6 +146,21 @@ void EngineClient::Impl::RunInput() {
           pending.push_back(std::move(outbox.front()));
           outbox.pop_front();
         }
+    }
+    if (held && !out_down && epoch > trusted_in) {
+      held = false;
+      trusted_in = epoch;
+    }
+    const bool away = out_down || held;
+    // Every 0.5 s; every 0.1 s while still waiting for EngineReady.
+    // Not while the engine is away: they would queue up for its successor.
+    if (!away && in.connected() &&
+        now - last_beat >= std::chrono::milliseconds(ready ? 500 : 100)) {
+      flatbuffers::FlatBufferBuilder b;
+      (void)in.Send(ipc::Seal(
+          b, ipc::Body::Heartbeat,
+          ipc::CreateHeartbeat(b, options.client_index, !ready, options.incarnation).Union()));
+      last_beat = now;
     }
     if (!alive) pending.clear();  // aborts of requests already failed (Gone)
     if (in.connected() && (all || fds[1].revents)) {

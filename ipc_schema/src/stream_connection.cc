@@ -58,9 +58,10 @@ bool StreamConnection::Connect() {
   return true;
 }
 
-bool StreamConnection::Read(const std::function<void(std::span<const std::uint8_t>)>& frame) {
+bool StreamConnection::Read(const std::function<void(std::span<const std::uint8_t>)>& frame,
+                            bool drain) {
   if (fd_ < 0) return false;
-  if (reader_->Read(fd_, frame) == FrameReader::Result::kMore) return true;
+  if (reader_->Read(fd_, frame, drain) == FrameReader::Result::kMore) return true;
   Close();
   return false;
 }

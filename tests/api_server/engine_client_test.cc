@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "support/child_process.h"
+#include "support/fake_engine.h"
 #include "support/ipc_requests.h"
 #include "support/scrape.h"
 
@@ -32,6 +33,7 @@ namespace sightline::api {
 namespace {
 
 using sightline::testing::ChildProcess;
+using sightline::testing::FakeEngine;
 
 constexpr std::uint32_t kClient = 3;
 constexpr std::uint64_t kIncarnation = 0x5eed;
@@ -449,6 +451,73 @@ TEST_F(EngineClientTest, AThrowingHandlerCostsTheOthersInItsStepsNothing) {
   EXPECT_EQ(good.tokens.size(), 64u);
   ASSERT_TRUE(bad.Wait(std::chrono::seconds(120)));
   EXPECT_EQ(bad.tokens.size(), 64u);
+}
+
+// The engine goes while the output thread is busy in a handler, and a
+// successor starts at the same addresses. The input thread sees its own
+// connection end and reconnects to the successor first, but sends nothing
+// on it until the output thread has seen the old engine go: what was queued
+// meanwhile (its handler failed) never reaches the successor; what comes
+// after does.
+TEST(EngineClient, ASuccessorNeverReceivesWhatWasQueuedForItsPredecessor) {
+  const std::string base = "/tmp/" + sightline::testing::UniqueInstance();
+  FakeEngine::Options fake;
+  fake.input_address = "ipc://" + base + ".in";
+  fake.output_address = "ipc://" + base + ".out";
+  auto first = std::make_unique<FakeEngine>(fake);
+  EngineClient::Options o;
+  o.input_address = fake.input_address;
+  o.output_address = fake.output_address;
+  o.client_index = kClient;
+  o.incarnation = kIncarnation;
+  o.ready_timeout_s = 10;
+  o.engine_gone_after_s = 0.5;
+  EngineClient client(o);
+  EngineInfo info;
+  ASSERT_TRUE(client.Start(&info).ok());
+
+  Collector slow;
+  std::atomic<bool> busy{false};
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  auto record = slow.Handler();
+  ASSERT_TRUE(client
+                  .Submit("slow", AddRequest("slow", {5, 6, 7}, 3),
+                          [&busy, released, record](const RequestDelta& d) {
+                            if (d.output && !busy.exchange(true))  // the output thread, held
+                              released.wait_for(std::chrono::seconds(30));
+                            record(d);
+                          })
+                  .ok());
+  for (int i = 0; i < 200 && !busy; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(busy);
+  first.reset();            // the engine goes,
+  FakeEngine second(fake);  // and a successor starts at its addresses
+  // The input thread reconnects within 100 ms of its connection's end.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  Collector orphan;  // nobody has seen the engine go yet: taken, and queued
+  ASSERT_TRUE(client.Submit("orphan", AddRequest("orphan", {8, 9}, 3), orphan.Handler()).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(second.requests_added(), 0u)
+      << "sent to the successor before the old engine was seen to go";
+  release.set_value();
+
+  ASSERT_TRUE(orphan.Wait(std::chrono::seconds(20)));
+  EXPECT_TRUE(orphan.engine_gone);
+  ASSERT_TRUE(slow.Wait(std::chrono::seconds(20)));
+  for (int i = 0; i < 400 && !client.alive(); ++i)  // ceiling 20 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(client.alive()) << "the successor was not taken";
+  Collector fresh;
+  ASSERT_TRUE(client.Submit("fresh", AddRequest("fresh", {1, 2, 3}, 3), fresh.Handler()).ok());
+  ASSERT_TRUE(fresh.Wait(std::chrono::seconds(20)));
+  EXPECT_FALSE(fresh.engine_gone);
+  EXPECT_EQ(fresh.tokens.size(), 3u);
+  const auto prompts = second.prompts();
+  EXPECT_EQ(prompts.count("orphan"), 0u);
+  EXPECT_EQ(prompts.count("slow"), 0u);
+  EXPECT_EQ(prompts.count("fresh"), 1u);
+  client.Stop();
 }
 
 }  // namespace

@@ -16,8 +16,13 @@ Its connect column is the one connection's, repeated. --scraper new-connection
 opens a connection per scrape and asks for the plain text format, unzipped
 (what this script measured before; Prometheus 1.x scraped so).
 
+--floor build/tools/bench/scrape_floor adds, each round, the same load with the
+scrapes answered instead by a server with nothing to do (the page as the API
+server gave it, prepared): the part of a scrape that is the machine's.
+
 Usage: tools/bench/scrape_latency.py [--rounds 3] [--scrapes 300]
-       [--scraper prometheus|new-connection] BINARY [BINARY ...]
+       [--scraper prometheus|new-connection] [--floor SCRAPE_FLOOR]
+       BINARY [BINARY ...]
 Python standard library only; starts and stops every process it uses.
 """
 import argparse, os, socket, subprocess, sys, time
@@ -118,7 +123,32 @@ def percentile(values, p):
     return values[min(len(values) - 1, int(len(values) * p))] * 1e3
 
 
-def run(binary, scrapes, scraper, short_slice):
+def fetch_gzip_page(port):
+    # The page as Prometheus gets it (OpenMetrics, gzip'd), raw.
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                  b"Accept: application/openmetrics-text;version=1.0.0\r\n"
+                  b"Accept-Encoding: gzip\r\n\r\n")
+        data = b""
+        while chunk := s.recv(1 << 16):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"content-encoding: gzip" in head.lower(), head
+    return body
+
+
+def wait_listening(port, seconds=10):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port)).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("the floor server did not listen")
+
+
+def run(binary, scrapes, scraper, short_slice, floor=None):
     name = f"scrape{os.getpid()}"
     base = f"ipc:///tmp/{name}"
     port = free_port()
@@ -137,7 +167,15 @@ def run(binary, scrapes, scraper, short_slice):
              "8192", "--random-input-len", "16", "--random-output-len", "256", "--max-concurrency",
              "256", "--ignore-eos"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(3)  # 256 streams under way
-        out = subprocess.run([sys.executable, "-c", PROBE, str(port), str(scrapes), scraper,
+        target = port
+        if floor:  # the same page, answered by a server with nothing to do
+            page = f"/tmp/{name}.gz"
+            with open(page, "wb") as f:
+                f.write(fetch_gzip_page(port))
+            target = free_port()
+            procs.append(subprocess.Popen([floor, str(target), page]))
+            wait_listening(target)
+        out = subprocess.run([sys.executable, "-c", PROBE, str(target), str(scrapes), scraper,
                              "1" if short_slice else "0"],
                              capture_output=True, text=True, check=True).stdout
         rows = [tuple(map(float, line.split())) for line in out.splitlines()]
@@ -146,6 +184,8 @@ def run(binary, scrapes, scraper, short_slice):
         return rows
     finally:
         stop_processes(procs, name)
+        if floor and os.path.exists(f"/tmp/{name}.gz"):
+            os.remove(f"/tmp/{name}.gz")
 
 
 def main():
@@ -156,16 +196,23 @@ def main():
     p.add_argument("--scraper", choices=("prometheus", "new-connection"), default="prometheus")
     p.add_argument("--scraper-slice", action="store_true",
                    help="the scraping process asks for a 0.1 ms time slice (x86-64 Linux)")
+    p.add_argument("--floor", metavar="SCRAPE_FLOOR",
+                   help="also, each round, scrape build/tools/bench/scrape_floor (the page, "
+                        "prepared, from a server with nothing to do) under the first binary's load")
     a = p.parse_args()
+    if a.floor and a.scraper != "prometheus":
+        p.error("--floor serves gzip'd OpenMetrics: --scraper prometheus only")
+    runs = [(b, None) for b in a.binaries] + ([(a.binaries[0], a.floor)] if a.floor else [])
     for r in range(a.rounds):
-        for binary in a.binaries:
-            rows = run(binary, a.scrapes, a.scraper, a.scraper_slice)
+        for binary, floor in runs:
+            rows = run(binary, a.scrapes, a.scraper, a.scraper_slice, floor)
             cols = []
             for i, what in enumerate(("connect", "first byte", "total")):
                 v = [row[i] for row in rows]
                 cols.append(f"{what} p50 {percentile(v, .5):.2f} p90 {percentile(v, .9):.2f} "
                             f"p99 {percentile(v, .99):.2f}")
-            print(f"round {r + 1} {binary}: " + " | ".join(cols) + f" ms ({len(rows)} scrapes)",
+            label = f"floor ({binary}'s load)" if floor else binary
+            print(f"round {r + 1} {label}: " + " | ".join(cols) + f" ms ({len(rows)} scrapes)",
                   flush=True)
 
 

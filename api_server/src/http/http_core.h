@@ -57,8 +57,9 @@ void Contain(const char* doing, F&& f, Failed&& failed) {
 // sendmsg each otherwise; BatchSender): what the sockets take then is sent,
 // and the rest of a write waits for room as any other (asio::async_write).
 //
-// The engine client's thread hands over an engine step's outputs inside a
-// WakeBatch: the lane is then woken once, at the end of the step.
+// The engine client's output thread hands over the outputs of each read
+// from the engine (an engine step's, or a few steps' when it is behind)
+// inside a WakeBatch: the lane is then woken once, at the end of the read.
 //
 // Written chunks' buffers come back (Recycle) and go out again with later
 // Posts, so that a streamed token costs no heap allocation once a stream's

@@ -1,7 +1,7 @@
 // StreamConnection: an API server's end of one engine socket (frame_stream.h):
 // its requests out on the engine's input socket, or the engine's outputs in
-// on the output socket. One thread uses it (the engine client's I/O thread),
-// around its own poll(): Connect while fd() is -1; Read when fd() is
+// on the output socket. One thread uses it (the engine client's input or
+// output thread), around its own poll(): Connect while fd() is -1; Read when fd() is
 // readable; WriteQueued when it is writable and wants_write(). Read's
 // callback must not call back into the same connection.
 #pragma once
@@ -38,8 +38,11 @@ class StreamConnection {
   // order (the span lives until `frame` returns). Returns false once the
   // connection ended: the engine closed it or went away, or sent a length
   // over kMaxFrame. Every whole frame that came before is delivered first;
-  // then the connection is closed (connected() is false).
-  bool Read(const std::function<void(std::span<const std::uint8_t>)>& frame);
+  // then the connection is closed (connected() is false). `drain` false:
+  // one read() of a buffer's worth, the rest left for the next call (the
+  // caller's poll() says it is there), so a reader that falls behind still
+  // returns between buffers.
+  bool Read(const std::function<void(std::span<const std::uint8_t>)>& frame, bool drain = true);
 
   // Sends one frame: writes what the socket takes now and queues the rest
   // (in order, never dropped while connected). False when not connected or
