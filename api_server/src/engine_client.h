@@ -15,7 +15,11 @@
 // logprobs) never delays it, so the engine never takes a busy API server
 // for a silent one. Nothing sent towards the engine is dropped while it is
 // frozen or slow: what a socket does not take waits, in order, and what
-// comes while the engine is away waits for it to be back.
+// comes while the engine is away waits for it to be back, unless the engine
+// turns out gone (its requests failed: what waited for them is dropped).
+// The input thread sends only to the engine process the output connection
+// reaches (their peer pids), so a successor started at the same addresses
+// never receives what was meant for its predecessor.
 #pragma once
 
 #include <cstdint>

@@ -39,6 +39,9 @@ struct EngineClient::Impl {
   // The output connection is down now: set by the output thread, which
   // owns that connection; the input thread sends nothing meanwhile.
   std::atomic<bool> disconnected{false};
+  // The engine process the output connection reaches (its peer pid, 0 before
+  // the first): the input thread sends only to the same one.
+  std::atomic<pid_t> engine_pid{0};
   std::atomic<std::int64_t> last_heard{0};  // MonotonicNanos() of the engine's last message
   int wake_fd = -1;  // eventfd: callers wake the input thread after queueing in `outbox`
 
@@ -56,7 +59,6 @@ struct EngineClient::Impl {
   void EndEpoch() {  // under mu
     ++engine_epoch;
     outbox.clear();
-    Wake();  // the input thread may be holding a connection for this
   }
   // The engine's cached blocks (CacheUpdate), under their own lock: the
   // output thread writes each step, routing reads per request.

@@ -45,8 +45,12 @@ void EngineClient::Impl::RunOutputs() {
           std::lock_guard<std::mutex> g(mu);
           EndEpoch();  // also when the old one was already gone
         }
+        // After the old engine's epoch ended: an input thread that sees the
+        // new engine here sees that too.
+        engine_pid = out.peer_pid();
         down = false;
         disconnected = false;
+        Wake();  // the input thread may be holding for this engine
         all = true;
       }
     }
@@ -99,19 +103,12 @@ void EngineClient::Impl::RunInput() {
   constexpr auto kReconnectInterval = std::chrono::milliseconds(100);
   auto last_beat = Clock::time_point{};
   // Messages taken from the outbox while the connection is down or the
-  // engine away, in order: never dropped (a request's handler would wait
-  // forever). What the connection takes but its socket does not waits in
-  // the connection.
+  // engine away, in order. Dropped only with the engine they were for (its
+  // epoch ended: their handlers were failed); otherwise they wait for the
+  // engine (a request's handler would wait forever). What the connection
+  // takes but its socket does not waits in the connection.
   std::deque<std::vector<std::uint8_t>> pending;
   std::uint64_t epoch = 0;  // engine_epoch, as last seen
-  // Which engine this connection reaches only the output thread knows. A
-  // connection that dropped went to an engine that is gone, and the next
-  // one may reach its successor before the output thread has seen the old
-  // one go: nothing goes out on it (`held`) until the output connection is
-  // up and engine_epoch has moved past the epoch the connection that
-  // dropped was trusted in (`trusted_in`).
-  bool held = false, ever_connected = false;
-  std::uint64_t trusted_in = 0;
   // One poll() over the wake-up descriptor and the connection (readable
   // only when the engine closed it; writable asked for only while something
   // waits). A descriptor of -1 (down) is ignored.
@@ -121,14 +118,12 @@ void EngineClient::Impl::RunInput() {
     const auto now = Clock::now();
     if (!in.connected() && now - last_connect >= kReconnectInterval) {
       last_connect = now;
-      if (in.Connect()) {
-        held = ever_connected;  // a new connection: the last one's engine went
-        ever_connected = true;
-      }
+      (void)in.Connect();
     }
     // Read before engine_epoch: the output thread ends the old engine's
-    // epoch (Gone, EndEpoch) before it says the connection is back.
+    // epoch (Gone, EndEpoch) before it says which engine is there now.
     const bool out_down = disconnected;
+    const pid_t engine = engine_pid;
     if (all || fds[0].revents) {
       std::uint64_t n;
       (void)!read(wake_fd, &n, sizeof n);
@@ -147,11 +142,11 @@ void EngineClient::Impl::RunInput() {
           outbox.pop_front();
         }
     }
-    if (held && !out_down && epoch > trusted_in) {
-      held = false;
-      trusted_in = epoch;
-    }
-    const bool away = out_down || held;
+    // Nothing goes to an engine until the output thread has taken it: after
+    // a restart at the same address this connection may reach the
+    // successor (another process) before the output thread has seen the old
+    // engine go and failed what was meant for it.
+    const bool away = out_down || !in.connected() || in.peer_pid() != engine;
     // Every 0.5 s; every 0.1 s while still waiting for EngineReady.
     // Not while the engine is away: they would queue up for its successor.
     if (!away && in.connected() &&
@@ -169,10 +164,9 @@ void EngineClient::Impl::RunInput() {
         (void)in.Read([](std::span<const std::uint8_t>) {});
       if (in.connected() && in.wants_write()) (void)in.WriteQueued();
     }
-    // Not while the engine is away (as heartbeats): a successor's input may
-    // connect before its output, and would run what was meant for the old
-    // one before Gone() failed it. A failed send closes the connection (the
-    // engine went): the message waits for the next one.
+    // Not while the engine is away or not yet taken (as heartbeats). A
+    // failed send closes the connection (the engine went): the message waits
+    // for the next one.
     while (!away && !pending.empty() && in.Send(pending.front())) pending.pop_front();
     fds[1].fd = in.fd();
     fds[1].events = static_cast<short>(POLLIN | (in.wants_write() ? POLLOUT : 0));

@@ -51,6 +51,11 @@ bool StreamConnection::Connect() {
     ::close(fd);
     return false;
   }
+  // Who listens: the engine process this connection reaches (SO_PEERCRED
+  // gives the listener's credentials as of its listen()).
+  ucred peer{};
+  socklen_t peer_length = sizeof peer;
+  peer_pid_ = ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_length) == 0 ? peer.pid : 0;
   fd_ = fd;
   reader_->Reset();
   out_.clear();

@@ -6,6 +6,8 @@
 // callback must not call back into the same connection.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -32,6 +34,10 @@ class StreamConnection {
   // an error) and sends the hello. True when it connected now.
   bool Connect();
   bool connected() const { return fd_ >= 0; }
+  // The process listening at the far end, as of the last Connect (0 if the
+  // kernel did not say): two connections reach the same engine process
+  // when their peer pids match.
+  pid_t peer_pid() const { return peer_pid_; }
   int fd() const { return fd_; }  // -1 while not connected
 
   // Reads what the socket has and calls `frame` with each whole frame, in
@@ -59,6 +65,7 @@ class StreamConnection {
  private:
   std::string address_, identity_;
   int fd_ = -1;
+  pid_t peer_pid_ = 0;
   std::unique_ptr<FrameReader> reader_;
   std::vector<std::uint8_t> out_;  // [out_head_, end) queued, not yet written
   std::size_t out_head_ = 0;
