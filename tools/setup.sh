@@ -28,7 +28,7 @@ packages=(
   libboost-dev                                # Interprocess, Asio, Beast
   liburing-dev                                # io_uring: an engine step's writes in one call
   prometheus-cpp-dev zlib1g-dev               # Prometheus data model
-  libdeflate-dev                              # gzip'd /metrics answers
+  libisal-dev                                 # gzip'd /metrics answers (ISA-L's igzip)
   libgtest-dev libgmock-dev libbenchmark-dev  # tests, benchmarks
   libcli11-dev nlohmann-json3-dev
   libprotobuf-dev protobuf-compiler           # OTLP traces (tracing/proto)

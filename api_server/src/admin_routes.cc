@@ -79,10 +79,11 @@ HttpResponse MetricsResponse(metrics::Registry* registry, const HttpRequest& req
   r.content_type = std::string(metrics::ContentType(format));
   r.body = registry->Render(format);
   if (!only_engine.empty()) r.body = OnlyEngine(r.body, only_engine);
-  if (http_internal::AcceptsGzip(Header(request, "accept-encoding"))) {
-    r.body = Gzip(r.body);
-    r.headers["Content-Encoding"] = "gzip";
-  }
+  if (http_internal::AcceptsGzip(Header(request, "accept-encoding")))
+    if (std::string z = Gzip(r.body); !z.empty()) {  // else as it is: identity is always allowed
+      r.body = std::move(z);
+      r.headers["Content-Encoding"] = "gzip";
+    }
   return r;
 }
 

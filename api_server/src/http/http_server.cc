@@ -7,7 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <libdeflate.h>
+#include <isa-l/igzip_lib.h>
 #include <cstdio>
 #include <cstring>
 
@@ -48,27 +48,49 @@ HttpResponse ErrorResponse(int status, const std::string& message, const std::st
 }
 
 std::string Gzip(const std::string& data, int level) {
-  // libdeflate rather than zlib: whole-buffer compression only, which is all
-  // a response needs, and at level 1 about 1.8 times zlib's speed on large
-  // pages. Each thread keeps a compressor per level (its state, a few
-  // hundred KB, allocated once, not per scrape) and a scratch buffer the
-  // size of the bound.
-  struct FreeCompressor {
-    void operator()(libdeflate_compressor* c) const { libdeflate_free_compressor(c); }
+  // ISA-L's igzip rather than zlib or libdeflate: whole-buffer compression
+  // is all a response needs, and at its level 1 it takes the /metrics page
+  // in under half libdeflate's time (a third of zlib's) for a few percent
+  // more bytes. Each thread keeps its stream and its level's hash buffer
+  // (allocated once, not per scrape).
+  struct State {
+    isal_zstream stream;
+    std::vector<std::uint8_t> level_buf;
   };
-  thread_local std::unique_ptr<libdeflate_compressor, FreeCompressor> compressors[13];
-  thread_local std::vector<char> scratch;
-  level = std::clamp(level, 1, 12);
-  auto& c = compressors[level];
-  if (!c) c.reset(libdeflate_alloc_compressor(level));
-  if (!c) return {};
-  scratch.resize(libdeflate_gzip_compress_bound(c.get(), data.size()));
-  const std::size_t n =
-      libdeflate_gzip_compress(c.get(), data.data(), data.size(), scratch.data(), scratch.size());
-  if (n == 0) return {};  // cannot happen with the bound's room
-  std::string out(scratch.data(), n);
-  // A rare huge page's scratch is not kept.
-  if (scratch.size() > (std::size_t{1} << 22)) std::vector<char>().swap(scratch);
+  static constexpr std::uint32_t kLevelBuf[] = {ISAL_DEF_LVL0_DEFAULT, ISAL_DEF_LVL1_DEFAULT,
+                                                ISAL_DEF_LVL2_DEFAULT, ISAL_DEF_LVL3_DEFAULT};
+  // On the heap: a stream is 80 KB, too much for every thread's TLS.
+  thread_local std::unique_ptr<State> states[4];
+  if (data.size() > (1u << 30)) return {};  // igzip counts in 32 bits
+  level = std::clamp(level, 0, 3);
+  if (!states[level]) {
+    states[level] = std::make_unique<State>();
+    states[level]->level_buf.resize(kLevelBuf[level]);
+  }
+  State& st = *states[level];
+  isal_zstream& z = st.stream;
+  isal_deflate_init(&z);
+  z.gzip_flag = IGZIP_GZIP;
+  z.level = static_cast<std::uint32_t>(level);
+  z.level_buf = st.level_buf.data();
+  z.level_buf_size = static_cast<std::uint32_t>(st.level_buf.size());
+  z.end_of_stream = 1;
+  z.flush = NO_FLUSH;
+  z.next_in = reinterpret_cast<std::uint8_t*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<std::uint32_t>(data.size());
+  // Room for incompressible data: stored blocks' headers and gzip's own.
+  std::string out(data.size() + data.size() / 64 + 256, '\0');
+  std::size_t done = 0;
+  for (;;) {
+    z.next_out = reinterpret_cast<std::uint8_t*>(out.data() + done);
+    z.avail_out = static_cast<std::uint32_t>(out.size() - done);
+    if (isal_deflate(&z) != COMP_OK) return {};
+    done = out.size() - z.avail_out;
+    if (z.internal_state.state == ZSTATE_END) break;
+    if (z.avail_out != 0) return {};  // stopped short with room left: never seen
+    out.resize(out.size() * 2);       // not expected with the room above
+  }
+  out.resize(done);
   return out;
 }
 
