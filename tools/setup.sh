@@ -27,7 +27,8 @@ packages=(
   libflatbuffers-dev flatbuffers-compiler     # wire format
   libboost-dev                                # Interprocess, Asio, Beast
   liburing-dev                                # io_uring: an engine step's writes in one call
-  prometheus-cpp-dev zlib1g-dev               # Prometheus data model
+  prometheus-cpp-dev                          # Prometheus data model
+  zlib1g-dev                                  # OTLP gzip; the tests' gzip decoder
   libisal-dev                                 # gzip'd /metrics answers (ISA-L's igzip)
   libgtest-dev libgmock-dev libbenchmark-dev  # tests, benchmarks
   libcli11-dev nlohmann-json3-dev

@@ -79,11 +79,13 @@ HttpResponse MetricsResponse(metrics::Registry* registry, const HttpRequest& req
   r.content_type = std::string(metrics::ContentType(format));
   r.body = registry->Render(format);
   if (!only_engine.empty()) r.body = OnlyEngine(r.body, only_engine);
-  if (http_internal::AcceptsGzip(Header(request, "accept-encoding")))
-    if (std::string z = Gzip(r.body); !z.empty()) {  // else as it is: identity is always allowed
+  if (http_internal::AcceptsGzip(Header(request, "accept-encoding"))) {
+    // Unzipped if it cannot be zipped: identity is always acceptable.
+    if (std::string z = Gzip(r.body); !z.empty()) {
       r.body = std::move(z);
       r.headers["Content-Encoding"] = "gzip";
     }
+  }
   return r;
 }
 

@@ -9,7 +9,10 @@
 // handlers; it watches the output connection: if the engine goes away
 // (EngineDead, or the connection drops and stays down), the client turns
 // unhealthy and every in-flight request is failed at once (after the
-// outputs already received for it are delivered). The input thread
+// outputs already received for it are delivered, and the handler running
+// then has returned). Handlers must not block: while one runs, nothing else
+// from the engine is read, and one longer than engine_silent_after_s turns
+// healthy() false. The input thread
 // heartbeats every 0.5 s, asks for EngineReady until it has it, and sends
 // what the HTTP threads queue; a slow handler (detokenizing, stop strings,
 // logprobs) never delays it, so the engine never takes a busy API server

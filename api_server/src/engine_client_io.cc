@@ -146,7 +146,7 @@ void EngineClient::Impl::RunInput() {
     // a restart at the same address this connection may reach the
     // successor (another process) before the output thread has seen the old
     // engine go and failed what was meant for it.
-    const bool away = out_down || !in.connected() || in.peer_pid() != engine;
+    const bool away = out_down || in.peer_pid() != engine;
     // Every 0.5 s; every 0.1 s while still waiting for EngineReady.
     // Not while the engine is away: they would queue up for its successor.
     if (!away && in.connected() &&

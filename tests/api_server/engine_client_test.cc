@@ -4,7 +4,9 @@
 // delay, a frozen engine turning it unhealthy, requests queued while the
 // engine is frozen never lost, outputs received before the engine's death
 // delivered before the failure, and a stalled API-server process finding its
-// requests aborted when it resumes.
+// requests aborted when it resumes. Also, against FakeEngines in child
+// processes: a successor at the same addresses never receives what was
+// queued for its predecessor.
 #include "engine_client.h"
 
 #include <gtest/gtest.h>
@@ -466,23 +468,32 @@ TEST(EngineClient, ASuccessorNeverReceivesWhatWasQueuedForItsPredecessor) {
   fake.input_address = "ipc://" + base + ".in";
   fake.output_address = "ipc://" + base + ".out";
   const std::string report = base + ".requests";
+  // A child that cannot serve exits (it must not go on as the test).
   ChildProcess first = ChildProcess::Spawn([&](const ChildProcess::Control& c) {
-    FakeEngine engine(fake);
-    c.Ready();
-    c.AwaitRelease();  // killed first
+    try {
+      FakeEngine engine(fake);
+      c.Ready();
+      c.AwaitRelease();  // killed first
+    } catch (...) {
+      return 1;
+    }
     return 0;
   });
   // Starts when released; when released again, writes the ids of the
   // requests it received, one a line, and exits.
   ChildProcess second = ChildProcess::Spawn([&](const ChildProcess::Control& c) {
-    c.AwaitRelease();
-    FakeEngine engine(fake);
-    c.Ready();
-    c.AwaitRelease();
-    std::ofstream out(report);
-    for (const auto& [id, prompt] : engine.prompts()) out << id << "\n";
-    out.close();
-    return out ? 0 : 1;
+    try {
+      c.AwaitRelease();
+      FakeEngine engine(fake);
+      c.Ready();
+      c.AwaitRelease();
+      std::ofstream out(report);
+      for (const auto& [id, prompt] : engine.prompts()) out << id << "\n";
+      out.close();
+      return out ? 0 : 1;
+    } catch (...) {
+      return 1;
+    }
   });
   first.WaitReady();
 

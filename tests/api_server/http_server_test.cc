@@ -14,6 +14,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -117,6 +118,7 @@ std::optional<std::string> StrictGunzip(const std::string& in) {
 // like a metrics page, and halves of each; every size around 64 KiB.
 TEST(Gzip, EveryLevelRoundTripsThroughZlibOverAGeneratedCorpus) {
   std::mt19937 rng(46);
+  constexpr std::string_view kLine = "vllm:e2e_request_latency_seconds_bucket{le=\"0.3\"} 17\n";
   auto make = [&](int kind, std::size_t n) {
     std::string s(n, '\0');
     for (std::size_t i = 0; i < n; ++i) {
@@ -127,7 +129,7 @@ TEST(Gzip, EveryLevelRoundTripsThroughZlibOverAGeneratedCorpus) {
           s[i] = static_cast<char>(rng());
           break;
         case 2:
-          s[i] = "vllm:e2e_request_latency_seconds_bucket{le=\"0.3\"} 17\n"[i % 52];
+          s[i] = kLine[i % kLine.size()];
           break;
         default:
           s[i] = i < n / 2 ? static_cast<char>(rng()) : 'x';

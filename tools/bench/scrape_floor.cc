@@ -7,7 +7,8 @@
 //
 //   build/tools/bench/scrape_floor PORT BODY_FILE   (BODY_FILE: gzip'd page)
 //
-// Loopback only; runs until killed. Hand-written rather than an HTTP
+// PORT 0: a free port, chosen by the kernel. Prints "listening on PORT" once
+// it listens. Loopback only; runs until killed. Hand-written rather than an HTTP
 // library: a library's own work is what this leaves out.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -65,6 +67,10 @@ int main(int argc, char** argv) {
       "charset=utf-8\r\nContent-Encoding: gzip\r\nContent-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body;
   const int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (ls < 0) {
+    std::perror("scrape_floor: socket");
+    return 1;
+  }
   const int one = 1;
   setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in a{};
@@ -75,6 +81,10 @@ int main(int argc, char** argv) {
     std::perror("scrape_floor: bind/listen");
     return 1;
   }
+  socklen_t length = sizeof a;
+  getsockname(ls, reinterpret_cast<sockaddr*>(&a), &length);
+  std::printf("listening on %u\n", ntohs(a.sin_port));
+  std::fflush(stdout);
   for (;;) {
     const int fd = accept4(ls, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;

@@ -137,17 +137,6 @@ def fetch_gzip_page(port):
     return body
 
 
-def wait_listening(port, seconds=10):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port)).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("the floor server did not listen")
-
-
 def run(binary, scrapes, scraper, short_slice, floor=None):
     name = f"scrape{os.getpid()}"
     base = f"ipc:///tmp/{name}"
@@ -172,9 +161,12 @@ def run(binary, scrapes, scraper, short_slice, floor=None):
             page = f"/tmp/{name}.gz"
             with open(page, "wb") as f:
                 f.write(fetch_gzip_page(port))
-            target = free_port()
-            procs.append(subprocess.Popen([floor, str(target), page]))
-            wait_listening(target)
+            # Port 0: it binds a free one and says which (no race for it).
+            procs.append(subprocess.Popen([floor, "0", page], stdout=subprocess.PIPE, text=True))
+            line = procs[-1].stdout.readline()
+            if not line.startswith("listening on "):
+                raise RuntimeError(f"scrape_floor did not start: {line!r}")
+            target = int(line.split()[-1])
         out = subprocess.run([sys.executable, "-c", PROBE, str(target), str(scrapes), scraper,
                              "1" if short_slice else "0"],
                              capture_output=True, text=True, check=True).stdout

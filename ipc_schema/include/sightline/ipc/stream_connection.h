@@ -1,9 +1,9 @@
 // StreamConnection: an API server's end of one engine socket (frame_stream.h):
 // its requests out on the engine's input socket, or the engine's outputs in
 // on the output socket. One thread uses it (the engine client's input or
-// output thread), around its own poll(): Connect while fd() is -1; Read when fd() is
-// readable; WriteQueued when it is writable and wants_write(). Read's
-// callback must not call back into the same connection.
+// output thread), around its own poll(): Connect while fd() is -1; Read
+// when fd() is readable; WriteQueued when it is writable and wants_write().
+// Read's callback must not call back into the same connection.
 #pragma once
 
 #include <sys/types.h>
@@ -34,9 +34,10 @@ class StreamConnection {
   // an error) and sends the hello. True when it connected now.
   bool Connect();
   bool connected() const { return fd_ >= 0; }
-  // The process listening at the far end, as of the last Connect (0 if the
-  // kernel did not say): two connections reach the same engine process
-  // when their peer pids match.
+  // The process listening at the far end, as of the last Connect: two
+  // connections reach the same engine process when their peer pids match.
+  // 0 if the kernel did not say, or the listener is in a PID namespace this
+  // process cannot see (then every engine looks the same: no check).
   pid_t peer_pid() const { return peer_pid_; }
   int fd() const { return fd_; }  // -1 while not connected
 
