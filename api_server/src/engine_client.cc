@@ -125,8 +125,10 @@ void EngineClient::Impl::OnMessage(std::span<const std::uint8_t> m) {
           }
         }
         // One handler's defect costs the step's other requests nothing.
-        for (auto& [handler, out] : steps_handlers)
-          Guarded([&] { (*handler)(RequestDelta{o->timestamp(), out, o->engine_index()}); });
+        for (auto& step : steps_handlers)  // captured: not a structured binding (clang 14)
+          Guarded([&] {
+            (*step.first)(RequestDelta{o->timestamp(), step.second, o->engine_index()});
+          });
         steps_handlers.clear();  // no handler kept alive past its last output
       }
       if (const auto* u = o->utility_result()) {

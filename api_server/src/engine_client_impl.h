@@ -132,8 +132,9 @@ struct EngineClient::Impl {
       for (const auto& [id, handler] : failed_handlers) lost.push_back(id);
     }
     ready_cv.notify_all();
-    for (auto& [id, handler] : failed_handlers) Guarded([&] { (*handler)(RequestDelta{}); });
-    for (auto& [id, done] : failed_utilities) Guarded([&] { done(NotRunning()); });
+    // Not structured bindings: the lambdas capture them (clang 14 cannot).
+    for (auto& failed : failed_handlers) Guarded([&] { (*failed.second)(RequestDelta{}); });
+    for (auto& failed : failed_utilities) Guarded([&] { failed.second(NotRunning()); });
   }
   // The last line of defence around a handler: its defect is logged, and
   // the other requests' outputs keep flowing (OpenAiServer fails the one
