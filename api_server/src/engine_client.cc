@@ -197,7 +197,7 @@ EngineClient::~EngineClient() {
 void EngineClient::Stop() {
   impl_->stop = true;
   impl_->Wake();
-  impl_->Dispatch([] {});  // wakes the output thread
+  impl_->Signal(impl_->work_fd);  // wakes the output thread
   if (impl_->input_thread.joinable()) impl_->input_thread.join();
   if (impl_->output_thread.joinable()) impl_->output_thread.join();
 }

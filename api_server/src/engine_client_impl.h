@@ -51,15 +51,11 @@ struct EngineClient::Impl {
   std::shared_ptr<const LoraAdapterList> loras;
   EngineLoad load;
   std::deque<std::vector<std::uint8_t>> outbox;  // to the input thread
-  // Counts the engines seen to go (Gone) or to be replaced (the output
-  // connection back after a drop). What was queued before a change is not
-  // for the engine after it: EndEpoch empties the outbox, and the input
-  // thread drops what it holds when it sees the count move (RunInput).
+  // Counts Gone()s: the engines seen to go or to be replaced (the output
+  // connection back after a drop). What was queued before one is not for
+  // the engine after it: Gone() empties the outbox, and the input thread
+  // drops what it holds when it sees the count move (RunInput).
   std::uint64_t engine_epoch = 0;
-  void EndEpoch() {  // under mu
-    ++engine_epoch;
-    outbox.clear();
-  }
   // The engine's cached blocks (CacheUpdate), under their own lock: the
   // output thread writes each step, routing reads per request.
   // Counted: several blocks may hold one hash (requests that computed the
@@ -90,10 +86,11 @@ struct EngineClient::Impl {
   std::vector<std::function<void()>> work;  // swapped with RunOutputs' batch
   int work_fd = -1;                         // eventfd: wakes the output thread for `work`
 
-  void Wake() {
+  static void Signal(int eventfd) {
     const std::uint64_t one = 1;
-    (void)!write(wake_fd, &one, sizeof one);
+    (void)!write(eventfd, &one, sizeof one);
   }
+  void Wake() { Signal(wake_fd); }
   void Queue(std::vector<std::uint8_t> bytes) {
     {
       std::lock_guard<std::mutex> g(mu);
@@ -106,13 +103,13 @@ struct EngineClient::Impl {
       std::lock_guard<std::mutex> g(work_mu);
       work.push_back(std::move(fn));
     }
-    const std::uint64_t one = 1;
-    (void)!write(work_fd, &one, sizeof one);
+    Signal(work_fd);
   }
-  // The engine is gone: fail every request and call still waiting. No
-  // Submit can slip in after: it checks `alive` under the same lock. On the
-  // output thread only, between messages, so what the engine sent before it
-  // went (a finish, say) is delivered first, and only what is still waiting
+  // The engine is gone: its epoch ends (also when it was already taken for
+  // gone), and every request and call still waiting fails. No Submit can
+  // slip in after: it checks `alive` under the same lock. On the output
+  // thread only, between messages, so what the engine sent before it went
+  // (a finish, say) is delivered first, and only what is still waiting
   // fails.
   //
   // Not for ever: heartbeats ask for EngineReady again, and an engine that
@@ -123,10 +120,11 @@ struct EngineClient::Impl {
     UtilityMap failed_utilities;
     {
       std::lock_guard<std::mutex> g(mu);
+      ++engine_epoch;
+      outbox.clear();
       if (!alive) return;
       alive = false;
       ready = false;
-      EndEpoch();
       failed_handlers.swap(handlers);
       failed_utilities.swap(utilities);
       for (const auto& [id, handler] : failed_handlers) lost.push_back(id);

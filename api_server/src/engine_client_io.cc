@@ -40,11 +40,7 @@ void EngineClient::Impl::RunOutputs() {
         // of what the old one ran. Gone() fails that now, before anything
         // the new one sends is read, and the new one is taken once it is
         // ready.
-        if (down) {
-          Gone();
-          std::lock_guard<std::mutex> g(mu);
-          EndEpoch();  // also when the old one was already gone
-        }
+        if (down) Gone();
         // After the old engine's epoch ended: an input thread that sees the
         // new engine here sees that too.
         engine_pid = out.peer_pid();
@@ -121,7 +117,7 @@ void EngineClient::Impl::RunInput() {
       (void)in.Connect();
     }
     // Read before engine_epoch: the output thread ends the old engine's
-    // epoch (Gone, EndEpoch) before it says which engine is there now.
+    // epoch (Gone) before it says which engine is there now.
     const bool out_down = disconnected;
     const pid_t engine = engine_pid;
     if (all || fds[0].revents) {
